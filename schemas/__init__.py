@@ -1,0 +1,21 @@
+"""The contract as data: JSON Schemas, OpenAPI documents, requirement catalogue.
+
+Installed as the ``knowledge_schemas`` package. Both the simulator and the
+conformance suite read the contract from here, and from nowhere else.
+"""
+
+from knowledge_schemas._files import SCHEMA_DIR, schema_names
+from knowledge_schemas.catalogue import Catalogue, Requirement, load_catalogue
+from knowledge_schemas.registry import SchemaRegistry, load_registry
+from knowledge_schemas.wire import load_wire_defaults
+
+__all__ = [
+    "SCHEMA_DIR",
+    "Catalogue",
+    "Requirement",
+    "SchemaRegistry",
+    "load_catalogue",
+    "load_registry",
+    "load_wire_defaults",
+    "schema_names",
+]
