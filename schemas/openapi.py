@@ -67,3 +67,12 @@ def bundle(name: str = "openapi.yaml") -> dict[str, Any]:
         raw = json.loads((SCHEMA_DIR / filename).read_text("utf-8"))
         schemas[key] = _rewrite(_rewrite_internal(raw, key))
     return doc
+
+
+def component_validator(document: str, component: str) -> Any:
+    """A validator for one ``components/schemas`` entry of a bundled OpenAPI document."""
+    from jsonschema import Draft202012Validator
+
+    bundled = bundle(document)
+    root = {"$ref": f"#/components/schemas/{component}", "components": bundled["components"]}
+    return Draft202012Validator(root, format_checker=Draft202012Validator.FORMAT_CHECKER)

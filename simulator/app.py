@@ -1,0 +1,154 @@
+"""The ASGI application: Core routes, optional control routes, middleware."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from random import Random
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from knowledge_schemas import load_registry
+from simulator.clock import Clock
+from simulator.config import SimConfig
+from simulator.control import control_routes
+from simulator.core import Caller, Core
+from simulator.corpus import seed_demo
+from simulator.errors import ApiError
+from simulator.http import error_response, json_response, read_json, validate
+from simulator.quirks import parse_quirks
+from simulator.store import Store
+
+log = logging.getLogger("knowledge_sim")
+BASE = "/agent-api/v1/workspaces/{route}"
+
+
+class Observe:
+    """Adds Cache-Control: no-store, keeps the request transcript, logs one JSON line per request."""
+
+    def __init__(self, app: ASGIApp, core: Core, transcript: deque[dict[str, Any]]) -> None:
+        self.app, self.core, self.transcript = app, core, transcript
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = {"code": 500}
+        no_store = not self.core.q("cache_control_missing")
+
+        async def wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                if no_store:
+                    message["headers"] = [*message.get("headers", []), (b"cache-control", b"no-store")]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, wrapped)
+        finally:
+            path = scope["path"]
+            if not path.startswith("/_control/"):
+                self.transcript.append({"method": scope["method"], "path": path, "status": status["code"], "at": self.core.clock.now()})
+            log.info(json.dumps({"event": "request", "method": scope["method"], "path": path, "status": status["code"],
+                                 "ms": round((time.perf_counter() - started) * 1000, 2)}))
+
+
+def _endpoint(core: Core, handler: Callable[[Request, Core, Caller], Awaitable[Response]], *, knowledge: bool,
+              missing_quirk: str | None = None) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        route = request.path_params["route"]
+        try:
+            auth = request.headers.get("authorization")
+            if handler is _capabilities and not auth and core.q("capabilities_unauthenticated"):
+                first = core.store.first_identity(route)
+                auth = f"Bearer {first.token}" if first else None
+            caller = core.authenticate(auth, route, knowledge_op=knowledge)
+            if knowledge:
+                refusal = core.legacy_refusal(route)
+                if refusal is not None:
+                    return error_response(refusal)
+                if missing_quirk is not None and core.q(missing_quirk):
+                    return error_response(ApiError(404, "not_found", "unknown path"))
+            return await handler(request, core, caller)
+        except ApiError as err:
+            return error_response(err)
+
+    return endpoint
+
+
+async def _body(request: Request, core: Core, stem: str) -> dict[str, Any]:
+    body = await read_json(request, max_bytes=core.config.max_body_bytes, crash_on_bad_json=core.q("crash_on_bad_input"))
+    if stem == "read-request":
+        if core.q("max_bytes_unchecked") and isinstance(body.get("max_bytes"), int):
+            body["max_bytes"] = min(max(body["max_bytes"], 4096), 32768)
+        if core.q("oversize_ref_accepted") and isinstance(body.get("ref"), str):
+            body["ref"] = body["ref"][:4096]
+    return validate(body, load_registry().validator(stem))
+
+
+async def _capabilities(request: Request, core: Core, caller: Caller) -> Response:
+    return json_response(core.capabilities(caller))
+
+
+async def _turn(request: Request, core: Core, caller: Caller) -> Response:
+    body = await _body(request, core, "turn-request")
+    status, raw = core.start_turn(caller, body)
+    return Response(raw, status_code=status, media_type="application/json")
+
+
+async def _search(request: Request, core: Core, caller: Caller) -> Response:
+    return json_response(core.search(caller, await _body(request, core, "search-request")))
+
+
+async def _read(request: Request, core: Core, caller: Caller) -> Response:
+    return json_response(core.read(caller, await _body(request, core, "read-request")))
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return error_response(ApiError(404, "not_found", "unknown path"))
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected failure", exc_info=exc)
+    return error_response(ApiError(500, "internal_error", "unexpected failure"))
+
+
+def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
+    """A fresh simulator. ``options`` override fields of ``SimConfig`` (``quirks`` may be any iterable)."""
+    if "quirks" in options:
+        options["quirks"] = parse_quirks(list(options["quirks"]))
+    config = SimConfig(**{**(config.__dict__ if config else {}), **options})
+    parse_quirks(list(config.quirks))
+    rng = Random(config.seed)
+    clock = Clock(config.clock_start, frozen=config.frozen_clock)
+    store = Store(config.database, rng)
+    core = Core(config, store, clock)
+    transcript: deque[dict[str, Any]] = deque(maxlen=10_000)
+    if config.demo and not store.routes():
+        seed_demo(core)
+    routes: list[Route | Mount] = [
+        Route(f"{BASE}/knowledge/capabilities", _endpoint(core, _capabilities, knowledge=True, missing_quirk="capabilities_missing"), methods=["GET"]),
+        Route(f"{BASE}/knowledge/search", _endpoint(core, _search, knowledge=True, missing_quirk="search_missing"), methods=["POST"]),
+        Route(f"{BASE}/knowledge/read", _endpoint(core, _read, knowledge=True, missing_quirk="read_missing"), methods=["POST"]),
+        Route(f"{BASE}/turns", _endpoint(core, _turn, knowledge=False), methods=["POST"]),
+    ]
+    if config.control_enabled:
+        routes.append(Mount("/_control/v1", routes=control_routes(core, transcript)))
+    app = Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: _not_found, Exception: _internal},
+        middleware=[Middleware(Observe, core=core, transcript=transcript)],
+    )
+    app.state.core = core
+    return app

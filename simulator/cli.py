@@ -1,0 +1,70 @@
+"""``knowledge-sim``: run the reference Core as a fake Core, or list its quirks."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from simulator.config import SimConfig
+from simulator.quirks import QUIRKS
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="knowledge-sim", description="Reference Core for the agent knowledge contract.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the Core over HTTP")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--database", default=":memory:", help="SQLite file to persist the store (default: in memory)")
+    serve.add_argument("--seed", type=int, default=0, help="seed of every random choice (ids, tokens, signing key)")
+    serve.add_argument("--corpus", help="folder of .md/.txt files or a .jsonl file for the demo workspace")
+    serve.add_argument("--quirk", action="append", default=[], metavar="NAME", help="deviate on purpose (repeatable); see `quirks`")
+    serve.add_argument("--no-control", action="store_true", help="do not expose the test-control extension")
+    serve.add_argument("--control-token", default="sim-control-token", help="credential of the control extension")
+    serve.add_argument("--frozen-clock", action="store_true", help="the clock moves only through control")
+    serve.add_argument("--log-level", default="info")
+    sub.add_parser("quirks", help="list the quirks and the requirements each violates")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "quirks":
+        for quirk in QUIRKS.values():
+            print(f"{quirk.name:32} {','.join(quirk.violates):28} {quirk.description}")
+        return 0
+    import uvicorn
+
+    from simulator.app import create_app
+    from simulator.corpus import load_corpus, seed_demo
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(message)s", stream=sys.stderr)
+    try:
+        app = create_app(
+            SimConfig(seed=args.seed, database=args.database, control_enabled=not args.no_control,
+                      control_token=args.control_token, frozen_clock=args.frozen_clock,
+                      clock_start=None if not args.frozen_clock else SimConfig.clock_start, demo=args.corpus is None),
+            quirks=args.quirk,
+        )
+        if args.corpus:
+            core = app.state.core
+            if not core.store.routes():
+                seed_demo(core, load_corpus(args.corpus))
+    except ValueError as exc:
+        print(f"knowledge-sim: {exc}", file=sys.stderr)
+        return 2
+    core = app.state.core
+    print(f"knowledge-sim on http://{args.host}:{args.port}  workspaces: {', '.join(core.store.routes())}", file=sys.stderr)
+    for route in core.store.routes():
+        ident = core.store.first_identity(route)
+        if ident is not None:
+            print(f"  route {route}: token for {ident.account} (session {ident.session_id}): {ident.token}", file=sys.stderr)
+    if not args.no_control:
+        print("  control extension at /_control/v1 (Authorization: Bearer <control token>)", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,20 @@
+"""Start-up settings of a simulator instance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    seed: int = 0
+    database: str = ":memory:"
+    quirks: frozenset[str] = field(default_factory=frozenset)
+    control_enabled: bool = True
+    control_token: str = "sim-control-token"
+    hub: str = "https://hub.knowledge-sim.example"
+    clock_start: float | None = 1_767_225_600.0  # 2026-01-01T00:00:00Z; None follows the host clock
+    frozen_clock: bool = True
+    demo: bool = True
+    demo_route: str = "demo"
+    max_body_bytes: int = 1 << 20

@@ -1,0 +1,386 @@
+"""The Core's knowledge behaviour, independent of HTTP: identities, turns,
+capabilities, search, read, references. Quirks bend it on purpose."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from simulator.clock import Clock
+from simulator.config import SimConfig
+from simulator.errors import ApiError, reference_error
+from simulator.signing import MAX_TOKEN_BYTES, Signer, TokenError, digest
+from simulator.sizing import dumps, fit_prefix, trim
+from simulator.store import Identity, Revision, Run, Store
+
+KNOWLEDGE_SCHEMA = "bailing.agent-knowledge.v1"
+CAPABILITIES_SCHEMA = "bailing.agent-knowledge-capabilities.v1"
+TURN_SCHEMA = "bailing.agent-turn-context.v1"
+SEARCH_MAX_BYTES = 4096
+MAX_HINTS = 3
+READ_DEFAULT_BYTES = 16384
+READ_MIN_BYTES, READ_MAX_BYTES = 4096, 32768
+CHAIN_BUDGET = 131072
+REFERENCE_TTL = 300.0
+INLINE_BODY_CHARS = 4000
+ROUTE = re.compile(r"^[a-z0-9][a-z0-9_-]{1,63}$")
+LEGACY_BODIES = {404: "not_found", 405: "method_not_allowed", 501: "not_implemented"}
+LIMITS = {
+    "search_max_hints": MAX_HINTS,
+    "search_max_bytes": SEARCH_MAX_BYTES,
+    "read_default_max_bytes": READ_DEFAULT_BYTES,
+    "read_min_max_bytes": READ_MIN_BYTES,
+    "read_max_max_bytes": READ_MAX_BYTES,
+    "reference_max_bytes": MAX_TOKEN_BYTES,
+    "read_chain_max_bytes": CHAIN_BUDGET,
+    "reference_ttl_seconds": int(REFERENCE_TTL),
+}
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking, on which route: the resolved bearer token."""
+
+    identity: Identity
+    route: str
+
+
+class Core:
+    def __init__(self, config: SimConfig, store: Store, clock: Clock) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.signer = Signer(store.signing_key())
+        self.faults: list[tuple[str, str | None]] = []
+
+    def q(self, quirk: str) -> bool:
+        return quirk in self.config.quirks
+
+    # ------------------------------------------------------------ identity
+    def authenticate(self, authorization: str | None, route: str, *, knowledge_op: bool) -> Caller:
+        """Token first (401 before route matching), then the route (vendor convention)."""
+        scheme, _, token = (authorization or "").partition(" ")
+        ident = self.store.identity(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        if ident is None and knowledge_op and self.q("auth_optional") and self.store.workspace(route):
+            ident = self.store.first_identity(route)
+        if ident is None:
+            raise ApiError(401, "unauthorized", "missing or invalid bearer token")
+        if not ROUTE.match(route) or route == "auto":
+            raise ApiError(400, "invalid_route", "route must match [a-z0-9][a-z0-9_-]{1,63} and not be 'auto'")
+        if self.store.workspace(route) is None:
+            raise ApiError(404, "route_unavailable", f"no workspace is reachable at route {route!r}")
+        if ident.route != route and not self.q("route_unchecked"):
+            raise ApiError(403, "route_not_allowed", "this token belongs to another workspace")
+        return Caller(ident, route)
+
+    def mode(self, route: str) -> tuple[str, int]:
+        found = self.store.workspace(route)
+        return found if found is not None else ("normal", 404)
+
+    def legacy_refusal(self, route: str) -> ApiError | None:
+        """A legacy Core does not know the knowledge endpoints."""
+        mode, status = self.mode(route)
+        if mode != "legacy":
+            return None
+        if self.q("legacy_answers_500"):
+            return ApiError(500, "internal_error", "unexpected failure")
+        return ApiError(status, LEGACY_BODIES[status], "unknown path")
+
+    def take_fault(self, kind: str, route: str) -> bool:
+        for i, (k, r) in enumerate(self.faults):
+            if k == kind and r in (None, route):
+                del self.faults[i]
+                return True
+        return False
+
+    def _run(self, run_id: str, caller: Caller, *, lenient: bool = False) -> Run:
+        run = self.store.run(run_id)
+        ident = caller.identity
+        if run is None or run.session_id != ident.session_id or run.route != caller.route or run.hub != ident.hub:
+            if lenient:
+                return Run(run_id, caller.route, ident.session_id, ident.account, ident.hub)
+            raise ApiError(404, "run_not_found", "no run with this id in this Agent Session and route")
+        return run
+
+    # -------------------------------------------------------- capabilities
+    def capabilities(self, caller: Caller) -> dict[str, Any]:
+        mode, _ = self.mode(caller.route)
+        limits = dict(LIMITS)
+        if self.q("capabilities_loose_limits"):
+            limits.update(search_max_hints=5, read_chain_max_bytes=262144)
+        return {
+            "schema_version": CAPABILITIES_SCHEMA,
+            "knowledge_schema_version": "bailing.agent-knowledge.v2" if self.q("capabilities_wrong_schema") else KNOWLEDGE_SCHEMA,
+            "route": "other-route" if self.q("capabilities_wrong_route") else caller.route,
+            "enabled": mode != "disabled" or self.q("disabled_still_enabled"),
+            "delivery_modes": ["inline"] if self.q("capabilities_inline_only") else ["inline", "on_demand"],
+            "limits": limits,
+        }
+
+    # --------------------------------------------------------------- turns
+    def start_turn(self, caller: Caller, body: dict[str, Any]) -> tuple[int, bytes]:
+        ident = caller.identity
+        mode, _ = self.mode(caller.route)
+        if mode == "legacy" and "knowledge_delivery" in body:
+            raise ApiError(400, "invalid_request", "unknown field knowledge_delivery")
+        key = json.dumps([ident.session_id, caller.route, body["client_conversation_id"], body["client_turn_id"], body["user_message_id"]])
+        fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        existing = self.store.turn(key)
+        if existing is not None and not self.q("turn_no_pinning"):
+            if existing[0] != fingerprint:
+                raise ApiError(409, "turn_conflict", "this turn identity was already used with another payload")
+            return 200, existing[1].encode("utf-8")
+        now = self.clock.now()
+        run = Run(self.store.new_uuid(), caller.route, ident.session_id, ident.account, ident.hub)
+        delivery = body.get("knowledge_delivery", "inline")
+        if self.q("turn_ignores_delivery"):
+            delivery = "inline"
+        context = self._turn_context(caller, run, body["user_input"], delivery, mode)
+        response = dumps({
+            "schema_version": "bailing.agent-turn.v0" if self.q("turn_bad_schema_version") else TURN_SCHEMA,
+            "run_id": run.run_id,
+            "context": context,
+        }).decode("utf-8")
+        self.store.commit_turn(key, fingerprint, run, response, now)
+        if self.take_fault("lose_next_turn_response", caller.route):
+            raise ApiError(502, "response_lost", "the turn committed but its response was lost (injected fault)")
+        return 200, response.encode("utf-8")
+
+    def _turn_context(self, caller: Caller, run: Run, user_input: str, delivery: str, mode: str) -> dict[str, Any]:
+        context: dict[str, Any] = {"knowledge": [], "knowledge_refs": [], "governance": {"knowledge_trust": "reference_only"}}
+        if delivery == "on_demand":
+            status, hints = self._search_hints(caller, run, user_input[:1000], MAX_HINTS, mode)
+            if self.q("turn_unbounded_hints"):
+                hints = (hints * 5)[:5] or hints
+            envelope = {"schema_version": KNOWLEDGE_SCHEMA, "mode": "ondemand" if self.q("turn_delivery_bad_schema") else "on_demand",
+                        "status": status, "trust": "reference_only"}
+            context["knowledge_delivery"] = self._fit(envelope, hints, "hints", SEARCH_MAX_BYTES)
+            if self.q("turn_bodies_on_demand"):
+                context["knowledge"] = self._inline_bodies(caller, run, user_input, mode)[0]
+            if self.q("turn_missing_refs_array"):
+                del context["knowledge_refs"]
+            return context
+        if mode != "disabled":
+            context["knowledge"], context["knowledge_refs"] = self._inline_bodies(caller, run, user_input, mode)
+        return context
+
+    def _inline_bodies(self, caller: Caller, run: Run, user_input: str, mode: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """What a legacy (inline) Core assembles: bodies plus their references."""
+        bases = self._visible_bases(caller)
+        found = self.store.search(caller.route, user_input[:1000], bases, MAX_HINTS) or self.store.first_items(caller.route, bases, MAX_HINTS)
+        bodies = [{"title": r.title, "content": r.content[:INLINE_BODY_CHARS], "ref": self._ref(caller, run, r)} for r in found]
+        refs = [{"knowledge_item_id": r.item_id, "revision": r.revision_id, "title": r.title} for r in found]
+        return bodies, refs
+
+    # -------------------------------------------------------------- search
+    def search(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        run = self._run(body["run_id"], caller, lenient=self.q("search_ignores_run"))
+        mode, _ = self.mode(caller.route)
+        status, hints = self._search_hints(caller, run, body["query"], min(int(body.get("limit", MAX_HINTS)), MAX_HINTS), mode)
+        envelope: dict[str, Any] = {"schema_version": KNOWLEDGE_SCHEMA, "status": status, "trust": "reference_only"}
+        if status in ("unavailable", "partial", "disabled"):
+            envelope["message"] = {
+                "unavailable": "knowledge search is unavailable; this is not an empty corpus",
+                "partial": "some knowledge bases could not be searched",
+                "disabled": "knowledge is disabled for this workspace",
+            }[status]
+        out = self._fit(envelope, hints, "hints", SEARCH_MAX_BYTES)
+        if self.q("trust_missing"):
+            out.pop("trust")
+        return out
+
+    def _visible_bases(self, caller: Caller) -> list[str] | None:
+        scope = self.store.scope(caller.route, caller.identity.account)
+        return None if scope.bases is None else list(scope.bases)
+
+    def _search_hints(self, caller: Caller, run: Run, query: str, limit: int, mode: str) -> tuple[str, list[dict[str, Any]]]:
+        if mode == "disabled" and not self.q("disabled_still_enabled"):
+            return "disabled", []
+        if mode == "unavailable" or self.take_fault("fail_next_search_unavailable", caller.route):
+            return ("ok" if self.q("unavailable_as_empty_ok") else "unavailable"), []
+        bases = self._visible_bases(caller)
+        status = "ok"
+        if mode == "partial":
+            reachable = bases if bases is not None else self.store.base_ids(caller.route)
+            bases = reachable[:-1]
+            status = "ok" if self.q("partial_as_ok") else "partial"
+        if self.q("search_fourth_hint"):
+            limit = 4
+        found = self.store.search(caller.route, query, bases, limit)
+        if self.q("search_fourth_hint") and len(found) < 4:
+            seen = {r.item_id for r in found}
+            found += [r for r in self.store.first_items(caller.route, bases, 8) if r.item_id not in seen][: 4 - len(found)]
+        if not found and self.q("search_status_empty"):
+            status = "empty"
+        return status, [self._hint(caller, run, r) for r in found]
+
+    def _hint(self, caller: Caller, run: Run, rev: Revision) -> dict[str, Any]:
+        if self.q("search_full_content"):
+            summary = rev.content
+        elif rev.summary:
+            summary = rev.summary
+        else:
+            cut = min(2000 if self.q("search_oversize") else 240, len(rev.content) // 2)
+            summary = rev.content[:cut].rstrip() + "…"
+        hint = {"title": rev.title, "summary": summary, "ref": self._ref(caller, run, rev)}
+        if self.q("search_hint_without_summary"):
+            del hint["summary"]
+        return hint
+
+    def _fit(self, envelope: dict[str, Any], hints: list[dict[str, Any]], key: str, limit: int) -> dict[str, Any]:
+        """Trim titles and summaries on character boundaries until the JSON fits ``limit`` bytes."""
+        if self.q("search_oversize") or self.q("search_full_content"):
+            return {**envelope, key: hints}
+        bare = [{**h, "title": "", **({"summary": ""} if "summary" in h else {})} for h in hints]
+        spare = limit - len(dumps({**envelope, key: bare})) - 16 * len(hints)
+        each = spare // max(1, len(hints))
+        fitted = []
+        for h in hints:
+            title = trim(h["title"], max(8, each // 4))
+            out = {**h, "title": title}
+            if "summary" in h:
+                out["summary"] = trim(h["summary"], max(8, each - len(dumps(title))))
+            fitted.append(out)
+        return {**envelope, key: fitted}
+
+    # ---------------------------------------------------------- references
+    def _ref(self, caller: Caller, run: Run, rev: Revision) -> str:
+        claims: dict[str, Any] = {
+            "w": caller.route, "h": caller.identity.hub, "s": caller.identity.session_id, "a": caller.identity.account,
+            "r": run.run_id, "i": rev.item_id, "v": rev.revision_id,
+            "sv": self.store.scope(caller.route, caller.identity.account).version, "t": self.clock.now(),
+        }
+        if self.q("long_refs"):
+            claims["pad"] = "x" * 3200
+        return self.signer.sign("ref", claims)
+
+    def _ref_error(self, status: int, code: str, message: str, leak: Revision | None = None) -> ApiError:
+        if self.q("generic_error_codes"):
+            code = "invalid_reference"
+        err = ApiError(status, code, message) if self.q("error_without_next_action") else reference_error(status, code, message)
+        if leak is not None and self.q("error_leaks_content"):
+            err.extra["content"] = leak.content[:200]
+        return err
+
+    def _claims(self, kind: str, token: str) -> dict[str, Any]:
+        if self.q("oversize_ref_accepted"):
+            parts = token.split(".")
+            if len(parts) == 3:
+                token = ".".join([parts[0], parts[1], parts[2][:24]])
+        elif len(token.encode("utf-8")) > MAX_TOKEN_BYTES:
+            raise self._ref_error(400, "knowledge_reference_invalid", f"the {kind} is longer than {MAX_TOKEN_BYTES} bytes")
+        try:
+            return self.signer.verify(kind, token, check_mac=not self.q("unsigned_refs"))
+        except TokenError as exc:
+            raise self._ref_error(400, "knowledge_reference_invalid", str(exc)) from None
+
+    def _check_binding(self, kind: str, claims: dict[str, Any], caller: Caller, run: Run) -> None:
+        ident = caller.identity
+        checks = [
+            ("h", ident.hub, "ref_any_hub", "Hub"),
+            ("s", ident.session_id, "ref_any_session", "Agent Session"),
+            ("a", ident.account, "ref_any_account", "account"),
+            ("w", caller.route, "ref_any_route", "route"),
+            ("r", run.run_id, "ref_any_run", "run"),
+        ]
+        for key, expected, quirk, label in checks:
+            if claims.get(key) != expected and not self.q(quirk):
+                raise self._ref_error(403, "knowledge_reference_mismatch", f"this {kind} belongs to another {label}")
+
+    def _check_age(self, kind: str, claims: dict[str, Any], leak: Revision | None) -> None:
+        ttl = math.inf if self.q("refs_never_expire") else (60.0 if self.q("refs_expire_early") else REFERENCE_TTL)
+        issued = claims.get("t")
+        if not isinstance(issued, (int, float)) or self.clock.now() - issued >= ttl:
+            raise self._ref_error(410, "knowledge_reference_expired", f"this {kind} expired; search again", leak)
+
+    # ---------------------------------------------------------------- read
+    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        run = self._run(body["run_id"], caller)
+        mode, _ = self.mode(caller.route)
+        if mode == "disabled":
+            raise ApiError(403, "knowledge_disabled", "knowledge is disabled for this workspace")
+        if mode == "unavailable" or self.take_fault("fail_next_read_unavailable", caller.route):
+            raise ApiError(503, "knowledge_unavailable", "knowledge read is unavailable; try again later")
+        ref = body["ref"]
+        claims = self._claims("ref", ref)
+        self._check_binding("reference", claims, caller, run)
+        current = self.store.current_revision(caller.route, str(claims.get("i")))
+        self._check_age("reference", claims, current)
+        scope = self.store.scope(caller.route, caller.identity.account)
+        if not self.q("scope_change_ignored"):
+            in_scope = current is not None and (scope.bases is None or current.base_id in scope.bases)
+            if claims.get("sv") != scope.version or not in_scope:
+                raise self._ref_error(409, "knowledge_scope_changed", "the knowledge scope changed since this reference was issued")
+        if current is None:
+            raise self._ref_error(409, "knowledge_revision_changed", "the referenced item is no longer published")
+        if current.revision_id != claims.get("v") and not self.q("revision_change_ignored"):
+            raise self._ref_error(409, "knowledge_revision_changed", "a newer revision was published since this reference was issued")
+        offset, consumed = 0, 0
+        if "cursor" in body:
+            cursor = self._claims("cursor", body["cursor"])
+            self._check_binding("cursor", cursor, caller, run)
+            self._check_age("cursor", cursor, current)
+            if cursor.get("p") != digest(ref) or not isinstance(cursor.get("o"), int) or not isinstance(cursor.get("b"), int):
+                raise self._ref_error(400, "knowledge_reference_invalid", "this cursor does not continue this reference")
+            offset, consumed = cursor["o"], cursor["b"]
+        max_bytes = int(body.get("max_bytes", READ_MAX_BYTES if self.q("read_default_32k") else READ_DEFAULT_BYTES))
+        if self.q("max_bytes_ignored"):
+            max_bytes = READ_DEFAULT_BYTES
+        return self._page(caller, run, ref, current, offset, consumed, max_bytes, claims)
+
+    def _cursor(self, caller: Caller, run: Run, ref: str, offset: int, consumed: int) -> str:
+        ident = caller.identity
+        return self.signer.sign("cursor", {
+            "w": caller.route, "h": ident.hub, "s": ident.session_id, "a": ident.account, "r": run.run_id,
+            "p": digest(ref), "o": offset, "b": consumed, "t": self.clock.now(),
+        })
+
+    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int,
+              claims: dict[str, Any]) -> dict[str, Any]:
+        doc = rev.content
+        budget = math.inf if self.q("no_read_budget") else CHAIN_BUDGET
+        remaining = budget - consumed
+        out_ref = self.signer.sign("ref", {**claims, "t": claims["t"] + 0.5}) if self.q("read_new_ref") else ref
+        shell: dict[str, Any] = {
+            "schema_version": KNOWLEDGE_SCHEMA, "ref": out_ref, "revision": rev.revision_id, "content": "",
+            "next_cursor": self._cursor(caller, run, ref, len(doc.encode("utf-8")), 10 * CHAIN_BUDGET),
+            "truncated": False, "budget_exhausted": False, "trust": "reference_only",
+            "total_content_bytes": len(doc.encode("utf-8")), "read_chain_max_bytes": CHAIN_BUDGET,
+        }
+        room = max_bytes - len(dumps(shell))
+        if self.q("split_characters"):
+            raw = doc.encode("utf-8")
+            window = raw[offset: offset + len(raw)]
+            keep = fit_prefix(window.decode("utf-8", errors="ignore"), room, raw_budget=int(min(remaining, 1 << 40)))
+            nbytes = max(1, len(window.decode("utf-8", errors="ignore")[:keep].encode("utf-8")) - 1)
+            content = raw[offset: offset + nbytes].decode("utf-8", errors="replace")
+            end, size, at_end = offset + nbytes, nbytes, offset + nbytes >= len(raw)
+            next_size = 1
+        else:
+            window_text = doc[offset: offset + max(room, 0)]
+            keep = fit_prefix(window_text, room, raw_budget=int(min(remaining, 1 << 40)))
+            content = window_text[:keep]
+            end, size = offset + keep, len(content.encode("utf-8"))
+            at_end = end >= len(doc)
+            next_size = 0 if at_end else len(doc[end].encode("utf-8"))
+        exhausted = not at_end and remaining - size < next_size
+        page: dict[str, Any] = {**shell, "content": content, "truncated": not at_end, "next_cursor": None}
+        if self.q("wrong_total_bytes"):
+            page["total_content_bytes"] = len(doc)
+        if exhausted:
+            page["budget_exhausted"] = True
+            if self.q("budget_claims_complete"):
+                page["truncated"] = False
+                page["budget_exhausted"] = False
+        elif not at_end:
+            resume = end - 1 if self.q("pages_overlap") and end - 1 > offset else end
+            page["next_cursor"] = self._cursor(caller, run, ref, resume, consumed + size)
+        if self.q("truncated_lies"):
+            page["truncated"] = False
+        if self.q("trust_missing"):
+            page.pop("trust")
+        return page

@@ -1,0 +1,65 @@
+"""HTTP plumbing shared by the Core and control routes: bounded JSON bodies
+validated against the project's schemas, and error envelopes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from simulator.errors import ApiError
+from simulator.sizing import dumps
+
+
+class Validator(Protocol):
+    def iter_errors(self, instance: Any) -> Any: ...
+
+
+def json_response(body: Any, status: int = 200) -> Response:
+    return Response(dumps(body), status_code=status, media_type="application/json")
+
+
+def error_response(err: ApiError) -> Response:
+    return json_response(err.body(), err.status)
+
+
+async def read_json(request: Request, *, max_bytes: int, crash_on_bad_json: bool = False) -> dict[str, Any]:
+    """The request's JSON object, or an ApiError: 413 past ``max_bytes``, else 400."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise ApiError(413, "payload_too_large", f"request body is over {max_bytes} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise ApiError(413, "payload_too_large", f"request body is over {max_bytes} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise ApiError(400, "invalid_request", "request body is empty; a JSON object is required")
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        if crash_on_bad_json:
+            raise RuntimeError("unparsed body") from exc
+        raise ApiError(400, "invalid_request", f"request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_request", "request body must be a JSON object")
+    try:
+        dumps(body)
+    except UnicodeEncodeError:
+        raise ApiError(400, "invalid_request", "request body contains unpaired surrogate escapes") from None
+    return body
+
+
+def validate(body: dict[str, Any], validator: Validator) -> dict[str, Any]:
+    """``body`` itself when it matches the schema, else a 400 naming the first problem."""
+    errors = sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        where = "/".join(str(p) for p in first.absolute_path) or "(body)"
+        raise ApiError(400, "invalid_request", f"{where}: {first.message[:300]}")
+    return body

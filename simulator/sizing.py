@@ -1,0 +1,45 @@
+"""Byte budgets of JSON messages: trim text on character boundaries to fit."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def dumps(body: Any) -> bytes:
+    """The simulator's one wire encoding: compact, UTF-8, no ASCII escaping."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def escaped_size(text: str) -> int:
+    """UTF-8 bytes ``text`` takes inside a JSON string, quotes excluded."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8")) - 2
+
+
+def fit_prefix(text: str, budget: int, *, raw_budget: int | None = None) -> int:
+    """Largest character count whose JSON-escaped prefix fits ``budget`` bytes.
+
+    ``raw_budget`` additionally bounds the prefix's plain UTF-8 size (the read
+    chain budget counts content bytes, not escaped bytes). Characters are code
+    points, so a prefix never splits one.
+    """
+    if budget <= 0:
+        return 0
+    lo, hi = 0, min(len(text), budget)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        chunk = text[:mid]
+        fits = escaped_size(chunk) <= budget and (raw_budget is None or len(chunk.encode("utf-8")) <= raw_budget)
+        if fits:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def trim(text: str, budget: int, *, ellipsis: str = "…") -> str:
+    """``text`` cut to fit ``budget`` escaped bytes, marked with an ellipsis when cut."""
+    if escaped_size(text) <= budget:
+        return text
+    keep = fit_prefix(text, budget - escaped_size(ellipsis))
+    return text[:keep] + ellipsis
