@@ -1,0 +1,248 @@
+"""pytest plugin: target options, the ``requirement`` marker, fixtures, and the
+reports written at the end of a suite run (in the main process only)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance import __version__
+
+MARKER = "requirement"
+_STATE = pytest.StashKey[dict[str, Any]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("knowledge-conformance", "knowledge contract conformance")
+    group.addoption("--target", default="sim", help="sim (in-process, default), sim+http (loopback) or the URL of a live Core")
+    group.addoption("--target-config", default=None, help="TOML file: route, identities, control, wire overrides, tolerances")
+    group.addoption("--sim-quirk", action="append", default=[], help="run the bundled simulator with this deliberate deviation")
+    group.addoption("--sim-seed", type=int, default=0, help="seed of the bundled simulator")
+    group.addoption("--no-control", action="store_true", help="do not use the test-control extension during tests")
+    group.addoption("--realtime", action="store_true", help="wait real seconds for expiry when there is no control")
+    group.addoption("--rate-limit", type=float, default=0.0, help="at most this many requests per second to the target")
+    group.addoption("--reports", default="reports", help="folder for results.json, report.md, report.html, junit.xml")
+    group.addoption("--fail-on", choices=("must", "should"), default="must", help="which failures make the run non-conformant")
+    group.addoption("--waivers", default=None, help="TOML file of [[waiver]] id, justification, expires")
+    group.addoption("--requirement", action="append", default=[], help="run only tests tagged with this requirement ID")
+    group.addoption("--stateful-examples", type=int, default=None, help="examples of the stateful model (default 15; deep: 200)")
+    group.addoption("--stateful-steps", type=int, default=None, help="steps per example of the stateful model (default 20; deep: 60)")
+    group.addoption("--deep", action="store_true", help="release-gating depth for the stateful model and negative testing")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}(*ids): requirement IDs of the catalogue that this test verifies")
+    config.stash[_STATE] = {"results": [], "started": time.time(), "requests": 0}
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _ids(item: pytest.Item) -> list[str]:
+    return [rid for mark in item.iter_markers(MARKER) for rid in mark.args]
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    tagged = [i for i in items if _ids(i)]
+    if not tagged:
+        return
+    from knowledge_schemas import load_catalogue
+
+    catalogue = load_catalogue()
+    unknown = sorted({rid for i in tagged for rid in _ids(i) if rid not in catalogue})
+    if unknown:
+        raise pytest.UsageError(f"tests name requirement IDs missing from the catalogue: {', '.join(unknown)}")
+    wanted = set(config.getoption("--requirement"))
+    if wanted:
+        bad = sorted(wanted - set(catalogue.ids))
+        if bad:
+            raise pytest.UsageError(f"--requirement: unknown ID(s) {', '.join(bad)}")
+        keep = [i for i in items if wanted & set(_ids(i))]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+    for item in items:
+        item.user_properties.append(("requirements", json.dumps(_ids(item))))
+    config.stash[_STATE]["suite"] = True
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [f"knowledge-conformance {__version__}: target={config.getoption('--target')}"
+            + (f" quirks={','.join(config.getoption('--sim-quirk'))}" if config.getoption("--sim-quirk") else "")]
+
+
+# ------------------------------------------------------------------ fixtures
+@pytest.fixture(scope="session")
+def kc_config(pytestconfig: pytest.Config) -> Any:
+    from conformance.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(pytestconfig.getoption("--target-config"), target=pytestconfig.getoption("--target"))
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    cfg.sim_quirks = tuple(pytestconfig.getoption("--sim-quirk"))
+    cfg.sim_seed = pytestconfig.getoption("--sim-seed")
+    cfg.realtime = pytestconfig.getoption("--realtime")
+    cfg.rate_limit = pytestconfig.getoption("--rate-limit")
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def kc_target(kc_config: Any, pytestconfig: pytest.Config) -> Iterator[Any]:
+    from conformance.target import open_target
+
+    target = open_target(kc_config)
+    pytestconfig.stash[_STATE]["recorder"] = target.recorder
+    pytestconfig.stash[_STATE]["base_url"] = target.base_url
+    pytestconfig.stash[_STATE]["target"] = target.description
+    yield target
+    target.close()
+
+
+@pytest.fixture(scope="session")
+def core(kc_target: Any, kc_config: Any) -> Any:
+    from conformance.wire import CoreWire
+
+    return CoreWire(kc_target.http, kc_config)
+
+
+@pytest.fixture(scope="session")
+def _provisioner(kc_target: Any) -> Any:
+    from conformance.wire import ControlWire
+
+    if not kc_target.has_control:
+        return None
+    return ControlWire(kc_target.http, kc_target.control_url, kc_target.control_token)
+
+
+@pytest.fixture(scope="session")
+def control(_provisioner: Any, pytestconfig: pytest.Config) -> Any:
+    """Control for tests; None when the target has none or --no-control is given."""
+    return None if pytestconfig.getoption("--no-control") else _provisioner
+
+
+@pytest.fixture(scope="session")
+def world(kc_config: Any, core: Any, _provisioner: Any, control: Any) -> Any:
+    """The shared world: provisioned through control when the target has it (even
+    with --no-control, as an operator would set up a test tenant), else configured."""
+    from conformance.world import provision
+
+    if _provisioner is None and "primary" not in kc_config.identities:
+        pytest.skip("not verified: no identities configured and no control extension to mint them")
+    built = provision(kc_config, core, _provisioner)
+    built.control = control
+    return built
+
+
+@pytest.fixture
+def fresh_world(kc_config: Any, core: Any, control: Any) -> Any:
+    """An isolated workspace for a test that changes state (mode, scope, revisions)."""
+    from conformance.world import provision
+
+    if control is None:
+        pytest.skip("not verified: needs the test-control extension to provision an isolated workspace")
+    return provision(kc_config, core, control, large=False)
+
+
+# ------------------------------------------------------------------ results
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    recorder = item.config.stash[_STATE].get("recorder")
+    if recorder is not None:
+        recorder.current = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if not _ids(item) or report.passed:
+        return
+    from conformance.checks import ContractViolation
+
+    if call.excinfo is not None and isinstance(call.excinfo.value, ContractViolation):
+        report.user_properties.append(("violated", call.excinfo.value.requirement))
+    if report.failed and call.excinfo is not None:
+        report.user_properties.append(("message", f"{call.excinfo.typename}: {call.excinfo.value}"[:2000]))
+    state = item.config.stash[_STATE]
+    recorder = state.get("recorder")
+    if report.failed and recorder is not None and recorder.current:
+        base = state.get("base_url", "")
+        exchanges = [{**asdict(e), "curl": e.curl(base)} for e in recorder.current[-4:]]
+        report.user_properties.append(("exchanges", json.dumps(exchanges)))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    props = dict(report.user_properties)
+    if "requirements" not in props:
+        return
+    if report.when == "call" or (report.when == "setup" and not report.passed) or (report.when == "teardown" and report.failed):
+        from conformance.report.results import TestResult
+
+        if report.skipped:
+            longrepr = report.longrepr
+            message = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+            outcome = "skipped"
+        else:
+            message = (props.get("message", "") + "\n\n" + report.longreprtext[-3000:]).strip() if report.failed else ""
+            outcome = "passed" if report.passed else ("failed" if report.when == "call" else "error")
+        message = message.removeprefix("Skipped: ")
+        _pending.append(TestResult(report.nodeid, outcome, json.loads(props["requirements"]), props.get("violated"),
+                                   message, json.loads(props.get("exchanges", "[]")), round(report.duration, 4)))
+
+
+_pending: list[Any] = []
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    state = config.stash[_STATE]
+    if _is_worker(config) or not state.get("suite") or not _pending:
+        return
+    from knowledge_schemas import load_catalogue
+
+    from conformance.report.results import VERDICT_EXIT, aggregate, load_waivers
+    from conformance.report.writers import write_all
+
+    try:
+        waivers = load_waivers(config.getoption("--waivers"))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    recorder = state.get("recorder")
+    run = aggregate(
+        load_catalogue(), list(_pending), target=state.get("target", config.getoption("--target")),
+        started=dt.datetime.fromtimestamp(state["started"], dt.UTC).isoformat(timespec="seconds"),
+        duration=time.time() - state["started"], requests=recorder.count if recorder else 0,
+        fail_on=config.getoption("--fail-on"), waivers=waivers, today=dt.date.today(), suite_version=__version__,
+    )
+    _pending.clear()
+    paths = write_all(run, Path(config.getoption("--reports")))
+    state["run"] = run
+    state["paths"] = paths
+    if exitstatus in (0, 1):
+        session.exitstatus = VERDICT_EXIT[run.verdict]
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    run = config.stash[_STATE].get("run")
+    if run is None:
+        return
+    s = run.summary
+    terminalreporter.section("knowledge contract verdict")
+    terminalreporter.write_line(f"VERDICT: {run.verdict.upper()}  (server MUSTs verified {s['server_must_verified']}/{s['server_must_total']}; "
+                                f"requirements verified {s['verified']}, failed {s['failed']}, waived {s['waived']}, not verified {s['not_verified']}; "
+                                f"{run.requests} requests to the target)")
+    for r in run.requirements:
+        if r.status in ("failed", "waived"):
+            terminalreporter.write_line(f"  {r.status.upper():7} {r.id} {r.title}: {r.reason[:160]}")
+    for w in run.warnings:
+        terminalreporter.write_line(f"  warning: {w}")
+    for kind, path in config.stash[_STATE]["paths"].items():
+        terminalreporter.write_line(f"  {kind:8} {path}")

@@ -42,7 +42,7 @@ async def read_json(request: Request, *, max_bytes: int, crash_on_bad_json: bool
         raise ApiError(400, "invalid_request", "request body is empty; a JSON object is required")
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         if crash_on_bad_json:
             raise RuntimeError("unparsed body") from exc
         raise ApiError(400, "invalid_request", f"request body is not valid JSON: {exc}") from None

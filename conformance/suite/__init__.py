@@ -1,0 +1,1 @@
+"""The conformance tests. Each names the requirement IDs it verifies."""

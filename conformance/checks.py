@@ -1,0 +1,121 @@
+"""Named checks. Each failure names the one requirement it violates, so the
+report can say exactly which clause a server broke."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from conformance import contract as C
+from conformance.config import TargetConfig
+from knowledge_schemas import load_registry
+
+
+class ContractViolation(AssertionError):
+    """A server response broke one requirement of the catalogue."""
+
+    def __init__(self, requirement: str, message: str) -> None:
+        super().__init__(f"[{requirement}] {message}")
+        self.requirement = requirement
+
+
+def expect(condition: object, requirement: str, message: str) -> None:
+    if not condition:
+        raise ContractViolation(requirement, message)
+
+
+def body_of(response: httpx.Response, requirement: str) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise ContractViolation(requirement, f"HTTP {response.status_code} body is not JSON: {response.text[:200]!r}") from None
+
+
+def schema(stem: str, body: Any, requirement: str = "WIRE-002") -> None:
+    errors = load_registry().errors(stem, body)
+    expect(not errors, requirement, f"response does not match {stem}.schema.json: {'; '.join(errors[:3])}")
+
+
+def ok(response: httpx.Response, requirement: str, what: str) -> Any:
+    expect(response.status_code == 200, requirement, f"{what} answered HTTP {response.status_code}, expected 200: {response.text[:300]}")
+    return body_of(response, requirement)
+
+
+def error_envelope(response: httpx.Response, requirement: str = "WIRE-001", *, statuses: range = range(400, 500)) -> dict[str, Any]:
+    expect(response.status_code in statuses, requirement,
+           f"expected a {statuses.start}-{statuses.stop - 1} error, got HTTP {response.status_code}: {response.text[:200]}")
+    body = body_of(response, requirement)
+    errors = load_registry().errors("error", body)
+    expect(not errors, requirement, f"the error body is not the error envelope: {'; '.join(errors[:3])}")
+    return dict(body)
+
+
+def search_response(response: httpx.Response, *, what: str = "search") -> dict[str, Any]:
+    body = ok(response, "SRCH-001", what)
+    size = len(response.content)
+    expect(size <= C.SEARCH_MAX_BYTES, "SRCH-008", f"search JSON is {size} bytes, over {C.SEARCH_MAX_BYTES}")
+    hints = body.get("hints")
+    expect(isinstance(hints, list), "SRCH-004", "search response has no hints array")
+    expect(len(hints) <= C.SEARCH_MAX_HINTS, "SRCH-003", f"search returned {len(hints)} hints, at most {C.SEARCH_MAX_HINTS} allowed")
+    for i, hint in enumerate(hints):
+        missing = {"title", "summary", "ref"} - set(hint if isinstance(hint, dict) else {})
+        expect(not missing, "SRCH-004", f"hint {i} lacks {sorted(missing)}")
+        expect(not ({"content", "body", "text"} & set(hint)), "SRCH-006", f"hint {i} carries a body field")
+        expect(C.utf8_size(hint["ref"]) <= C.REFERENCE_MAX_BYTES, "READ-007", f"hint {i} ref is {C.utf8_size(hint['ref'])} bytes")
+    expect(body.get("status") in C.SEARCH_STATUSES, "SRCH-005", f"status {body.get('status')!r} is not one of {sorted(C.SEARCH_STATUSES)}")
+    expect(body.get("trust") == "reference_only", "SRCH-007", f"trust is {body.get('trust')!r}, expected 'reference_only'")
+    schema("search-response", body)
+    return dict(body)
+
+
+def page(response: httpx.Response, *, ref: str, max_bytes: int | None, requirement_bound: str) -> dict[str, Any]:
+    """One read page: fields, trust, byte bound on the raw response, honest flags."""
+    body = ok(response, "READ-001", "read")
+    limit = max_bytes or C.READ_DEFAULT_MAX_BYTES
+    expect(len(response.content) <= limit, requirement_bound, f"read JSON is {len(response.content)} bytes, over max_bytes {limit}")
+    missing = {"ref", "revision", "content", "next_cursor", "truncated"} - set(body)
+    expect(not missing, "READ-002", f"page lacks {sorted(missing)}")
+    expect(body["ref"] == ref, "READ-002", "page ref is not the original ref")
+    expect(body.get("trust") == "reference_only", "READ-003", f"trust is {body.get('trust')!r}, expected 'reference_only'")
+    cursor = body["next_cursor"]
+    if cursor is not None:
+        expect(body["truncated"] is True, "READ-009", "a page with a next_cursor says truncated false")
+        expect(C.utf8_size(cursor) <= C.REFERENCE_MAX_BYTES, "READ-007", f"next_cursor is {C.utf8_size(cursor)} bytes")
+    if body.get("budget_exhausted") is True:
+        expect(body["truncated"] is True and cursor is None, "READ-011", "budget_exhausted needs truncated true and next_cursor null")
+    for name in ("total_content_bytes", "read_chain_max_bytes"):
+        if name in body:
+            value = body[name]
+            expect(isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= C.SAFE_INTEGER_MAX, "READ-014",
+                   f"{name} {value!r} is not a safe non-negative integer")
+    if "read_chain_max_bytes" in body:
+        expect(body["read_chain_max_bytes"] <= C.READ_CHAIN_MAX_BYTES, "READ-014", f"read_chain_max_bytes {body['read_chain_max_bytes']} exceeds {C.READ_CHAIN_MAX_BYTES}")
+    schema("read-response", body)
+    return dict(body)
+
+
+def reference_error(response: httpx.Response, cfg: TargetConfig, kind: str, *, requirement: str, secret: str | None = None) -> dict[str, Any]:
+    """A changed/invalid/expired reference: 4xx, the seed's code family, next_action search_knowledge, no content.
+
+    ``requirement`` is the rule being exercised (e.g. REF-001): if the server
+    accepted the reference, that is the rule it broke.
+    """
+    expect(response.status_code != 200, requirement, f"the server accepted a {kind.replace('_', ' ')} reference and answered 200")
+    expect(400 <= response.status_code < 500, requirement, f"expected a 4xx for a {kind.replace('_', ' ')} reference, got HTTP {response.status_code}")
+    body = body_of(response, "REF-011")
+    code = body.get("error") if isinstance(body, dict) else None
+    expect(C.is_reference_error_code(code), "REF-011", f"error code {code!r} is not knowledge_reference_* / knowledge_*changed")
+    if cfg.strict_codes:
+        expect(code == cfg.code(kind), "REF-011", f"error code {code!r}, configured strict code is {cfg.code(kind)!r}")
+        expect(response.status_code == cfg.status(kind), "REF-011", f"status {response.status_code}, configured {cfg.status(kind)}")
+    actions = [C.json_pointer(body, p) for p in cfg.wire["feedback"]["next_action_pointers"]]
+    expect("search_knowledge" in actions, "REF-012", f"next_action is {next((a for a in actions if a is not None), None)!r}, expected 'search_knowledge'")
+    leaked = [s for s in C.strings_in(body) if secret and len(secret) >= 24 and secret[:24] in s]
+    expect(not ({"content", "hints", "knowledge"} & set(body)) and not leaked, "REF-014", "the error carries knowledge content")
+    return dict(body)
+
+
+def describe(body: Any) -> str:
+    return json.dumps(body, ensure_ascii=False)[:300]

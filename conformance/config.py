@@ -1,0 +1,137 @@
+"""Target configuration: where the Core is, who the suite is, and the open wire details.
+
+Defaults come from the project's ``wire-defaults.toml``; a ``--target-config``
+TOML file overlays them table by table. Secrets may be given as
+``{env = "NAME"}`` and are never printed or written to a report.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from knowledge_schemas import load_wire_defaults
+
+
+class ConfigError(ValueError):
+    """The target configuration is unusable; the message says what to fix."""
+
+
+class Secret(str):
+    """A string that never shows itself in a repr, a log or a report."""
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+
+def _secret(value: Any, where: str) -> Secret | None:
+    if value is None:
+        return None
+    if isinstance(value, dict) and set(value) == {"env"}:
+        found = os.environ.get(str(value["env"]))
+        if not found:
+            raise ConfigError(f"{where}: environment variable {value['env']} is not set")
+        return Secret(found)
+    if isinstance(value, str) and value:
+        return Secret(value)
+    raise ConfigError(f"{where}: expected a string or {{env = \"NAME\"}}")
+
+
+@dataclass(frozen=True)
+class IdentityConfig:
+    """A token the suite may use on a live Core, and what it stands for."""
+
+    name: str
+    token: Secret
+    route: str
+    account: str = ""
+    session: str = ""
+
+
+@dataclass
+class TargetConfig:
+    target: str = "sim"
+    wire: dict[str, Any] = field(default_factory=load_wire_defaults)
+    route: str = ""
+    identities: dict[str, IdentityConfig] = field(default_factory=dict)
+    control_url: str | None = None
+    control_token: Secret | None = None
+    probe_query: str = "knowledge"
+    clock_skew_seconds: float = 0.0
+    realtime: bool = False
+    rate_limit: float = 0.0
+    timeout_seconds: float = 30.0
+    sim_quirks: tuple[str, ...] = ()
+    sim_seed: int = 0
+
+    @property
+    def is_sim(self) -> bool:
+        return self.target in ("sim", "sim+http")
+
+    def path(self, name: str, route: str) -> str:
+        return str(self.wire["paths"][name]).replace("{route}", route)
+
+    def code(self, name: str) -> str:
+        return str(self.wire["codes"][name])
+
+    def status(self, name: str) -> int:
+        return int(self.wire["statuses"][name])
+
+    @property
+    def strict_codes(self) -> bool:
+        return bool(self.wire["codes"].get("strict", False))
+
+
+def _overlay(base: dict[str, Any], extra: dict[str, Any], where: str) -> None:
+    for table, values in extra.items():
+        if table not in base:
+            raise ConfigError(f"{where}: unknown table [{table}]; known: {', '.join(sorted(base))}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{where}: [{table}] must be a table")
+        unknown = set(values) - set(base[table])
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)} in [{table}]; known: {sorted(base[table])}")
+        base[table].update(values)
+
+
+def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
+    """Build the configuration from an optional TOML file and the --target value."""
+    cfg = TargetConfig()
+    if path:
+        file = Path(path)
+        if not file.is_file():
+            raise ConfigError(f"--target-config {path}: no such file")
+        try:
+            data = tomllib.loads(file.read_text("utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        where = str(file)
+        if "wire" in data:
+            _overlay(cfg.wire, data["wire"], where)
+        tgt = data.get("target", {})
+        cfg.target = tgt.get("url", cfg.target)
+        cfg.route = tgt.get("route", "")
+        cfg.probe_query = tgt.get("probe_query", cfg.probe_query)
+        cfg.timeout_seconds = float(tgt.get("timeout_seconds", cfg.timeout_seconds))
+        cfg.clock_skew_seconds = float(data.get("tolerances", {}).get("clock_skew_seconds", 0.0))
+        control = data.get("control", {})
+        cfg.control_url = control.get("url")
+        cfg.control_token = _secret(control.get("token"), f"{where} [control].token")
+        for name, ident in data.get("identities", {}).items():
+            token = _secret(ident.get("token"), f"{where} [identities.{name}].token")
+            if token is None:
+                raise ConfigError(f"{where}: [identities.{name}] needs a token")
+            cfg.identities[name] = IdentityConfig(name, token, ident.get("route", cfg.route), ident.get("account", ""), ident.get("session", ""))
+    if target:
+        cfg.target = target
+    if not cfg.is_sim:
+        if not cfg.target.startswith(("http://", "https://")):
+            raise ConfigError(f"--target {cfg.target!r}: expected sim, sim+http or an http(s):// URL")
+        if "primary" not in cfg.identities and cfg.control_url is None:
+            raise ConfigError("a live target needs [identities.primary] (token and route) or a [control] url to mint identities")
+        if "primary" in cfg.identities and not cfg.route:
+            cfg.route = cfg.identities["primary"].route
+    return cfg

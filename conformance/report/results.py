@@ -1,0 +1,144 @@
+"""One results model for every writer: per test, per requirement, and the verdict."""
+
+from __future__ import annotations
+
+import datetime as dt
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from knowledge_schemas import Catalogue, Requirement
+
+VERDICT_EXIT = {"conformant": 0, "non-conformant": 1, "incomplete": 6}
+
+
+@dataclass
+class TestResult:
+    nodeid: str
+    outcome: str  # passed | failed | skipped | error
+    requirements: list[str]
+    violated: str | None = None
+    message: str = ""
+    exchanges: list[dict[str, Any]] = field(default_factory=list)
+    duration: float = 0.0
+
+
+@dataclass
+class Waiver:
+    id: str
+    justification: str
+    expires: dt.date
+
+    def active(self, today: dt.date) -> bool:
+        return today <= self.expires
+
+
+@dataclass
+class RequirementResult:
+    id: str
+    title: str
+    level: str
+    surface: str
+    area: str
+    source: str
+    quote: str
+    status: str  # verified | failed | waived | not_verified
+    reason: str
+    tests: list[str] = field(default_factory=list)
+    failures: list[TestResult] = field(default_factory=list)
+    waiver: dict[str, str] | None = None
+
+
+@dataclass
+class RunResult:
+    suite_version: str
+    target: str
+    started: str
+    duration_seconds: float
+    requests: int
+    fail_on: str
+    verdict: str
+    summary: dict[str, int]
+    warnings: list[str]
+    requirements: list[RequirementResult]
+    tests: list[TestResult]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def load_waivers(path: str | None) -> list[Waiver]:
+    if not path:
+        return []
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"--waivers {path}: no such file")
+    data = tomllib.loads(file.read_text("utf-8"))
+    out = []
+    for i, entry in enumerate(data.get("waiver", [])):
+        missing = {"id", "justification", "expires"} - set(entry)
+        if missing:
+            raise ValueError(f"{path}: waiver {i + 1} lacks {sorted(missing)}")
+        expires = entry["expires"]
+        if not isinstance(expires, dt.date):
+            raise ValueError(f"{path}: waiver {entry['id']} expires must be a TOML date (YYYY-MM-DD)")
+        out.append(Waiver(str(entry["id"]), str(entry["justification"]), expires))
+    return out
+
+
+def _why_not(req: Requirement, skips: list[str]) -> str:
+    if skips:
+        return "; ".join(sorted(set(skips)))
+    if req.via == "none":
+        return "not observable on any wire: a statement about channels or intent outside this contract's messages"
+    if req.surface in ("client", "host"):
+        return "a client/host rule: not shown by a Core; the suite's reference client implements it and its unit tests check it"
+    if req.surface in ("mcp", "tool"):
+        return "an MCP/tool surface rule: this suite drives the Core HTTP surface only"
+    return "no test of this suite verifies it"
+
+
+def aggregate(catalogue: Catalogue, tests: list[TestResult], *, target: str, started: str, duration: float, requests: int,
+              fail_on: str, waivers: list[Waiver], today: dt.date, suite_version: str) -> RunResult:
+    by_req: dict[str, list[TestResult]] = {}
+    for t in tests:
+        for rid in t.requirements:
+            by_req.setdefault(rid, []).append(t)
+    active = {w.id: w for w in waivers if w.active(today)}
+    warnings = [f"waiver for {w.id} expired on {w.expires.isoformat()} and no longer applies" for w in waivers if not w.active(today)]
+    results: list[RequirementResult] = []
+    for req in catalogue:
+        mine = by_req.get(req.id, [])
+        failed = [t for t in mine if t.outcome in ("failed", "error") and (t.violated in (None, req.id))]
+        passed = [t for t in mine if t.outcome == "passed"]
+        skips = [t.message for t in mine if t.outcome == "skipped"]
+        if failed:
+            status, reason = "failed", failed[0].message.splitlines()[0][:300] if failed[0].message else "test failed"
+        elif passed:
+            status, reason = "verified", f"{len(passed)} test(s) passed"
+        else:
+            status, reason = "not_verified", _why_not(req, skips)
+        waiver = None
+        if status == "failed" and req.id in active:
+            w = active[req.id]
+            status, waiver = "waived", {"justification": w.justification, "expires": w.expires.isoformat()}
+        results.append(RequirementResult(req.id, req.title, req.level, req.surface, req.area, req.source_label, req.quote,
+                                         status, reason, [t.nodeid for t in mine], failed, waiver))
+    core = [r for r in results if r.surface == "server" and r.level == "MUST"]
+    observable = {q.id for q in catalogue if q.server_observable}
+    must_failed = [r for r in core if r.status == "failed"]
+    should_failed = [r for r in results if r.level == "SHOULD" and r.status == "failed"]
+    warnings += [f"SHOULD {r.id} failed: {r.reason}" for r in should_failed]
+    if must_failed or (fail_on == "should" and should_failed):
+        verdict = "non-conformant"
+    elif any(r.status == "not_verified" and r.id in observable for r in core):
+        verdict = "incomplete"
+    else:
+        verdict = "conformant"
+    summary = {s: sum(r.status == s for r in results) for s in ("verified", "failed", "waived", "not_verified")}
+    summary["server_must_total"] = sum(1 for r in core if r.id in observable)
+    summary["server_must_verified"] = sum(1 for r in core if r.id in observable and r.status == "verified")
+    summary["tests"] = len(tests)
+    summary["tests_failed"] = sum(t.outcome in ("failed", "error") for t in tests)
+    return RunResult(suite_version, target, started, round(duration, 3), requests, fail_on, verdict, summary, warnings, results, tests)

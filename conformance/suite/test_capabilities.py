@@ -1,0 +1,90 @@
+"""Capabilities, negotiation, authentication and route isolation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from conformance import checks
+from conformance import contract as C
+from conformance.checks import expect
+from conformance.client import ReferenceClient
+
+R = pytest.mark.requirement
+
+
+@R("CAP-001", "CAP-002", "CAP-003", "CAP-004", "CAP-005", "WIRE-002")
+def test_capabilities_advertise_the_protocol(world: Any) -> None:
+    body = checks.ok(world.core.capabilities(world.primary.token, world.route), "CAP-001", "capabilities")
+    strings = set(C.strings_in(body))
+    expect(C.CAPABILITIES_SCHEMA in strings and C.KNOWLEDGE_SCHEMA in strings, "CAP-002",
+           f"capabilities must name {C.CAPABILITIES_SCHEMA} and {C.KNOWLEDGE_SCHEMA}: {checks.describe(body)}")
+    expect(body.get("route") == world.route, "CAP-003", f"route {body.get('route')!r}, asked for {world.route!r}")
+    modes = body.get("delivery_modes")
+    expect(isinstance(modes, list) and sorted(modes) == ["inline", "on_demand"], "CAP-004", f"delivery_modes {modes!r}")
+    limits = body.get("limits")
+    expect(isinstance(limits, dict), "CAP-005", "capabilities carry no limits object")
+    bounds = {"search_max_hints": C.SEARCH_MAX_HINTS, "search_max_bytes": C.SEARCH_MAX_BYTES, "reference_max_bytes": C.REFERENCE_MAX_BYTES,
+              "read_chain_max_bytes": C.READ_CHAIN_MAX_BYTES, "reference_ttl_seconds": C.REFERENCE_TTL_SECONDS}
+    for name, bound in bounds.items():
+        value = limits.get(name)
+        expect(isinstance(value, int) and 0 < value <= bound, "CAP-005", f"limit {name} = {value!r}, contract bound is {bound}")
+    exact = {"read_default_max_bytes": C.READ_DEFAULT_MAX_BYTES, "read_min_max_bytes": C.READ_MIN_MAX_BYTES, "read_max_max_bytes": C.READ_MAX_MAX_BYTES}
+    for name, value in exact.items():
+        expect(limits.get(name) == value, "CAP-005", f"limit {name} = {limits.get(name)!r}, contract value is {value}")
+    checks.schema("capabilities-response", body)
+
+
+@R("CAP-007", "AUTH-001")
+@pytest.mark.parametrize("token", [None, "bha_" + "0" * 44], ids=["no-token", "unknown-token"])
+def test_capabilities_need_a_valid_token(world: Any, token: str | None) -> None:
+    response = world.core.capabilities(token, world.route)
+    expect(response.status_code == 401, "CAP-007", f"capabilities without a valid token answered HTTP {response.status_code}")
+    checks.error_envelope(response, "AUTH-001")
+
+
+@R("AUTH-001")
+@pytest.mark.parametrize("operation", ["search", "read"])
+def test_knowledge_calls_need_a_valid_token(world: Any, operation: str) -> None:
+    run_id = world.start_run()
+    body = {"query": "binding", "run_id": run_id} if operation == "search" else {"ref": world.ref_for(run_id), "run_id": run_id}
+    response = getattr(world.core, operation)(None, world.route, body)
+    expect(response.status_code == 401, "AUTH-001", f"{operation} without a token answered HTTP {response.status_code}")
+    checks.error_envelope(response, "AUTH-001")
+
+
+@R("AUTH-002")
+def test_a_token_of_another_workspace_gets_no_data(world: Any) -> None:
+    stranger = world.need("other_route")
+    for response in (world.core.capabilities(stranger.token, world.route),
+                     world.core.search(stranger.token, world.route, {"query": "binding", "run_id": world.start_run()})):
+        expect(400 <= response.status_code < 500, "AUTH-002", f"a token of route {stranger.route!r} got HTTP {response.status_code} on {world.route!r}")
+        checks.error_envelope(response, "AUTH-002")
+
+
+@R("WIRE-003")
+def test_responses_are_not_cacheable(world: Any) -> None:
+    response = world.core.capabilities(world.primary.token, world.route)
+    expect("no-store" in response.headers.get("cache-control", ""), "WIRE-003", f"Cache-Control is {response.headers.get('cache-control')!r}")
+
+
+@R("CAP-006", "SRCH-009")
+def test_disabled_workspace_reports_enabled_false_and_searches_disabled(fresh_world: Any) -> None:
+    run_id = fresh_world.start_run()
+    fresh_world.control.set_mode(fresh_world.route, "disabled")
+    body = checks.ok(fresh_world.core.capabilities(fresh_world.primary.token, fresh_world.route), "CAP-006", "capabilities")
+    expect(body.get("enabled") is False, "CAP-006", f"a disabled workspace reports enabled {body.get('enabled')!r}")
+    found = checks.search_response(fresh_world.search("binding", run_id))
+    expect(found["status"] == "disabled" and found["hints"] == [], "SRCH-009", f"search while disabled: {checks.describe(found)}")
+
+
+@R("NEG-005")
+@pytest.mark.parametrize("status", [404, 405, 501])
+def test_legacy_core_is_classified_unsupported(fresh_world: Any, status: int) -> None:
+    fresh_world.control.set_mode(fresh_world.route, "legacy", legacy_status=status)
+    response = fresh_world.core.capabilities(fresh_world.primary.token, fresh_world.route)
+    expect(response.status_code in fresh_world.cfg.wire["legacy"]["unsupported_statuses"], "NEG-005",
+           f"a legacy Core's capabilities answered HTTP {response.status_code}; only 404/405/501 mean not supported")
+    client = ReferenceClient(fresh_world.core.http, fresh_world.route, fresh_world.primary.token, paths=fresh_world.cfg.wire["paths"])
+    expect(client.get_knowledge_capabilities().supported is False, "NEG-005", "the reference client did not classify the legacy Core as unsupported")

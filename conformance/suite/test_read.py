@@ -1,0 +1,91 @@
+"""Read: page bounds for every allowed max_bytes, honest truncation, exact
+concatenation, no split characters, and the read-chain budget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from conformance import checks
+from conformance import contract as C
+from conformance.checks import expect
+
+R = pytest.mark.requirement
+
+
+def _joined(pages: list[dict[str, Any]]) -> str:
+    return "".join(p["content"] for p in pages)
+
+
+@R("READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "READ-015", "WIRE-002")
+def test_default_pages_fit_16384_bytes_and_rebuild_the_document(world: Any) -> None:
+    run_id = world.start_run()
+    doc = world.docs.get("unicode")
+    ref = world.ref_for(run_id, doc)
+    pages = world.follow(ref, run_id)
+    revisions = {p["revision"] for p in pages}
+    expect(len(revisions) == 1, "READ-002", f"one chain reported several revisions: {sorted(revisions)}")
+    last = pages[-1]
+    if doc is None:
+        return
+    expect(len(pages) > 1, "READ-004", "a 60 KB document fit into one default page")
+    expect(_joined(pages) == doc.content, "READ-015", "the pages do not concatenate to the stored revision")
+    expect(last["truncated"] is False, "READ-009", "the page that completes the document says truncated true")
+    if "total_content_bytes" in last:
+        expect(last["total_content_bytes"] == C.utf8_size(doc.content), "READ-014",
+               f"total_content_bytes {last['total_content_bytes']}, the revision has {C.utf8_size(doc.content)} bytes")
+
+
+@R("READ-005", "READ-015", "READ-016")
+@pytest.mark.parametrize("max_bytes", [C.READ_MIN_MAX_BYTES, 5001, C.READ_MAX_MAX_BYTES])
+def test_requested_max_bytes_bounds_every_page(world: Any, max_bytes: int) -> None:
+    doc = world.need_doc("unicode")
+    run_id = world.start_run()
+    pages = world.follow(world.ref_for(run_id, doc), run_id, max_bytes=max_bytes)
+    position = 0
+    for i, page in enumerate(pages):
+        piece = page["content"]
+        expect(piece == doc.content[position:position + len(piece)], "READ-016" if "\ufffd" in piece else "READ-015",
+               f"page {i} does not continue the document at character {position}")
+        position += len(piece)
+    expect(position == len(doc.content), "READ-015", f"the chain ended after {position} of {len(doc.content)} characters")
+
+
+@R("READ-006")
+@pytest.mark.parametrize("max_bytes", [0, 1, C.READ_MIN_MAX_BYTES - 1, C.READ_MAX_MAX_BYTES + 1, 10**9, -4096])
+def test_out_of_range_max_bytes_is_refused(world: Any, max_bytes: int) -> None:
+    run_id = world.start_run()
+    response = world.read(world.ref_for(run_id), run_id, max_bytes=max_bytes)
+    checks.error_envelope(response, "READ-006")
+
+
+@R("READ-010", "READ-011", "READ-009", "READ-015")
+def test_read_chain_stops_within_the_budget(world: Any) -> None:
+    doc = world.need_doc("big")
+    run_id = world.start_run()
+    pages = world.follow(world.ref_for(run_id, doc), run_id, max_bytes=C.READ_MAX_MAX_BYTES)
+    read = sum(C.utf8_size(p["content"]) for p in pages)
+    expect(read <= C.READ_CHAIN_MAX_BYTES, "READ-010", f"the chain delivered {read} content bytes, over {C.READ_CHAIN_MAX_BYTES}")
+    last = pages[-1]
+    expect(last.get("budget_exhausted") is True, "READ-011", f"a {C.utf8_size(doc.content)}-byte document ended without budget_exhausted: {checks.describe({k: v for k, v in last.items() if k != 'content'})}")
+    expect(last["truncated"] is True and last["next_cursor"] is None, "READ-011", "budget exhaustion must leave truncated true and next_cursor null")
+    expect(doc.content.startswith(_joined(pages)), "READ-015", "the budget-limited chain is not a prefix of the document")
+
+
+@R("READ-008", "REF-011", "REF-012")
+@pytest.mark.parametrize("field", ["ref", "cursor"])
+def test_oversized_reference_or_cursor_is_refused(world: Any, field: str) -> None:
+    run_id = world.start_run()
+    ref = world.ref_for(run_id)
+    first = checks.page(world.read(ref, run_id, max_bytes=C.READ_MIN_MAX_BYTES), ref=ref, max_bytes=C.READ_MIN_MAX_BYTES, requirement_bound="READ-005")
+    if field == "ref":
+        response = world.read(ref + "A" * (C.REFERENCE_MAX_BYTES + 1 - len(ref) + 64), run_id)
+    else:
+        cursor = first["next_cursor"] or ref
+        response = world.read(ref, run_id, cursor=cursor + "A" * (C.REFERENCE_MAX_BYTES + 1 - len(cursor) + 64))
+    expect(response.status_code != 200, "READ-008", f"a {field} over {C.REFERENCE_MAX_BYTES} bytes was accepted")
+    if response.status_code == 400 and response.json().get("error") in ("invalid_request", world.cfg.code("invalid_request")):
+        checks.error_envelope(response, "READ-008")  # refused by request validation: acceptable
+    else:
+        checks.reference_error(response, world.cfg, "reference_invalid", requirement="READ-008")

@@ -1,0 +1,121 @@
+"""References and cursors: expiry at 300 s, binding to Hub, Agent Session, route,
+run, account, scope and revision, tamper evidence; every error's code, next_action
+and lack of content."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from conformance import checks
+from conformance import contract as C
+from conformance.checks import expect
+
+R = pytest.mark.requirement
+ERROR_RULES = ("REF-011", "REF-012", "REF-014")
+
+
+def _age(world: Any, seconds: float) -> None:
+    if world.control is not None:
+        world.control.advance(seconds)
+    elif world.cfg.realtime:
+        time.sleep(seconds)
+    else:
+        pytest.skip("not verified: needs the control clock, or --realtime to wait the seconds out")
+
+
+def _secret_of(world: Any, ref: str, run_id: str) -> str:
+    """A slice of the document, to prove that errors do not carry it."""
+    return str(checks.page(world.read(ref, run_id), ref=ref, max_bytes=None, requirement_bound="READ-004")["content"])
+
+
+@R("REF-001", *ERROR_RULES)
+@pytest.mark.parametrize("what", ["ref", "cursor"])
+def test_references_and_cursors_expire_after_300_seconds(world: Any, what: str) -> None:
+    run_id = world.start_run()
+    doc = world.docs.get("unicode")
+    ref = world.ref_for(run_id, doc)
+    first = checks.page(world.read(ref, run_id, max_bytes=C.READ_MIN_MAX_BYTES), ref=ref, max_bytes=C.READ_MIN_MAX_BYTES, requirement_bound="READ-005")
+    if what == "cursor" and first["next_cursor"] is None:
+        pytest.skip("not verified: the probe document fits one page, so there is no cursor")
+    _age(world, C.REFERENCE_TTL_SECONDS + 1 + world.cfg.clock_skew_seconds)
+    extra = {"cursor": first["next_cursor"]} if what == "cursor" else {}
+    response = world.read(ref, run_id, **extra)
+    checks.reference_error(response, world.cfg, "reference_expired", requirement="REF-001", secret=first["content"])
+
+
+@R("REF-002")
+def test_references_stay_valid_before_300_seconds(world: Any) -> None:
+    run_id = world.start_run()
+    ref = world.ref_for(run_id)
+    _age(world, C.REFERENCE_TTL_SECONDS - 1 - world.cfg.clock_skew_seconds)
+    response = world.read(ref, run_id)
+    expect(response.status_code == 200, "REF-002", f"a reference {C.REFERENCE_TTL_SECONDS - 1} s old was refused: HTTP {response.status_code} {response.text[:200]}")
+
+
+@R("REF-003", "REF-004", "REF-005", "REF-009", *ERROR_RULES)
+@pytest.mark.parametrize(("other", "rule"), [("other_hub", "REF-003"), ("other_session", "REF-004"),
+                                             ("other_route", "REF-005"), ("other_account", "REF-009")])
+def test_references_are_bound_to_their_identity(world: Any, other: str, rule: str) -> None:
+    stranger = world.need(other)
+    run_id = world.start_run()
+    ref = world.ref_for(run_id)
+    secret = _secret_of(world, ref, run_id)
+    their_run = world.start_run(stranger)
+    response = world.read(ref, their_run, who=stranger)
+    checks.reference_error(response, world.cfg, "reference_mismatch", requirement=rule, secret=secret)
+
+
+@R("REF-006", *ERROR_RULES)
+def test_references_are_bound_to_their_run(world: Any) -> None:
+    run_id = world.start_run()
+    ref = world.ref_for(run_id)
+    secret = _secret_of(world, ref, run_id)
+    response = world.read(ref, world.start_run())
+    checks.reference_error(response, world.cfg, "reference_mismatch", requirement="REF-006", secret=secret)
+
+
+@R("REF-007", *ERROR_RULES)
+def test_a_scope_change_invalidates_references(fresh_world: Any) -> None:
+    run_id = fresh_world.start_run()
+    ref = fresh_world.ref_for(run_id, fresh_world.docs["alpha"])
+    secret = _secret_of(fresh_world, ref, run_id)
+    fresh_world.control.set_scope(fresh_world.route, fresh_world.primary.account, ["kb-second"])
+    response = fresh_world.read(ref, run_id)
+    checks.reference_error(response, fresh_world.cfg, "scope_changed", requirement="REF-007", secret=secret)
+
+
+@R("REF-008", *ERROR_RULES)
+def test_a_new_revision_invalidates_references(fresh_world: Any) -> None:
+    run_id = fresh_world.start_run()
+    doc = fresh_world.docs["alpha"]
+    ref = fresh_world.ref_for(run_id, doc)
+    secret = _secret_of(fresh_world, ref, run_id)
+    fresh_world.control.publish(fresh_world.route, doc.item_id, "alphadoc binding. A rewritten revision.")
+    response = fresh_world.read(ref, run_id)
+    checks.reference_error(response, fresh_world.cfg, "revision_changed", requirement="REF-008", secret=secret)
+
+
+def _tamper(ref: str) -> str:
+    middle = len(ref) // 2
+    swapped = "B" if ref[middle] != "B" else "C"
+    return ref[:middle] + swapped + ref[middle + 1:]
+
+
+@R("REF-015", *ERROR_RULES)
+@pytest.mark.parametrize("how", ["flipped", "forged", "garbage"])
+def test_tampered_references_are_refused(world: Any, how: str) -> None:
+    run_id = world.start_run()
+    ref = world.ref_for(run_id)
+    secret = _secret_of(world, ref, run_id)
+    if how == "flipped":
+        bad = _tamper(ref)
+    elif how == "forged":
+        head, _, tail = ref.rpartition(".")
+        bad = (head + "." + tail[::-1]) if head else ref[::-1]
+    else:
+        bad = "not-a-reference"
+    response = world.read(bad, run_id)
+    checks.reference_error(response, world.cfg, "reference_invalid", requirement="REF-015", secret=secret)

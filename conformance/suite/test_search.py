@@ -1,0 +1,87 @@
+"""Search: hint count and shape, status, trust, the 4096-byte bound, no bodies."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from conformance import checks
+from conformance import contract as C
+from conformance.checks import expect
+from conformance.client import ReferenceClient
+
+R = pytest.mark.requirement
+
+
+@R("SRCH-001", "SRCH-002", "SRCH-003", "SRCH-004", "SRCH-005", "SRCH-007", "SRCH-008", "READ-007", "WIRE-002")
+@pytest.mark.parametrize("limit", [None, 3, 10])
+def test_search_returns_at_most_three_bounded_hints(world: Any, limit: int | None) -> None:
+    run_id = world.start_run()
+    extra = {} if limit is None else {"limit": limit}
+    body = checks.search_response(world.search("binding" if world.docs else world.cfg.probe_query, run_id, **extra))
+    if world.docs:
+        expect(body["status"] == "ok" and len(body["hints"]) == C.SEARCH_MAX_HINTS, "SRCH-003",
+               f"six documents match 'binding'; expected status ok with 3 hints, got {body['status']!r} with {len(body['hints'])}")
+
+
+@R("SRCH-008", "SRCH-006")
+def test_search_stays_within_4096_bytes_with_huge_multibyte_titles(world: Any) -> None:
+    doc = world.need_doc("longtitle")
+    body = checks.search_response(world.search(doc.token, world.start_run()))
+    expect(body["hints"], "SRCH-001", "the long-title document was not found")
+
+
+@R("SRCH-005")
+def test_search_without_hits_has_a_contract_status(world: Any) -> None:
+    body = checks.search_response(world.search("zqxwvjkdoesnotexist", world.start_run()))
+    expect(body["status"] in ("ok", "partial"), "SRCH-005", f"a search with no hits has status {body['status']!r}")
+
+
+@R("SRCH-006")
+def test_hints_never_carry_the_full_document(world: Any) -> None:
+    run_id = world.start_run()
+    client = ReferenceClient(world.core.http, world.route, world.primary.token, paths=world.cfg.wire["paths"])
+    body = checks.search_response(world.search("binding" if world.docs else world.cfg.probe_query, run_id))
+    checked = 0
+    for hint in body["hints"]:
+        chain = client.read_chain(hint["ref"], run_id)
+        text = chain.content.strip()
+        if len(text) < 32:
+            continue
+        checked += 1
+        for name in ("title", "summary"):
+            expect(text not in hint.get(name, ""), "SRCH-006", f"hint {name} carries the full document ({len(text)} characters)")
+    if not checked:
+        pytest.skip("not verified: no hint led to a document of at least 32 characters")
+
+
+@R("SRCH-002", "AUTH-003")
+def test_search_refuses_a_run_that_is_not_the_callers(world: Any) -> None:
+    unknown = world.search("binding", str(uuid.uuid4()))
+    expect(400 <= unknown.status_code < 500, "SRCH-002", f"search with a run that was never started answered HTTP {unknown.status_code}")
+    checks.error_envelope(unknown, "AUTH-003")
+    other = world.need("other_session")
+    foreign = world.search("binding", world.start_run(other))
+    expect(400 <= foreign.status_code < 500, "AUTH-003", f"search with another session's run answered HTTP {foreign.status_code}")
+    checks.error_envelope(foreign, "AUTH-003")
+
+
+@R("SRCH-010", "SRCH-005")
+def test_unavailable_is_reported_never_ok_and_empty(fresh_world: Any) -> None:
+    run_id = fresh_world.start_run()
+    fresh_world.control.fault("fail_next_search_unavailable", fresh_world.route)
+    body = checks.search_response(fresh_world.search("binding", run_id))
+    expect(body["status"] == "unavailable", "SRCH-010", f"an unavailable search reported {body['status']!r} with {len(body['hints'])} hints")
+    fresh_world.control.set_mode(fresh_world.route, "unavailable")
+    body = checks.search_response(fresh_world.search("binding", run_id))
+    expect(body["status"] == "unavailable", "SRCH-010", f"an unavailable workspace searched with status {body['status']!r}")
+
+
+@R("SRCH-011")
+def test_partly_searchable_corpus_reports_partial(fresh_world: Any) -> None:
+    run_id = fresh_world.start_run()
+    fresh_world.control.set_mode(fresh_world.route, "partial")
+    body = checks.search_response(fresh_world.search("binding", run_id))
+    expect(body["status"] == "partial", "SRCH-011", f"a partly searchable corpus reported {body['status']!r}")

@@ -1,0 +1,90 @@
+"""Open the target: the bundled simulator in-process or over loopback, or a live URL."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+import httpx
+
+from conformance.config import ConfigError, Secret, TargetConfig
+from conformance.transport import InProcessTransport, Recorder
+
+ENTRY_POINT_GROUP = "knowledge_conformance.targets"
+
+
+@dataclass
+class Target:
+    """An open target: one HTTP client for the whole run, optional control."""
+
+    base_url: str
+    http: httpx.Client
+    recorder: Recorder
+    control_url: str | None
+    control_token: Secret | None
+    description: str
+    _closers: tuple[Any, ...] = ()
+
+    @property
+    def has_control(self) -> bool:
+        return self.control_url is not None and self.control_token is not None
+
+    def close(self) -> None:
+        self.http.close()
+        for closer in self._closers:
+            closer()
+
+
+def _factory(name: str = "sim") -> Any:
+    found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+    if not found:
+        raise ConfigError(f"no target named {name!r} in entry point group {ENTRY_POINT_GROUP}; is the simulator installed?")
+    return found[0].load()
+
+
+def _serve_over_loopback(app: Any) -> tuple[str, Any]:
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(5)
+        sock.close()
+
+    return f"http://127.0.0.1:{port}", stop
+
+
+def open_target(cfg: TargetConfig) -> Target:
+    recorder = Recorder(cfg.rate_limit)
+
+    def hooks() -> dict[str, list[Any]]:
+        return {"request": [lambda _r: recorder.throttle()], "response": [lambda r: (r.read(), recorder.record(r))]}
+
+    if cfg.is_sim:
+        token = Secret(secrets.token_hex(16))
+        app = _factory()(quirks=list(cfg.sim_quirks), seed=cfg.sim_seed, control_token=str(token), demo=False)
+        if cfg.target == "sim":
+            transport = InProcessTransport(app)
+            http = httpx.Client(transport=transport, base_url="http://sim.local", event_hooks=hooks(), timeout=cfg.timeout_seconds)
+            return Target("http://sim.local", http, recorder, "http://sim.local" + cfg.wire["paths"]["control_base"], token,
+                          "bundled simulator (in-process)", (transport.close,))
+        url, stop = _serve_over_loopback(app)
+        http = httpx.Client(base_url=url, event_hooks=hooks(), timeout=cfg.timeout_seconds)
+        return Target(url, http, recorder, url + cfg.wire["paths"]["control_base"], token, f"bundled simulator over loopback ({url})", (stop,))
+    http = httpx.Client(base_url=cfg.target, event_hooks=hooks(), timeout=cfg.timeout_seconds)
+    return Target(cfg.target, http, recorder, cfg.control_url, cfg.control_token, f"live Core at {cfg.target}")

@@ -1,0 +1,83 @@
+"""HTTP plumbing: an in-process ASGI transport for sync tests, a rate limit,
+and a recorder that keeps every exchange (secrets redacted) for the reports."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+REDACTED = "Bearer ***"
+BODY_KEEP = 2048
+
+
+class InProcessTransport(httpx.BaseTransport):
+    """Runs an ASGI app on a private event loop through ``httpx.ASGITransport``: no sockets."""
+
+    def __init__(self, app: Any) -> None:
+        self._asgi = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        self._loop = asyncio.new_event_loop()
+        self._lock = threading.Lock()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+
+        async def send() -> httpx.Response:
+            inner = httpx.Request(request.method, request.url, headers=request.headers, content=body)
+            response = await self._asgi.handle_async_request(inner)
+            content = await response.aread()
+            return httpx.Response(response.status_code, headers=response.headers, content=content, request=request)
+
+        with self._lock:
+            return self._loop.run_until_complete(send())
+
+    def close(self) -> None:
+        self._loop.close()
+
+
+@dataclass
+class Exchange:
+    method: str
+    path: str
+    request_body: str
+    status: int
+    response_body: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def curl(self, base_url: str) -> str:
+        data = f" -H 'Content-Type: application/json' --data-binary @- <<'JSON'\n{self.request_body}\nJSON" if self.request_body else ""
+        return f"curl -sS -X {self.method} '{base_url.rstrip('/')}{self.path}' -H 'Authorization: Bearer $TOKEN'{data}"
+
+
+class Recorder:
+    """Counts requests (the per-run figure) and keeps the current test's exchanges."""
+
+    def __init__(self, rate_limit: float = 0.0) -> None:
+        self.count = 0
+        self.current: list[Exchange] = []
+        self._min_gap = 1.0 / rate_limit if rate_limit > 0 else 0.0
+        self._last = 0.0
+
+    def throttle(self) -> None:
+        if self._min_gap:
+            wait = self._last + self._min_gap - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            self._last = time.monotonic()
+
+    def record(self, response: httpx.Response) -> None:
+        self.count += 1
+        request = response.request
+        body = request.content.decode("utf-8", "replace")
+        self.current.append(Exchange(
+            method=request.method,
+            path=request.url.raw_path.decode("ascii", "replace"),
+            request_body=body[:BODY_KEEP] + ("…" if len(body) > BODY_KEEP else ""),
+            status=response.status_code,
+            response_body=response.content[:BODY_KEEP].decode("utf-8", "replace") + ("…" if len(response.content) > BODY_KEEP else ""),
+            headers={k: (REDACTED if k.lower() == "authorization" else v) for k, v in request.headers.items() if k.lower() in ("authorization", "content-type")},
+        ))

@@ -1,0 +1,104 @@
+"""Thin wire clients: the Core surface under test, and the optional control extension."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import httpx
+
+from conformance.config import TargetConfig
+
+_turns = itertools.count(1)
+
+
+class CoreWire:
+    """Raw requests to the Core, paths and auth header from the target configuration."""
+
+    def __init__(self, http: httpx.Client, cfg: TargetConfig) -> None:
+        self.http = http
+        self.cfg = cfg
+
+    def headers(self, token: str | None) -> dict[str, str]:
+        if token is None:
+            return {}
+        auth = self.cfg.wire["auth"]
+        return {auth["header"]: f"{auth['scheme']} {token}".strip()}
+
+    def capabilities(self, token: str | None, route: str) -> httpx.Response:
+        return self.http.get(self.cfg.path("capabilities", route), headers=self.headers(token))
+
+    def turn(self, token: str | None, route: str, body: dict[str, Any]) -> httpx.Response:
+        return self.http.post(self.cfg.path("turns", route), headers=self.headers(token), json=body)
+
+    def search(self, token: str | None, route: str, body: dict[str, Any]) -> httpx.Response:
+        return self.http.post(self.cfg.path("search", route), headers=self.headers(token), json=body)
+
+    def read(self, token: str | None, route: str, body: dict[str, Any]) -> httpx.Response:
+        return self.http.post(self.cfg.path("read", route), headers=self.headers(token), json=body)
+
+    def raw(self, method: str, path: str, token: str | None, content: bytes | None = None,
+            headers: dict[str, str] | None = None) -> httpx.Response:
+        return self.http.request(method, path, headers={**self.headers(token), **(headers or {})}, content=content)
+
+    @staticmethod
+    def turn_body(user_input: str, delivery: str | None = "on_demand", *, key: str | None = None) -> dict[str, Any]:
+        n = key or f"k{next(_turns)}"
+        body = {"client_conversation_id": f"conv-{n}", "client_turn_id": f"turn-{n}", "user_message_id": f"msg-{n}", "user_input": user_input}
+        if delivery is not None:
+            body["knowledge_delivery"] = delivery
+        return body
+
+
+class ControlError(RuntimeError):
+    """The control extension refused a setup step: the run cannot verify what needs it."""
+
+
+class ControlWire:
+    """The test-control extension (schemas/control-openapi.yaml)."""
+
+    def __init__(self, http: httpx.Client, base_url: str, token: str) -> None:
+        self.http = http
+        self.base = base_url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}"}
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        response = self.http.request(method, self.base + path, json=body, headers=self._headers)
+        if response.status_code >= 300:
+            raise ControlError(f"control {method} {path} answered {response.status_code}: {response.text[:300]}")
+        return response.json() if response.content else None
+
+    def create_workspace(self, route: str, mode: str = "normal") -> None:
+        self._call("POST", "/workspaces", {"route": route, "mode": mode})
+
+    def replace_corpus(self, route: str, bases: list[dict[str, Any]]) -> dict[str, str]:
+        return dict(self._call("PUT", f"/workspaces/{route}/corpus", {"bases": bases})["items"])
+
+    def publish(self, route: str, item_id: str, content: str) -> str:
+        return str(self._call("POST", f"/workspaces/{route}/items/{item_id}/revisions", {"content": content})["revision_id"])
+
+    def set_scope(self, route: str, account: str, bases: list[str]) -> None:
+        self._call("PUT", f"/workspaces/{route}/scopes/{account}", {"bases": bases})
+
+    def set_mode(self, route: str, mode: str, legacy_status: int | None = None) -> None:
+        body: dict[str, Any] = {"mode": mode}
+        if legacy_status is not None:
+            body["legacy_status"] = legacy_status
+        self._call("PUT", f"/workspaces/{route}/mode", body)
+
+    def now(self) -> float:
+        return float(self._call("GET", "/clock")["now"])
+
+    def advance(self, seconds: float) -> float:
+        return float(self._call("POST", "/clock/advance", {"seconds": seconds})["now"])
+
+    def mint(self, account: str, route: str, *, hub: str | None = None, session_id: str | None = None) -> dict[str, str]:
+        body = {"account": account, "route": route}
+        if hub:
+            body["hub"] = hub
+        if session_id:
+            body["session_id"] = session_id
+        return dict(self._call("POST", "/identities", body))
+
+    def fault(self, kind: str, route: str | None = None) -> None:
+        self._call("POST", "/faults", {"kind": kind, **({"route": route} if route else {})})

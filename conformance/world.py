@@ -1,0 +1,141 @@
+"""What a test runs against: a route, identities with known bindings, a known
+corpus, and control where the target offers it. Without control, the identities
+come from the target configuration and state-dependent rules are not verified."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from conformance import contract as C
+from conformance import corpus
+from conformance.checks import ok
+from conformance.config import TargetConfig
+from conformance.wire import ControlWire, CoreWire
+
+OTHER_HUB = "https://other-hub.knowledge-conformance.example"
+_routes = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Who:
+    token: str
+    route: str
+    account: str = ""
+    session: str = ""
+
+    def __repr__(self) -> str:
+        return f"Who(account={self.account!r}, route={self.route!r}, session={self.session[:8]!r})"
+
+
+@dataclass(repr=False)
+class World:
+    cfg: TargetConfig
+    core: CoreWire
+    route: str
+    primary: Who
+    others: dict[str, Who] = field(default_factory=dict)
+    docs: dict[str, corpus.Doc] = field(default_factory=dict)
+    control: ControlWire | None = None
+
+    def need_control(self, why: str) -> ControlWire:
+        if self.control is None:
+            pytest.skip(f"not verified: needs the test-control extension to {why}")
+        return self.control
+
+    def need(self, name: str) -> Who:
+        who = self.others.get(name)
+        if who is None:
+            pytest.skip(f"not verified: needs a second identity [{name}] in the target configuration")
+        return who
+
+    def need_doc(self, key: str) -> corpus.Doc:
+        if key not in self.docs:
+            pytest.skip(f"not verified: needs the suite's own corpus (document {key!r}), seeded through control")
+        return self.docs[key]
+
+    def __repr__(self) -> str:
+        return f"World(route={self.route!r}, control={self.control is not None}, docs={sorted(self.docs)})"
+
+    # --------------------------------------------------------- conveniences
+    def start_run(self, who: Who | None = None, delivery: str | None = "on_demand", text: str = "binding") -> str:
+        who = who or self.primary
+        body = ok(self.core.turn(who.token, who.route, CoreWire.turn_body(text, delivery)), "TURN-003", "turn")
+        return str(body["run_id"])
+
+    def search(self, query: str, run_id: str, who: Who | None = None, **extra: Any) -> Any:
+        who = who or self.primary
+        return self.core.search(who.token, who.route, {"query": query, "run_id": run_id, **extra})
+
+    def read(self, ref: str, run_id: str, who: Who | None = None, **extra: Any) -> Any:
+        who = who or self.primary
+        return self.core.read(who.token, who.route, {"ref": ref, "run_id": run_id, **extra})
+
+    def ref_for(self, run_id: str, doc: corpus.Doc | None = None, who: Who | None = None) -> str:
+        """A reference to ``doc`` (or to whatever the probe query finds) for this run."""
+        query = doc.token if doc else self.cfg.probe_query
+        response = self.search(query, run_id, who)
+        body = ok(response, "SRCH-001", "search")
+        hints = body.get("hints") or []
+        if doc is not None:
+            hints = [h for h in hints if isinstance(h, dict) and h.get("title", "")[:20] == doc.title[:20]] or hints
+        if not hints:
+            pytest.skip(f"not verified: search for {query!r} found nothing to read (status {body.get('status')!r})")
+        return str(hints[0]["ref"])
+
+    def follow(self, ref: str, run_id: str, max_bytes: int | None = None, limit: int = 64) -> list[dict[str, Any]]:
+        """Every page of a chain, raw responses checked by the caller."""
+        from conformance import checks
+
+        pages: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(limit):
+            extra: dict[str, Any] = {} if max_bytes is None else {"max_bytes": max_bytes}
+            if cursor:
+                extra["cursor"] = cursor
+            body = checks.page(self.read(ref, run_id, **extra), ref=ref, max_bytes=max_bytes,
+                               requirement_bound="READ-004" if max_bytes is None else "READ-005")
+            pages.append(body)
+            cursor = body["next_cursor"]
+            if cursor is None:
+                return pages
+        checks.expect(False, "READ-010", f"read chain still had a next_cursor after {limit} pages")
+        return pages
+
+
+def provision(cfg: TargetConfig, core: CoreWire, control: ControlWire | None, *, large: bool = True,
+              mode: str = "normal") -> World:
+    """A fresh world through control, or the configured one without it."""
+    if control is None:
+        ids = cfg.identities
+        primary = ids["primary"]
+        others = {name: Who(i.token, i.route, i.account, i.session) for name, i in ids.items() if name != "primary"}
+        return World(cfg, core, cfg.route, Who(primary.token, primary.route, primary.account, primary.session), others)
+    route = f"conf-{next(_routes)}-{cfg.sim_seed}"
+    other_route = route + "-b"
+    control.create_workspace(route, mode)
+    control.create_workspace(other_route)
+    docs = corpus.build(large=large)
+    control.replace_corpus(route, corpus.bases(docs))
+    control.replace_corpus(other_route, corpus.bases(docs))
+
+    def mint(account: str, at: str = route, **kw: Any) -> Who:
+        m = control.mint(account, at, **kw)
+        return Who(m["token"], m["route"], m["account"], m["session_id"])
+
+    primary = mint("alice")
+    others = {
+        "other_session": mint("alice"),
+        # Each differs from primary in one binding only, so each binding is tested alone.
+        "same_session": mint("alice", session_id=primary.session),
+        "other_account": mint("bob", session_id=primary.session),
+        "other_route": mint("alice", other_route, session_id=primary.session),
+        "other_hub": mint("alice", hub=OTHER_HUB, session_id=primary.session),
+    }
+    return World(cfg, core, route, primary, others, docs, control)
+
+
+__all__ = ["C", "Who", "World", "provision"]
