@@ -1,0 +1,61 @@
+"""``knowledge-conformance``: run the suite against a target and write reports,
+or compare two results.json files. For CI systems that are not Python."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+VERDICT_HELP = "exit codes: 0 conformant, 1 non-conformant, 6 incomplete (a MUST not verified), 4 usage error"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="knowledge-conformance", description="Knowledge contract conformance suite.", epilog=VERDICT_HELP)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the suite and write reports", epilog=VERDICT_HELP)
+    run.add_argument("--target", default="sim", help="sim (default), sim+http, or the URL of a live Core")
+    run.add_argument("--target-config", help="TOML file with route, identities, control and wire overrides")
+    run.add_argument("--reports", default="reports", help="output folder (default: reports)")
+    run.add_argument("--fail-on", choices=("must", "should"), default="must")
+    run.add_argument("--waivers", help="TOML file of [[waiver]] entries")
+    run.add_argument("--sim-quirk", action="append", default=[], help="bundled simulator only: deviate on purpose")
+    run.add_argument("--no-control", action="store_true", help="do not use the test-control extension in tests")
+    run.add_argument("--realtime", action="store_true", help="wait real seconds for expiry without control")
+    run.add_argument("--rate-limit", type=float, default=0.0, help="requests per second to the target")
+    run.add_argument("--deep", action="store_true", help="release-gating depth for generated tests")
+    run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    cmp = sub.add_parser("compare", help="what changed between two results.json files")
+    cmp.add_argument("old")
+    cmp.add_argument("new")
+    cmp.add_argument("--fail-on-new-failures", action="store_true", help="exit 1 when the new run has new failures")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "compare":
+        from conformance.report.compare import compare, load, render
+
+        try:
+            old, new = load(args.old), load(args.new)
+        except ValueError as exc:
+            print(f"knowledge-conformance: {exc}", file=sys.stderr)
+            return 4
+        diff = compare(old, new)
+        print(render(diff, old, new))
+        return 1 if args.fail_on_new_failures and diff["new_failures"] else 0
+    import pytest
+
+    options = ["--pyargs", "conformance.suite", "-p", "no:cacheprovider", "-q", "--target", args.target,
+               "--reports", args.reports, "--fail-on", args.fail_on, "--rate-limit", str(args.rate_limit)]
+    for flag, value in (("--target-config", args.target_config), ("--waivers", args.waivers)):
+        if value:
+            options += [flag, value]
+    for quirk in args.sim_quirk:
+        options += ["--sim-quirk", quirk]
+    options += [flag for flag, on in (("--no-control", args.no_control), ("--realtime", args.realtime), ("--deep", args.deep)) if on]
+    return int(pytest.main([*options, *args.pytest_args]))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

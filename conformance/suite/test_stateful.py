@@ -1,0 +1,175 @@
+"""A stateful model of the contract, driven by Hypothesis.
+
+The model keeps its own clock, runs, issued references, revisions and scope
+changes, and predicts each read's outcome; the target must agree after every
+step. A failure shrinks to a minimal sequence of steps, printed as a program.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+
+from conformance import checks
+from conformance import contract as C
+from conformance.checks import expect
+from conformance.world import provision
+
+R = pytest.mark.requirement
+DOCS = ("alpha", "filler0", "second")
+
+
+@dataclass(frozen=True)
+class IssuedRef:
+    ref: str
+    run_id: str
+    doc: str
+    issued_at: float
+    revision: int
+    scope_epoch: int
+    visible_when_issued: bool
+
+
+def _machine(make_world: Any, skew: float) -> type[RuleBasedStateMachine]:
+    class KnowledgeContract(RuleBasedStateMachine):
+        runs = Bundle("runs")
+        refs = Bundle("refs")
+
+        @initialize(target=runs)
+        def setup(self) -> str:
+            self.world = make_world()
+            self.now = 0.0
+            self.revision = {d: 0 for d in DOCS}
+            self.scope_epoch = 0
+            self.second_visible = True
+            self.mode = "normal"
+            return self.world.start_run()
+
+        # ------------------------------------------------------------ turns
+        @rule(target=runs, delivery=st.sampled_from(["on_demand", "inline"]))
+        def start_turn(self, delivery: str) -> str:
+            from conformance.wire import CoreWire
+
+            body = CoreWire.turn_body("binding", delivery)
+            first = checks.ok(self.world.core.turn(self.world.primary.token, self.world.route, body), "TURN-003", "turn")
+            again = checks.ok(self.world.core.turn(self.world.primary.token, self.world.route, body), "TURN-004", "replayed turn")
+            expect(first["run_id"] == again["run_id"], "TURN-004", "a replayed turn started another run")
+            return str(first["run_id"])
+
+        # ----------------------------------------------------------- search
+        @precondition(lambda self: self.mode == "normal")
+        @rule(target=refs, run=runs, doc=st.sampled_from(DOCS))
+        def search(self, run: str, doc: str) -> Any:
+            body = checks.search_response(self.world.search(self.world.docs[doc].token, run))
+            expect(body["status"] == "ok", "SRCH-005", f"a normal workspace searched with status {body['status']!r}")
+            visible = doc != "second" or self.second_visible
+            titles = [h["title"] for h in body["hints"]]
+            if not visible:
+                expect(self.world.docs[doc].title not in titles, "REF-007", f"{doc} is out of scope but was found")
+                return _nothing()
+            expect(self.world.docs[doc].title in titles, "SRCH-001", f"{doc} is in scope but not found: {titles}")
+            ref = body["hints"][titles.index(self.world.docs[doc].title)]["ref"]
+            return IssuedRef(ref, run, doc, self.now, self.revision[doc], self.scope_epoch, visible)
+
+        @precondition(lambda self: self.mode == "normal")
+        @rule()
+        def unavailable_search(self) -> None:
+            run_id = self.world.start_run()  # before arming: a turn's own hint search would take the fault
+            self.world.control.fault("fail_next_search_unavailable", self.world.route)
+            body = checks.search_response(self.world.search("binding", run_id))
+            expect(body["status"] == "unavailable", "SRCH-010", f"an unavailable search reported {body['status']!r}")
+
+        # ------------------------------------------------------------- read
+        def _predict(self, issued: IssuedRef) -> str:
+            age = self.now - issued.issued_at
+            if age >= C.REFERENCE_TTL_SECONDS + skew:
+                return "error"
+            if issued.revision != self.revision[issued.doc]:
+                return "error"
+            if issued.doc == "second" and not self.second_visible:
+                return "error"
+            if age >= C.REFERENCE_TTL_SECONDS - skew or issued.scope_epoch != self.scope_epoch:
+                return "either"
+            return "ok"
+
+        @rule(issued=refs, max_bytes=st.sampled_from([None, C.READ_MIN_MAX_BYTES, C.READ_MAX_MAX_BYTES]))
+        def read(self, issued: Any, max_bytes: int | None) -> None:
+            if not isinstance(issued, IssuedRef):
+                return
+            expected = self._predict(issued) if self.mode == "normal" else "unspecified"
+            extra = {} if max_bytes is None else {"max_bytes": max_bytes}
+            response = self.world.read(issued.ref, issued.run_id, **extra)
+            rule_id = "REF-001" if self.now - issued.issued_at >= C.REFERENCE_TTL_SECONDS else "REF-008"
+            if expected == "error":
+                checks.reference_error(response, self.world.cfg, "reference_expired", requirement=rule_id)
+            elif expected == "ok":
+                expect(response.status_code == 200, "REF-002", f"a valid reference was refused: HTTP {response.status_code} {response.text[:200]}")
+            if expected == "unspecified" and response.status_code != 200:
+                checks.error_envelope(response, "WIRE-001", statuses=range(400, 504))  # the seeds leave reads of a disabled/unavailable Core open
+            elif response.status_code == 200:
+                checks.page(response, ref=issued.ref, max_bytes=max_bytes, requirement_bound="READ-005" if max_bytes else "READ-004")
+            elif expected == "either":
+                checks.reference_error(response, self.world.cfg, "scope_changed", requirement="REF-007")
+
+        @rule(issued=refs, run=runs)
+        def read_under_another_run(self, issued: Any, run: str) -> None:
+            if not isinstance(issued, IssuedRef) or run == issued.run_id or self.mode != "normal":
+                return
+            checks.reference_error(self.world.read(issued.ref, run), self.world.cfg, "reference_mismatch", requirement="REF-006")
+
+        # ------------------------------------------------- state and time
+        @rule(seconds=st.sampled_from([1.0, 60.0, 150.0, 298.0, 299.0, 301.0, 302.0]))
+        def advance_clock(self, seconds: float) -> None:
+            self.world.control.advance(seconds)
+            self.now += seconds
+
+        @rule(doc=st.sampled_from(DOCS))
+        def publish_revision(self, doc: str) -> None:
+            self.revision[doc] += 1
+            item = self.world.docs[doc]
+            self.world.control.publish(self.world.route, item.item_id, f"{item.token} binding revision {self.revision[doc]}")
+
+        @rule()
+        def toggle_scope(self) -> None:
+            self.second_visible = not self.second_visible
+            bases = ["kb-main", "kb-second"] if self.second_visible else ["kb-main"]
+            self.world.control.set_scope(self.world.route, self.world.primary.account, bases)
+            self.scope_epoch += 1
+
+        @rule(mode=st.sampled_from(["normal", "disabled", "unavailable"]))
+        def switch_mode(self, mode: str) -> None:
+            self.world.control.set_mode(self.world.route, mode)
+            self.mode = mode
+
+        @invariant()
+        def searching_reports_the_mode(self) -> None:
+            if not hasattr(self, "world") or self.mode == "normal":
+                return
+            body = checks.search_response(self.world.search("binding", self.world.start_run()))
+            expected = {"disabled": "disabled", "unavailable": "unavailable"}[self.mode]
+            expect(body["status"] == expected, "SRCH-010" if expected == "unavailable" else "SRCH-009",
+                   f"in mode {self.mode} search reported {body['status']!r} with {len(body['hints'])} hints")
+
+    return KnowledgeContract
+
+
+def _nothing() -> Any:
+    return None
+
+
+@R("REF-001", "REF-002", "REF-006", "REF-007", "REF-008", "TURN-004", "SRCH-009", "SRCH-010", "READ-004", "READ-005")
+def test_stateful_model_agrees_with_the_target(kc_config: Any, core: Any, control: Any, pytestconfig: pytest.Config) -> None:
+    if control is None:
+        pytest.skip("not verified: the stateful model drives time and state through the test-control extension")
+    deep = pytestconfig.getoption("--deep")
+    examples = pytestconfig.getoption("--stateful-examples") or (200 if deep else 10)
+    steps = pytestconfig.getoption("--stateful-steps") or (60 if deep else 15)
+    machine = _machine(lambda: provision(kc_config, core, control, large=False), kc_config.clock_skew_seconds)
+    run_state_machine_as_test(machine, settings=settings(max_examples=examples, stateful_step_count=steps, deadline=None,
+                                                         derandomize=True, database=None,
+                                                         suppress_health_check=list(HealthCheck)))

@@ -1,0 +1,45 @@
+"""Test the tester: for every simulator quirk, the suite must fail a requirement the quirk names."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from simulator.quirks import QUIRKS, Quirk
+
+
+def _run(quirk: Quirk, reports: Path) -> tuple[str, set[str], int]:
+    out = reports / quirk.name
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider",
+           "--sim-quirk", quirk.name, "--reports", str(out), *[a for rid in quirk.violates for a in ("--requirement", rid)]]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    results = json.loads((out / "results.json").read_text("utf-8"))
+    failed = {r["id"] for r in results["requirements"] if r["status"] == "failed"}
+    return quirk.name, failed, proc.returncode
+
+
+@pytest.fixture(scope="module")
+def detection(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[set[str], int]]:
+    reports = tmp_path_factory.mktemp("quirks")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        rows = list(pool.map(lambda q: _run(q, reports), QUIRKS.values()))
+    table = {name: (failed, code) for name, failed, code in rows}
+    width = max(len(n) for n in table)
+    print("\nquirk detection table (quirk, failing requirement IDs among those it names)")
+    for name, (failed, code) in sorted(table.items()):
+        named = [rid for rid in QUIRKS[name].violates if rid in failed]
+        print(f"  {name:{width}}  {'DETECTED' if named else 'MISSED  '}  {','.join(named) or '-'}  (exit {code})")
+    return table
+
+
+@pytest.mark.parametrize("name", sorted(QUIRKS))
+def test_every_quirk_is_detected(detection: dict[str, tuple[set[str], int]], name: str) -> None:
+    failed, code = detection[name]
+    named = set(QUIRKS[name].violates) & failed
+    assert named, f"quirk {name} (violates {QUIRKS[name].violates}) went undetected; failed: {sorted(failed)}"
+    assert code != 0, f"a run with quirk {name} exited 0"
