@@ -72,6 +72,8 @@ class Recorder:
     def record(self, response: httpx.Response) -> None:
         self.count += 1
         request = response.request
+        if request.extensions.get("kc_control"):
+            return  # control exchanges carry credentials and minted tokens: never kept for reports
         body = request.content.decode("utf-8", "replace")
         self.current.append(Exchange(
             method=request.method,

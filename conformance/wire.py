@@ -63,7 +63,7 @@ class ControlWire:
         self._headers = {"Authorization": f"Bearer {token}"}
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
-        response = self.http.request(method, self.base + path, json=body, headers=self._headers)
+        response = self.http.request(method, self.base + path, json=body, headers=self._headers, extensions={"kc_control": True})
         if response.status_code >= 300:
             raise ControlError(f"control {method} {path} answered {response.status_code}: {response.text[:300]}")
         return response.json() if response.content else None

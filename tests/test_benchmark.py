@@ -1,0 +1,49 @@
+"""Search and read latency of the simulator on a 10,000-document corpus (pytest-benchmark figures, no timed assertions)."""
+
+from __future__ import annotations
+
+from random import Random
+from typing import Any
+
+import httpx
+import pytest
+
+from conformance.transport import InProcessTransport
+from simulator import create_app
+from simulator.store import ItemInput
+
+WORDS = "binding deploy runbook expense policy onboarding homepage release archive budget cursor scope revision".split()
+
+
+@pytest.fixture(scope="module")
+def loaded() -> dict[str, Any]:
+    rng = Random(3)
+    app = create_app(demo=False, control_token="ctl")
+    core = app.state.core
+    core.store.create_workspace("bench")
+    items = [ItemInput(f"doc-{i}", f"Document {i} {rng.choice(WORDS)}",
+                       " ".join(rng.choice(WORDS) for _ in range(rng.randint(50, 400)))) for i in range(10_000)]
+    core.store.replace_corpus("bench", [("kb", "kb", items)], core.clock.now())
+    ident = core.store.mint_identity("a", "bench", core.config.hub, None)
+    http = httpx.Client(transport=InProcessTransport(app), base_url="http://sim")
+    auth = {"Authorization": f"Bearer {ident.token}"}
+    turn = {"client_conversation_id": "c", "client_turn_id": "t", "user_message_id": "m", "user_input": "x"}
+    run = http.post("/agent-api/v1/workspaces/bench/turns", json=turn, headers=auth).json()["run_id"]
+    ref = http.post("/agent-api/v1/workspaces/bench/knowledge/search", json={"query": "deploy budget", "run_id": run}, headers=auth).json()["hints"][0]["ref"]
+    return {"http": http, "auth": auth, "run": run, "ref": ref}
+
+
+def test_benchmark_search_10k(benchmark: Any, loaded: dict[str, Any]) -> None:
+    def search() -> httpx.Response:
+        return loaded["http"].post("/agent-api/v1/workspaces/bench/knowledge/search", json={"query": "deploy budget scope", "run_id": loaded["run"]}, headers=loaded["auth"])
+
+    response = benchmark(search)
+    assert response.status_code == 200 and len(response.json()["hints"]) == 3
+
+
+def test_benchmark_read_10k(benchmark: Any, loaded: dict[str, Any]) -> None:
+    def read() -> httpx.Response:
+        return loaded["http"].post("/agent-api/v1/workspaces/bench/knowledge/read", json={"ref": loaded["ref"], "run_id": loaded["run"]}, headers=loaded["auth"])
+
+    response = benchmark(read)
+    assert response.status_code == 200 and response.json()["content"]

@@ -1,0 +1,56 @@
+"""Properties of the simulator's byte budgets over arbitrary Unicode."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conformance.transport import InProcessTransport
+from simulator import create_app
+from simulator.sizing import dumps, escaped_size, fit_prefix
+
+TEXT = st.text(st.characters(exclude_categories=("Cs",)), min_size=0, max_size=3000)
+
+
+@given(TEXT, st.integers(min_value=0, max_value=20000))
+def test_fit_prefix_is_the_largest_fitting_prefix(text: str, budget: int) -> None:
+    keep = fit_prefix(text, budget)
+    assert escaped_size(text[:keep]) <= budget
+    if keep < len(text):
+        assert escaped_size(text[: keep + 1]) > budget
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=60000), st.integers(4096, 32768))
+def test_every_page_fits_and_pages_rebuild_the_document(doc: str, max_bytes: int) -> None:
+    import httpx
+
+    app = create_app(demo=False, control_token="ctl")
+    http = httpx.Client(transport=InProcessTransport(app), base_url="http://sim")
+    ctl = {"Authorization": "Bearer ctl"}
+    http.post("/_control/v1/workspaces", json={"route": "prop"}, headers=ctl)
+    http.put("/_control/v1/workspaces/prop/corpus", json={"bases": [{"id": "kb", "items": [{"id": "d", "title": "findme", "content": doc}]}]}, headers=ctl)
+    token = http.post("/_control/v1/identities", json={"account": "a", "route": "prop"}, headers=ctl).json()["token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    turn = {"client_conversation_id": "c", "client_turn_id": "t", "user_message_id": "m", "user_input": "findme"}
+    run = http.post("/agent-api/v1/workspaces/prop/turns", json=turn, headers=auth).json()["run_id"]
+    hints = http.post("/agent-api/v1/workspaces/prop/knowledge/search", json={"query": "findme", "run_id": run}, headers=auth).json()["hints"]
+    ref, cursor, parts, total = hints[0]["ref"], None, [], 0
+    while True:
+        body = {"ref": ref, "run_id": run, "max_bytes": max_bytes, **({"cursor": cursor} if cursor else {})}
+        response = http.post("/agent-api/v1/workspaces/prop/knowledge/read", json=body, headers=auth)
+        assert response.status_code == 200 and len(response.content) <= max_bytes
+        page = json.loads(response.content)
+        assert dumps(page) == response.content
+        parts.append(page["content"])
+        total += len(page["content"].encode())
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert total <= 131072
+    if page.get("budget_exhausted"):
+        assert doc.startswith("".join(parts)) and page["truncated"] is True
+    else:
+        assert "".join(parts) == doc and page["truncated"] is False

@@ -1,0 +1,64 @@
+"""End to end: the suite's verdicts and reports against the clean and a quirky simulator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _suite(reports: Path, *args: str) -> tuple[int, dict[str, object], str]:
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--reports", str(reports), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    return proc.returncode, json.loads((reports / "results.json").read_text("utf-8")), proc.stdout
+
+
+def test_clean_simulator_in_process_is_conformant_with_every_report(tmp_path: Path) -> None:
+    code, results, out = _suite(tmp_path)
+    assert code == 0, out[-2000:]
+    assert results["verdict"] == "conformant"
+    summary = results["summary"]
+    assert summary["server_must_verified"] == summary["server_must_total"] > 50
+    assert not [t for t in results["tests"] if t["outcome"] == "skipped"], "in-process runs have control: nothing may be skipped"
+    assert {p.name for p in tmp_path.iterdir()} >= {"results.json", "report.md", "report.html", "junit.xml"}
+    print(f"\nin-process: {out.strip().splitlines()[-1]}; MUSTs {summary['server_must_verified']}/{summary['server_must_total']}")
+
+
+def test_loopback_without_control_is_incomplete_never_passing_what_it_cannot_see(tmp_path: Path) -> None:
+    code, results, out = _suite(tmp_path, "--target", "sim+http", "--no-control")
+    assert code == 6, out[-2000:]
+    assert results["verdict"] == "incomplete"
+    statuses = {r["id"]: r["status"] for r in results["requirements"]}
+    assert statuses["REF-007"] == "not_verified" and statuses["SRCH-003"] == "verified"
+    assert "failed" not in statuses.values()
+    s = results["summary"]
+    print(f"\nloopback, no control: MUSTs verified {s['server_must_verified']}/{s['server_must_total']}, requirements verified {s['verified']}, not verified {s['not_verified']}")
+
+
+def test_quirk_run_shows_the_failed_clause_and_a_reproduction(tmp_path: Path) -> None:
+    code, results, _ = _suite(tmp_path, "--sim-quirk", "search_fourth_hint")
+    assert code == 1 and results["verdict"] == "non-conformant"
+    html = (tmp_path / "report.html").read_text("utf-8")
+    assert "Verdict: NON-CONFORMANT" in html and "SRCH-003" in html
+    assert "Search returns at most three title/summary/ref hints" in html and "curl -sS -X POST" in html
+    assert "bha_" not in html + (tmp_path / "results.json").read_text("utf-8"), "tokens must never reach a report"
+
+
+def test_waiver_keeps_a_known_deviation_visible_but_not_gating(tmp_path: Path) -> None:
+    waivers = tmp_path / "waivers.toml"
+    waivers.write_text('[[waiver]]\nid = "SRCH-003"\njustification = "fix in flight"\nexpires = 2999-01-01\n', "utf-8")
+    code, results, out = _suite(tmp_path / "r", "--sim-quirk", "search_fourth_hint", "--waivers", str(waivers), "--requirement", "SRCH-003")
+    statuses = {r["id"]: r["status"] for r in results["requirements"]}
+    assert statuses["SRCH-003"] == "waived"
+    assert code == 6, out[-1500:]  # the other MUSTs were deselected, so the run is incomplete, not failed
+
+
+@pytest.mark.parametrize("bad", [["--target", "ftp://nowhere"], ["--requirement", "NOPE-999"], ["--target-config", "/nonexistent.toml"]])
+def test_bad_options_are_usage_errors(tmp_path: Path, bad: list[str]) -> None:
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--reports", str(tmp_path), *bad]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode in (1, 4), proc.stdout[-800:]
+    assert any(word in proc.stdout + proc.stderr for word in ("expected sim", "unknown ID", "no such file"))
