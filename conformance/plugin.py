@@ -160,7 +160,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
+    outcome: Any = yield
     report = outcome.get_result()
     if not _ids(item) or report.passed:
         return
@@ -179,7 +179,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    props = dict(report.user_properties)
+    props: dict[str, Any] = dict(report.user_properties)
     if "requirements" not in props:
         return
     if report.when == "call" or (report.when == "setup" and not report.passed) or (report.when == "teardown" and report.failed):

@@ -72,8 +72,12 @@ def _serve_over_loopback(app: Any) -> tuple[str, Any]:
 def open_target(cfg: TargetConfig) -> Target:
     recorder = Recorder(cfg.rate_limit)
 
+    def on_response(response: httpx.Response) -> None:
+        response.read()
+        recorder.record(response)
+
     def hooks() -> dict[str, list[Any]]:
-        return {"request": [lambda _r: recorder.throttle()], "response": [lambda r: (r.read(), recorder.record(r))]}
+        return {"request": [lambda _r: recorder.throttle()], "response": [on_response]}
 
     if cfg.is_sim:
         token = Secret(secrets.token_hex(16))

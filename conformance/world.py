@@ -111,9 +111,9 @@ def provision(cfg: TargetConfig, core: CoreWire, control: ControlWire | None, *,
     """A fresh world through control, or the configured one without it."""
     if control is None:
         ids = cfg.identities
-        primary = ids["primary"]
-        others = {name: Who(i.token, i.route, i.account, i.session) for name, i in ids.items() if name != "primary"}
-        return World(cfg, core, cfg.route, Who(primary.token, primary.route, primary.account, primary.session), others)
+        configured = {name: Who(i.token, i.route, i.account, i.session) for name, i in ids.items()}
+        main = configured.pop("primary")
+        return World(cfg, core, cfg.route, main, configured)
     route = f"conf-{next(_routes)}-{cfg.sim_seed}"
     other_route = route + "-b"
     control.create_workspace(route, mode)

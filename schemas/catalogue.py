@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from functools import cache
 
 import yaml
-
 from knowledge_schemas._files import SCHEMA_DIR
 
 SEED_FILES = {

@@ -12,7 +12,6 @@ import json
 from typing import Any
 
 import yaml
-
 from knowledge_schemas._files import SCHEMA_DIR, schema_names
 
 DOCUMENTS = ("openapi.yaml", "control-openapi.yaml")

@@ -7,11 +7,11 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from knowledge_schemas.openapi import component_validator
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from knowledge_schemas.openapi import component_validator
 from simulator.errors import ApiError
 from simulator.http import error_response, json_response, read_json, validate
 from simulator.store import ItemInput
@@ -48,7 +48,7 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]]) -> list[Route]
         return endpoint
 
     def workspace(request: Request) -> str:
-        route = request.path_params["route"]
+        route = str(request.path_params["route"])
         if core.store.workspace(route) is None:
             raise ApiError(404, "route_unavailable", f"no workspace {route!r}")
         return route

@@ -5,8 +5,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import conformance.suite
 from knowledge_schemas import load_catalogue
+
+import conformance.suite
 
 
 def _tagged() -> set[str]:

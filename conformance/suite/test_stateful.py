@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from conformance import checks
 from conformance import contract as C
@@ -48,7 +56,7 @@ def _machine(make_world: Any, skew: float) -> type[RuleBasedStateMachine]:
             self.scope_epoch = 0
             self.second_visible = True
             self.mode = "normal"
-            return self.world.start_run()
+            return str(self.world.start_run())
 
         # ------------------------------------------------------------ turns
         @rule(target=runs, delivery=st.sampled_from(["on_demand", "inline"]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from knowledge_schemas import load_registry
 
 from conformance import checks
 from conformance import contract as C
@@ -22,10 +23,10 @@ def test_on_demand_turn_carries_bounded_hints_and_empty_bodies(world: Any) -> No
     context = body.get("context") or {}
     delivery = context.get("knowledge_delivery")
     expect(isinstance(delivery, dict), "TURN-003", "an on_demand turn has no context.knowledge_delivery")
-    hints = delivery.get("hints", [])
+    hints = (delivery or {}).get("hints", [])
     expect(isinstance(hints, list) and len(hints) <= C.SEARCH_MAX_HINTS, "TURN-007", f"{len(hints)} hints in context.knowledge_delivery")
     expect(len(C.canonical(delivery).encode()) <= C.SEARCH_MAX_BYTES, "TURN-007", "context.knowledge_delivery is larger than a search response may be")
-    errors = checks.load_registry().errors("knowledge-delivery", delivery)
+    errors = load_registry().errors("knowledge-delivery", delivery)
     expect(not errors, "TURN-006", f"context.knowledge_delivery does not match the delivery schema: {'; '.join(errors[:3])}")
     expect(context.get("knowledge") == [] and context.get("knowledge_refs") == [], "TURN-008",
            f"knowledge/knowledge_refs must be present and empty: knowledge={str(context.get('knowledge'))[:120]} knowledge_refs={str(context.get('knowledge_refs'))[:120]}")
