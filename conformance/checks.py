@@ -52,12 +52,7 @@ def error_envelope(response: httpx.Response, requirement: str = "WIRE-001", *, s
     return dict(body)
 
 
-def search_size(response: httpx.Response) -> None:
-    size = len(response.content)
-    expect(size <= C.SEARCH_MAX_BYTES, "SRCH-008", f"search JSON is {size} bytes, over {C.SEARCH_MAX_BYTES}")
-
-
-def search_response(response: httpx.Response, *, what: str = "search", check_size: bool = True) -> dict[str, Any]:
+def search_response(response: httpx.Response, *, what: str = "search") -> dict[str, Any]:
     """Shape rules first (the most specific violation is reported), then the byte bound."""
     body = ok(response, "SRCH-001", what)
     hints = body.get("hints")
@@ -70,8 +65,8 @@ def search_response(response: httpx.Response, *, what: str = "search", check_siz
         expect(C.utf8_size(hint["ref"]) <= C.REFERENCE_MAX_BYTES, "READ-007", f"hint {i} ref is {C.utf8_size(hint['ref'])} bytes")
     expect(body.get("status") in C.SEARCH_STATUSES, "SRCH-005", f"status {body.get('status')!r} is not one of {sorted(C.SEARCH_STATUSES)}")
     expect(body.get("trust") == "reference_only", "SRCH-007", f"trust is {body.get('trust')!r}, expected 'reference_only'")
-    if check_size:
-        search_size(response)
+    size = len(response.content)
+    expect(size <= C.SEARCH_MAX_BYTES, "SRCH-008", f"search JSON is {size} bytes, over {C.SEARCH_MAX_BYTES}")
     schema("search-response", body)
     return dict(body)
 

@@ -23,6 +23,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--realtime", action="store_true", help="wait real seconds for expiry without control")
     run.add_argument("--rate-limit", type=float, default=0.0, help="requests per second to the target")
     run.add_argument("--deep", action="store_true", help="release-gating depth for generated tests")
+    run.add_argument("--no-shrink", action="store_true", help="do not minimise failing generated sequences (faster)")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     cmp = sub.add_parser("compare", help="what changed between two results.json files")
     cmp.add_argument("old")
@@ -53,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
             options += [flag, value]
     for quirk in args.sim_quirk:
         options += ["--sim-quirk", quirk]
-    options += [flag for flag, on in (("--no-control", args.no_control), ("--realtime", args.realtime), ("--deep", args.deep)) if on]
+    options += [flag for flag, on in (("--no-control", args.no_control), ("--realtime", args.realtime), ("--deep", args.deep),
+                                                  ("--no-shrink", args.no_shrink)) if on]
     return int(pytest.main([*options, *args.pytest_args]))
 
 

@@ -17,6 +17,7 @@ from conformance import __version__
 
 MARKER = "requirement"
 _STATE = pytest.StashKey[dict[str, Any]]()
+_EXERCISED = pytest.StashKey[set[str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -32,14 +33,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--fail-on", choices=("must", "should"), default="must", help="which failures make the run non-conformant")
     group.addoption("--waivers", default=None, help="TOML file of [[waiver]] id, justification, expires")
     group.addoption("--requirement", action="append", default=[], help="run only tests tagged with this requirement ID")
-    group.addoption("--stateful-examples", type=int, default=None, help="examples of the stateful model (default 15; deep: 200)")
-    group.addoption("--stateful-steps", type=int, default=None, help="steps per example of the stateful model (default 20; deep: 60)")
+    group.addoption("--stateful-examples", type=int, default=None, help="examples of the stateful model (default 20; deep: 200)")
+    group.addoption("--stateful-steps", type=int, default=None, help="steps per example of the stateful model (default 25; deep: 60)")
     group.addoption("--deep", action="store_true", help="release-gating depth for the stateful model and negative testing")
+    group.addoption("--no-shrink", action="store_true", help="report the first failing generated sequence without minimising it (faster)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}(*ids): requirement IDs of the catalogue that this test verifies")
-    config.stash[_STATE] = {"results": [], "started": time.time(), "requests": 0}
+    config.stash[_STATE] = {"started": time.time()}
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -151,6 +153,19 @@ def fresh_world(kc_config: Any, core: Any, control: Any) -> Any:
     return provision(kc_config, core, control, large=False)
 
 
+@pytest.fixture
+def record_exercised(request: pytest.FixtureRequest) -> Any:
+    """For generated tests: register the set of requirement IDs whose checks really ran.
+
+    The set is reported with the test's result; a passing test then verifies only
+    those of its tagged IDs, and the others stay not verified."""
+
+    def register(ids: set[str]) -> None:
+        request.node.stash[_EXERCISED] = ids
+
+    return register
+
+
 # ------------------------------------------------------------------ results
 def pytest_runtest_setup(item: pytest.Item) -> None:
     recorder = item.config.stash[_STATE].get("recorder")
@@ -162,6 +177,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome: Any = yield
     report = outcome.get_result()
+    exercised = item.stash.get(_EXERCISED, None)
+    if report.when == "call" and exercised is not None:
+        report.user_properties.append(("exercised", json.dumps(sorted(exercised))))
     if not _ids(item) or report.passed:
         return
     from conformance.checks import ContractViolation
@@ -193,8 +211,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             message = (props.get("message", "") + "\n\n" + report.longreprtext[-3000:]).strip() if report.failed else ""
             outcome = "passed" if report.passed else ("failed" if report.when == "call" else "error")
         message = message.removeprefix("Skipped: ")
+        exercised = json.loads(props["exercised"]) if "exercised" in props else None
         _pending.append(TestResult(report.nodeid, outcome, json.loads(props["requirements"]), props.get("violated"),
-                                   message, json.loads(props.get("exchanges", "[]")), round(report.duration, 4)))
+                                   message, json.loads(props.get("exchanges", "[]")), round(report.duration, 4), exercised))
 
 
 _pending: list[Any] = []

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from conformance import contract as C
-from conformance import corpus
+from conformance import checks, corpus
 from conformance.checks import ok
 from conformance.config import TargetConfig
 from conformance.wire import ControlWire, CoreWire
@@ -87,9 +86,7 @@ class World:
         return str(hints[0]["ref"])
 
     def follow(self, ref: str, run_id: str, max_bytes: int | None = None, limit: int = 64) -> list[dict[str, Any]]:
-        """Every page of a chain, raw responses checked by the caller."""
-        from conformance import checks
-
+        """Every page of a chain, each checked as a page on the way."""
         pages: list[dict[str, Any]] = []
         cursor: str | None = None
         for _ in range(limit):
@@ -137,5 +134,3 @@ def provision(cfg: TargetConfig, core: CoreWire, control: ControlWire | None, *,
     }
     return World(cfg, core, route, primary, others, docs, control)
 
-
-__all__ = ["C", "Who", "World", "provision"]

@@ -8,7 +8,9 @@ rewritten to local pointers.
 
 from __future__ import annotations
 
+import copy
 import json
+from functools import cache
 from typing import Any
 
 import yaml
@@ -58,7 +60,12 @@ def _rewrite_internal(node: Any, owner: str) -> Any:
 
 
 def bundle(name: str = "openapi.yaml") -> dict[str, Any]:
-    """A self-contained copy of an OpenAPI document with every schema file inlined."""
+    """A self-contained copy of an OpenAPI document with every schema file inlined (the caller may mutate it)."""
+    return copy.deepcopy(_bundled(name))
+
+
+@cache
+def _bundled(name: str) -> dict[str, Any]:
     doc: dict[str, Any] = _rewrite(load_document(name))
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
     for filename in schema_names():
@@ -72,6 +79,5 @@ def component_validator(document: str, component: str) -> Any:
     """A validator for one ``components/schemas`` entry of a bundled OpenAPI document."""
     from jsonschema import Draft202012Validator
 
-    bundled = bundle(document)
-    root = {"$ref": f"#/components/schemas/{component}", "components": bundled["components"]}
+    root = {"$ref": f"#/components/schemas/{component}", "components": _bundled(document)["components"]}
     return Draft202012Validator(root, format_checker=Draft202012Validator.FORMAT_CHECKER)

@@ -153,22 +153,22 @@ class Core:
     def _turn_context(self, caller: Caller, run: Run, user_input: str, delivery: str, mode: str) -> dict[str, Any]:
         context: dict[str, Any] = {"knowledge": [], "knowledge_refs": [], "governance": {"knowledge_trust": "reference_only"}}
         if delivery == "on_demand":
-            status, hints = self._search_hints(caller, run, user_input[:1000], MAX_HINTS, mode)
+            status, hints = self._search_hints(caller, run, user_input[:1000], MAX_HINTS, mode, endpoint=False)
             if self.q("turn_unbounded_hints"):
                 hints = (hints * 5)[:5] or hints
             envelope = {"schema_version": KNOWLEDGE_SCHEMA, "mode": "ondemand" if self.q("turn_delivery_bad_schema") else "on_demand",
                         "status": status, "trust": "reference_only"}
             context["knowledge_delivery"] = self._fit(envelope, hints, "hints", SEARCH_MAX_BYTES)
             if self.q("turn_bodies_on_demand"):
-                context["knowledge"] = self._inline_bodies(caller, run, user_input, mode)[0]
+                context["knowledge"] = self._inline_bodies(caller, run, user_input)[0]
             if self.q("turn_missing_refs_array"):
                 del context["knowledge_refs"]
             return context
         if mode != "disabled":
-            context["knowledge"], context["knowledge_refs"] = self._inline_bodies(caller, run, user_input, mode)
+            context["knowledge"], context["knowledge_refs"] = self._inline_bodies(caller, run, user_input)
         return context
 
-    def _inline_bodies(self, caller: Caller, run: Run, user_input: str, mode: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def _inline_bodies(self, caller: Caller, run: Run, user_input: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """What a legacy (inline) Core assembles: bodies plus their references."""
         bases = self._visible_bases(caller)
         found = self.store.search(caller.route, user_input[:1000], bases, MAX_HINTS) or self.store.first_items(caller.route, bases, MAX_HINTS)
@@ -180,7 +180,7 @@ class Core:
     def search(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
         run = self._run(body["run_id"], caller, lenient=self.q("search_ignores_run"))
         mode, _ = self.mode(caller.route)
-        status, hints = self._search_hints(caller, run, body["query"], min(int(body.get("limit", MAX_HINTS)), MAX_HINTS), mode)
+        status, hints = self._search_hints(caller, run, body["query"], min(int(body.get("limit", MAX_HINTS)), MAX_HINTS), mode, endpoint=True)
         envelope: dict[str, Any] = {"schema_version": KNOWLEDGE_SCHEMA, "status": status, "trust": "reference_only"}
         if status in ("unavailable", "partial", "disabled"):
             envelope["message"] = {
@@ -197,10 +197,12 @@ class Core:
         scope = self.store.scope(caller.route, caller.identity.account)
         return None if scope.bases is None else list(scope.bases)
 
-    def _search_hints(self, caller: Caller, run: Run, query: str, limit: int, mode: str) -> tuple[str, list[dict[str, Any]]]:
+    def _search_hints(self, caller: Caller, run: Run, query: str, limit: int, mode: str, *, endpoint: bool) -> tuple[str, list[dict[str, Any]]]:
+        """Hints for a search request, or for a turn's on_demand context (``endpoint=False``:
+        the injected search fault targets the search endpoint only)."""
         if mode == "disabled" and not self.q("disabled_still_enabled"):
             return "disabled", []
-        if mode == "unavailable" or self.take_fault("fail_next_search_unavailable", caller.route):
+        if mode == "unavailable" or (endpoint and self.take_fault("fail_next_search_unavailable", caller.route)):
             return ("ok" if self.q("unavailable_as_empty_ok") else "unavailable"), []
         bases = self._visible_bases(caller)
         status = "ok"
@@ -233,16 +235,17 @@ class Core:
 
     def _fit(self, envelope: dict[str, Any], hints: list[dict[str, Any]], key: str, limit: int) -> dict[str, Any]:
         """Trim titles and summaries on character boundaries until the JSON fits ``limit`` bytes."""
-        if self.q("search_oversize") or self.q("search_full_content"):
+        if self.q("search_oversize"):
             return {**envelope, key: hints}
-        bare = [{**h, "title": "", **({"summary": ""} if "summary" in h else {})} for h in hints]
+        keep_summary = self.q("search_full_content")  # that quirk deviates in the summary only
+        bare = [{**h, "title": "", **({"summary": ""} if "summary" in h and not keep_summary else {})} for h in hints]
         spare = limit - len(dumps({**envelope, key: bare})) - 16 * len(hints)
         each = spare // max(1, len(hints))
         fitted = []
         for h in hints:
             title = trim(h["title"], max(8, each // 4))
             out = {**h, "title": title}
-            if "summary" in h:
+            if "summary" in h and not keep_summary:
                 out["summary"] = trim(h["summary"], max(8, each - len(dumps(title))))
             fitted.append(out)
         return {**envelope, key: fitted}
@@ -344,23 +347,25 @@ class Core:
     def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int,
               claims: dict[str, Any]) -> dict[str, Any]:
         doc = rev.content
+        doc_bytes = len(doc.encode("utf-8"))
         budget = math.inf if self.q("no_read_budget") else CHAIN_BUDGET
         remaining = budget - consumed
         out_ref = self.signer.sign("ref", {**claims, "t": claims["t"] + 0.5}) if self.q("read_new_ref") else ref
         shell: dict[str, Any] = {
             "schema_version": KNOWLEDGE_SCHEMA, "ref": out_ref, "revision": rev.revision_id, "content": "",
-            "next_cursor": self._cursor(caller, run, ref, len(doc.encode("utf-8")), 10 * CHAIN_BUDGET),
+            "next_cursor": self._cursor(caller, run, ref, doc_bytes, 10 * CHAIN_BUDGET),
             "truncated": False, "budget_exhausted": False, "trust": "reference_only",
-            "total_content_bytes": len(doc.encode("utf-8")), "read_chain_max_bytes": CHAIN_BUDGET,
+            "total_content_bytes": doc_bytes, "read_chain_max_bytes": CHAIN_BUDGET,
         }
         room = max_bytes - len(dumps(shell))
         if self.q("split_characters"):
+            # Offsets are bytes here; each page drops its last byte, splitting a trailing multi-byte character.
             raw = doc.encode("utf-8")
-            window = raw[offset: offset + len(raw)]
-            keep = fit_prefix(window.decode("utf-8", errors="ignore"), room, raw_budget=int(min(remaining, 1 << 40)))
-            nbytes = max(1, len(window.decode("utf-8", errors="ignore")[:keep].encode("utf-8")) - 1)
+            text = raw[offset:].decode("utf-8", errors="ignore")
+            keep = fit_prefix(text, room, raw_budget=int(min(remaining, 1 << 40)))
+            nbytes = max(1, len(text[:keep].encode("utf-8")) - 1)
             content = raw[offset: offset + nbytes].decode("utf-8", errors="replace")
-            end, size, at_end = offset + nbytes, nbytes, offset + nbytes >= len(raw)
+            end, size, at_end = offset + nbytes, nbytes, offset + nbytes >= doc_bytes
             next_size = 1
         else:
             window_text = doc[offset: offset + max(room, 0)]

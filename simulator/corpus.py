@@ -59,7 +59,7 @@ def load_corpus(source: str) -> Bases:
 
 
 def seed_demo(core: Core, corpus: Bases | None = None) -> None:
-    """The demo workspace: a small corpus and three identities (two sessions of alice, one of bob)."""
+    """The demo workspace: a small corpus; alice with two tokens of one session and a second session, and bob."""
     route = core.config.demo_route
     core.store.create_workspace(route)
     core.store.replace_corpus(route, corpus if corpus is not None else load_folder(DEMO_DIR), core.clock.now())

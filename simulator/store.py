@@ -178,7 +178,6 @@ class Store:
             "INSERT INTO revisions VALUES(?, ?, ?, ?, ?, ?, ?)",
             (rev, route, item.item_id, item.title, item.summary, item.content, now),
         )
-        db.execute("DELETE FROM current_fts WHERE route=? AND item_id=?", (route, item.item_id))
         db.execute(
             "INSERT INTO current_fts(title, content, route, item_id, base_id) VALUES(?, ?, ?, ?, ?)",
             (item.title, item.content, route, item.item_id, base_id),
@@ -194,6 +193,7 @@ class Store:
             if row is None:
                 return None
             rev = self.new_id("rev_")
+            db.execute("DELETE FROM current_fts WHERE route=? AND item_id=?", (route, item_id))  # only the current revision is searchable
             item = ItemInput(item_id, title if title is not None else row["title"], content,
                              summary if summary is not None else (row["summary"] if title is None else None))
             self._insert_revision(db, route, row["base_id"], item, rev, now)
@@ -269,12 +269,10 @@ class Store:
         return ident
 
     def identity(self, token: str) -> Identity | None:
-        row = self._one("SELECT * FROM identities WHERE token=?", (token,))
-        return None if row is None else Identity(row["token"], row["account"], row["hub"], row["session_id"], row["route"])
+        return _identity(self._one("SELECT * FROM identities WHERE token=?", (token,)))
 
     def first_identity(self, route: str) -> Identity | None:
-        row = self._one("SELECT * FROM identities WHERE route=? ORDER BY rowid LIMIT 1", (route,))
-        return None if row is None else Identity(row["token"], row["account"], row["hub"], row["session_id"], row["route"])
+        return _identity(self._one("SELECT * FROM identities WHERE route=? ORDER BY rowid LIMIT 1", (route,)))
 
     # ---------------------------------------------------------- runs, turns
     def run(self, run_id: str) -> Run | None:
@@ -289,6 +287,10 @@ class Store:
         with self.transaction() as db:
             db.execute("INSERT INTO runs VALUES(?, ?, ?, ?, ?, ?)", (run.run_id, run.route, run.session_id, run.account, run.hub, now))
             db.execute("INSERT OR REPLACE INTO turns VALUES(?, ?, ?, ?)", (turn_key, fingerprint, run.run_id, response))
+
+
+def _identity(row: sqlite3.Row | None) -> Identity | None:
+    return None if row is None else Identity(row["token"], row["account"], row["hub"], row["session_id"], row["route"])
 
 
 def _revision(row: sqlite3.Row) -> Revision:

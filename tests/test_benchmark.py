@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from random import Random
 from typing import Any
 
@@ -16,7 +17,7 @@ WORDS = "binding deploy runbook expense policy onboarding homepage release archi
 
 
 @pytest.fixture(scope="module")
-def loaded() -> dict[str, Any]:
+def loaded() -> Iterator[dict[str, Any]]:
     rng = Random(3)
     app = create_app(demo=False, control_token="ctl")
     core = app.state.core
@@ -30,7 +31,8 @@ def loaded() -> dict[str, Any]:
     turn = {"client_conversation_id": "c", "client_turn_id": "t", "user_message_id": "m", "user_input": "x"}
     run = http.post("/agent-api/v1/workspaces/bench/turns", json=turn, headers=auth).json()["run_id"]
     ref = http.post("/agent-api/v1/workspaces/bench/knowledge/search", json={"query": "deploy budget", "run_id": run}, headers=auth).json()["hints"][0]["ref"]
-    return {"http": http, "auth": auth, "run": run, "ref": ref}
+    yield {"http": http, "auth": auth, "run": run, "ref": ref}
+    http.close()
 
 
 def test_benchmark_search_10k(benchmark: Any, loaded: dict[str, Any]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,14 +14,15 @@ import pytest
 from simulator.quirks import QUIRKS, Quirk
 
 
-def _run(quirk: Quirk, reports: Path) -> tuple[str, set[str], int]:
+def _run(quirk: Quirk, reports: Path) -> tuple[str, set[str], int, float]:
+    started = time.monotonic()
     out = reports / quirk.name
     cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider",
-           "--sim-quirk", quirk.name, "--reports", str(out)]
+           "--sim-quirk", quirk.name, "--no-shrink", "--reports", str(out), *[a for rid in quirk.violates for a in ("--requirement", rid)]]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     results = json.loads((out / "results.json").read_text("utf-8"))
     failed = {r["id"] for r in results["requirements"] if r["status"] == "failed"}
-    return quirk.name, failed, proc.returncode
+    return quirk.name, failed, proc.returncode, time.monotonic() - started
 
 
 @pytest.fixture(scope="module")
@@ -28,12 +30,13 @@ def detection(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[set[s
     reports = tmp_path_factory.mktemp("quirks")
     with ThreadPoolExecutor(max_workers=2) as pool:
         rows = list(pool.map(lambda q: _run(q, reports), QUIRKS.values()))
-    table = {name: (failed, code) for name, failed, code in rows}
+    table = {name: (failed, code) for name, failed, code, _ in rows}
+    seconds = {name: took for name, _, _, took in rows}
     width = max(len(n) for n in table)
     print("\nquirk detection table (quirk, failing requirement IDs among those it names)")
     for name, (failed, code) in sorted(table.items()):
         named = [rid for rid in QUIRKS[name].violates if rid in failed]
-        print(f"  {name:{width}}  {'DETECTED' if named else 'MISSED  '}  {','.join(named) or '-'}  (exit {code})")
+        print(f"  {name:{width}}  {'DETECTED' if named else 'MISSED  '}  {','.join(named) or '-'}  (exit {code}, {seconds[name]:.1f} s)")
     return table
 
 

@@ -28,29 +28,29 @@ def test_every_page_fits_and_pages_rebuild_the_document(doc: str, max_bytes: int
     import httpx
 
     app = create_app(demo=False, control_token="ctl")
-    http = httpx.Client(transport=InProcessTransport(app), base_url="http://sim")
-    ctl = {"Authorization": "Bearer ctl"}
-    http.post("/_control/v1/workspaces", json={"route": "prop"}, headers=ctl)
-    http.put("/_control/v1/workspaces/prop/corpus", json={"bases": [{"id": "kb", "items": [{"id": "d", "title": "findme", "content": doc}]}]}, headers=ctl)
-    token = http.post("/_control/v1/identities", json={"account": "a", "route": "prop"}, headers=ctl).json()["token"]
-    auth = {"Authorization": f"Bearer {token}"}
-    turn = {"client_conversation_id": "c", "client_turn_id": "t", "user_message_id": "m", "user_input": "findme"}
-    run = http.post("/agent-api/v1/workspaces/prop/turns", json=turn, headers=auth).json()["run_id"]
-    hints = http.post("/agent-api/v1/workspaces/prop/knowledge/search", json={"query": "findme", "run_id": run}, headers=auth).json()["hints"]
-    ref, cursor, parts, total = hints[0]["ref"], None, [], 0
-    while True:
-        body = {"ref": ref, "run_id": run, "max_bytes": max_bytes, **({"cursor": cursor} if cursor else {})}
-        response = http.post("/agent-api/v1/workspaces/prop/knowledge/read", json=body, headers=auth)
-        assert response.status_code == 200 and len(response.content) <= max_bytes
-        page = json.loads(response.content)
-        assert dumps(page) == response.content
-        parts.append(page["content"])
-        total += len(page["content"].encode())
-        cursor = page["next_cursor"]
-        if cursor is None:
-            break
-    assert total <= 131072
-    if page.get("budget_exhausted"):
-        assert doc.startswith("".join(parts)) and page["truncated"] is True
-    else:
-        assert "".join(parts) == doc and page["truncated"] is False
+    with httpx.Client(transport=InProcessTransport(app), base_url="http://sim") as http:  # closes the event loop too
+        ctl = {"Authorization": "Bearer ctl"}
+        http.post("/_control/v1/workspaces", json={"route": "prop"}, headers=ctl)
+        http.put("/_control/v1/workspaces/prop/corpus", json={"bases": [{"id": "kb", "items": [{"id": "d", "title": "findme", "content": doc}]}]}, headers=ctl)
+        token = http.post("/_control/v1/identities", json={"account": "a", "route": "prop"}, headers=ctl).json()["token"]
+        auth = {"Authorization": f"Bearer {token}"}
+        turn = {"client_conversation_id": "c", "client_turn_id": "t", "user_message_id": "m", "user_input": "findme"}
+        run = http.post("/agent-api/v1/workspaces/prop/turns", json=turn, headers=auth).json()["run_id"]
+        hints = http.post("/agent-api/v1/workspaces/prop/knowledge/search", json={"query": "findme", "run_id": run}, headers=auth).json()["hints"]
+        ref, cursor, parts, total = hints[0]["ref"], None, [], 0
+        while True:
+            body = {"ref": ref, "run_id": run, "max_bytes": max_bytes, **({"cursor": cursor} if cursor else {})}
+            response = http.post("/agent-api/v1/workspaces/prop/knowledge/read", json=body, headers=auth)
+            assert response.status_code == 200 and len(response.content) <= max_bytes
+            page = json.loads(response.content)
+            assert dumps(page) == response.content
+            parts.append(page["content"])
+            total += len(page["content"].encode())
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert total <= 131072
+        if page.get("budget_exhausted"):
+            assert doc.startswith("".join(parts)) and page["truncated"] is True
+        else:
+            assert "".join(parts) == doc and page["truncated"] is False

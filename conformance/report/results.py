@@ -22,6 +22,7 @@ class TestResult:
     message: str = ""
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     duration: float = 0.0
+    exercised: list[str] | None = None  # generated tests: the tagged IDs whose checks really ran
 
 
 @dataclass
@@ -103,7 +104,10 @@ def aggregate(catalogue: Catalogue, tests: list[TestResult], *, target: str, sta
               fail_on: str, waivers: list[Waiver], today: dt.date, suite_version: str) -> RunResult:
     by_req: dict[str, list[TestResult]] = {}
     for t in tests:
-        for rid in t.requirements:
+        # A check names the one requirement it saw broken; count it there even when the
+        # test was written for another requirement, so no failure drops out of the matrix.
+        named = [t.violated] if t.violated is not None and t.violated in catalogue else []
+        for rid in dict.fromkeys([*t.requirements, *named]):
             by_req.setdefault(rid, []).append(t)
     active = {w.id: w for w in waivers if w.active(today)}
     warnings = [f"waiver for {w.id} expired on {w.expires.isoformat()} and no longer applies" for w in waivers if not w.active(today)]
@@ -111,12 +115,18 @@ def aggregate(catalogue: Catalogue, tests: list[TestResult], *, target: str, sta
     for req in catalogue:
         mine = by_req.get(req.id, [])
         failed = [t for t in mine if t.outcome in ("failed", "error") and (t.violated in (None, req.id))]
-        passed = [t for t in mine if t.outcome == "passed"]
+        passed = [t for t in mine if t.outcome == "passed" and (t.exercised is None or req.id in t.exercised)]
+        unreached = [t for t in mine if t.outcome == "passed" and t.exercised is not None and req.id not in t.exercised]
         skips = [t.message for t in mine if t.outcome == "skipped"]
+        stopped = [t for t in mine if t.outcome in ("failed", "error") and t.violated not in (None, req.id)]
         if failed:
             status, reason = "failed", failed[0].message.splitlines()[0][:300] if failed[0].message else "test failed"
         elif passed:
             status, reason = "verified", f"{len(passed)} test(s) passed"
+        elif unreached:
+            status, reason = "not_verified", "the generated steps of its test never reached this rule; raise --stateful-examples"
+        elif stopped:
+            status, reason = "not_verified", f"its test stopped at a failure of {stopped[0].violated} before checking it"
         else:
             status, reason = "not_verified", _why_not(req, skips)
         waiver = None

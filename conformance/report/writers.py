@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from functools import cache
 from itertools import groupby
 from pathlib import Path
 
@@ -18,11 +19,10 @@ def write_json(run: RunResult, path: Path) -> None:
     path.write_text(json.dumps(run.to_dict(), indent=2, ensure_ascii=False) + "\n", "utf-8")
 
 
+@cache
 def _env() -> Environment:
-    env = Environment(loader=PackageLoader("conformance.report", "templates"), autoescape=select_autoescape(["html"]),
-                      trim_blocks=True, lstrip_blocks=True)
-    env.globals["groupby"] = groupby
-    return env
+    return Environment(loader=PackageLoader("conformance.report", "templates"), autoescape=select_autoescape(["html"]),
+                       trim_blocks=True, lstrip_blocks=True)
 
 
 def _areas(run: RunResult) -> list[tuple[str, list[object]]]:
