@@ -7,10 +7,10 @@ import json
 from typing import Any
 
 import httpx
-from knowledge_schemas import load_registry
 
 from conformance import contract as C
 from conformance.config import TargetConfig
+from knowledge_schemas import load_registry
 
 
 class ContractViolation(AssertionError):

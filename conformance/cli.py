@@ -15,7 +15,7 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the suite and write reports", epilog=VERDICT_HELP)
     run.add_argument("--target", default="sim", help="sim (default), sim+http, or the URL of a live Core")
     run.add_argument("--target-config", help="TOML file with route, identities, control and wire overrides")
-    run.add_argument("--reports", default="reports", help="output folder (default: reports)")
+    run.add_argument("--report-dir", "--reports", dest="reports", default="reports", help="output folder (default: reports)")
     run.add_argument("--fail-on", choices=("must", "should"), default="must")
     run.add_argument("--waivers", help="TOML file of [[waiver]] entries")
     run.add_argument("--sim-quirk", action="append", default=[], help="bundled simulator only: deviate on purpose")

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from knowledge_schemas import load_registry
 
 from conformance import contract as C
+from knowledge_schemas import load_registry
 
 UNSUPPORTED_STATUSES = frozenset({404, 405, 501})
 

@@ -85,6 +85,18 @@ class TargetConfig:
         return bool(self.wire["codes"].get("strict", False))
 
 
+def redact_url(url: str) -> str:
+    """A URL without user-info credentials or query string (tokens sometimes ride there)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if not parts.scheme:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 def _overlay(base: dict[str, Any], extra: dict[str, Any], where: str) -> None:
     for table, values in extra.items():
         if table not in base:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -29,7 +30,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--no-control", action="store_true", help="do not use the test-control extension during tests")
     group.addoption("--realtime", action="store_true", help="wait real seconds for expiry when there is no control")
     group.addoption("--rate-limit", type=float, default=0.0, help="at most this many requests per second to the target")
-    group.addoption("--reports", default="reports", help="folder for results.json, report.md, report.html, junit.xml")
+    group.addoption("--reports", "--report-dir", dest="reports", default="reports", help="folder for results.json, report.md, report.html, junit.xml")
     group.addoption("--fail-on", choices=("must", "should"), default="must", help="which failures make the run non-conformant")
     group.addoption("--waivers", default=None, help="TOML file of [[waiver]] id, justification, expires")
     group.addoption("--requirement", action="append", default=[], help="run only tests tagged with this requirement ID")
@@ -104,6 +105,8 @@ def kc_target(kc_config: Any, pytestconfig: pytest.Config) -> Iterator[Any]:
     pytestconfig.stash[_STATE]["recorder"] = target.recorder
     pytestconfig.stash[_STATE]["base_url"] = target.base_url
     pytestconfig.stash[_STATE]["target"] = target.description
+    pytestconfig.stash[_STATE]["config"] = kc_config
+    pytestconfig.stash[_STATE]["control_available"] = target.has_control
     yield target
     target.close()
 
@@ -188,6 +191,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.user_properties.append(("violated", call.excinfo.value.requirement))
     if report.failed and call.excinfo is not None:
         report.user_properties.append(("message", f"{call.excinfo.typename}: {call.excinfo.value}"[:2000]))
+        sequence = _failing_sequence(report.longreprtext)
+        if sequence:
+            report.user_properties.append(("sequence", json.dumps(sequence)))
     state = item.config.stash[_STATE]
     recorder = state.get("recorder")
     if report.failed and recorder is not None and recorder.current:
@@ -203,17 +209,23 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" or (report.when == "setup" and not report.passed) or (report.when == "teardown" and report.failed):
         from conformance.report.results import TestResult
 
+        detail = ""
         if report.skipped:
             longrepr = report.longrepr
-            message = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+            message = (longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)).removeprefix("Skipped: ")
             outcome = "skipped"
+        elif report.failed:
+            detail = report.longreprtext[-4000:]
+            message = props.get("message") or (detail.strip().splitlines() or ["test failed"])[-1]
+            outcome = "failed" if report.when == "call" else "error"
         else:
-            message = (props.get("message", "") + "\n\n" + report.longreprtext[-3000:]).strip() if report.failed else ""
-            outcome = "passed" if report.passed else ("failed" if report.when == "call" else "error")
-        message = message.removeprefix("Skipped: ")
-        exercised = json.loads(props["exercised"]) if "exercised" in props else None
-        _pending.append(TestResult(report.nodeid, outcome, json.loads(props["requirements"]), props.get("violated"),
-                                   message, json.loads(props.get("exchanges", "[]")), round(report.duration, 4), exercised))
+            message, outcome = "", "passed"
+        _pending.append(TestResult(
+            report.nodeid, outcome, json.loads(props["requirements"]), props.get("violated"), message,
+            json.loads(props.get("exchanges", "[]")), round(report.duration, 4),
+            json.loads(props["exercised"]) if "exercised" in props else None,
+            json.loads(props["sequence"]) if "sequence" in props else None, detail,
+        ))
 
 
 _pending: list[Any] = []
@@ -225,28 +237,61 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = config.stash[_STATE]
     if _is_worker(config) or not state.get("suite") or not _pending:
         return
-    from knowledge_schemas import load_catalogue
-
-    from conformance.report.results import VERDICT_EXIT, aggregate, load_waivers
+    from conformance.config import redact_url
+    from conformance.report.results import VERDICT_EXIT, RunInfo, aggregate, load_waivers
     from conformance.report.writers import write_all
+    from knowledge_schemas import load_catalogue
+    from knowledge_schemas.catalogue import catalogue_version
 
     try:
         waivers = load_waivers(config.getoption("--waivers"))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     recorder = state.get("recorder")
-    run = aggregate(
-        load_catalogue(), list(_pending), target=state.get("target", config.getoption("--target")),
-        started=dt.datetime.fromtimestamp(state["started"], dt.UTC).isoformat(timespec="seconds"),
-        duration=time.time() - state["started"], requests=recorder.count if recorder else 0,
-        fail_on=config.getoption("--fail-on"), waivers=waivers, today=dt.date.today(), suite_version=__version__,
+    info = RunInfo(
+        suite_version=__version__, catalogue_version=catalogue_version(),
+        target=state.get("target", redact_url(config.getoption("--target"))), configuration=_configuration(config, state),
+        hypothesis=_hypothesis(config), started=dt.datetime.fromtimestamp(state["started"], dt.UTC).isoformat(timespec="seconds"),
+        duration_seconds=time.time() - state["started"], requests=recorder.count if recorder else 0, fail_on=config.getoption("--fail-on"),
     )
+    run = aggregate(load_catalogue(), list(_pending), info, waivers=waivers, today=dt.date.today())
     _pending.clear()
     paths = write_all(run, Path(config.getoption("--reports")))
     state["run"] = run
     state["paths"] = paths
     if exitstatus in (0, 1):
         session.exitstatus = VERDICT_EXIT[run.verdict]
+
+
+_STEP = re.compile(r"^(?:E\s+)?(state = \w+\(\)|state\.\w+\(.*\)|\w+ = state\.\w+\(.*\))\s*$")
+
+
+def _failing_sequence(longrepr: str) -> list[str]:
+    """The minimal failing program Hypothesis printed for a stateful test, one step a line."""
+    return [m.group(1) for m in map(_STEP.match, longrepr.splitlines()) if m]
+
+
+def _configuration(config: pytest.Config, state: dict[str, Any]) -> dict[str, Any]:
+    """The run's settings, as a reader needs them to reproduce it; never a secret."""
+    cfg = state.get("config")
+    options = {name: config.getoption(name) for name in ("--no-control", "--realtime", "--rate-limit", "--deep", "--no-shrink",
+                                                         "--stateful-examples", "--stateful-steps", "--requirement", "--sim-quirk",
+                                                         "--sim-seed", "--waivers")}
+    out: dict[str, Any] = {name.lstrip("-").replace("-", "_"): value for name, value in options.items()}
+    out["target_config"] = config.getoption("--target-config")
+    if cfg is not None:
+        out["control_available"] = state.get("control_available", False)
+        out["strict_codes"] = cfg.strict_codes
+        out["clock_skew_seconds"] = cfg.clock_skew_seconds
+        out["wire"] = cfg.wire
+        out["identities"] = sorted(cfg.identities)
+    return out
+
+
+def _hypothesis(config: pytest.Config) -> dict[str, Any]:
+    """Generated tests are derandomized: the same suite version and target replay the same cases."""
+    seed = config.getoption("hypothesis_seed", None)
+    return {"derandomize": True, "seed": None if seed is None else str(seed)}
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from conformance.config import ConfigError, Secret, TargetConfig
+from conformance.config import ConfigError, Secret, TargetConfig, redact_url
 from conformance.transport import InProcessTransport, Recorder
 
 ENTRY_POINT_GROUP = "knowledge_conformance.targets"
@@ -91,4 +91,4 @@ def open_target(cfg: TargetConfig) -> Target:
         http = httpx.Client(base_url=url, event_hooks=hooks(), timeout=cfg.timeout_seconds)
         return Target(url, http, recorder, url + cfg.wire["paths"]["control_base"], token, f"bundled simulator over loopback ({url})", (stop,))
     http = httpx.Client(base_url=cfg.target, event_hooks=hooks(), timeout=cfg.timeout_seconds)
-    return Target(cfg.target, http, recorder, cfg.control_url, cfg.control_token, f"live Core at {cfg.target}")
+    return Target(cfg.target, http, recorder, cfg.control_url, cfg.control_token, f"live Core at {redact_url(cfg.target)}")

@@ -53,6 +53,14 @@ class Exchange:
         return f"curl -sS -X {self.method} '{base_url.rstrip('/')}{self.path}' -H 'Authorization: Bearer $TOKEN'{data}"
 
 
+def _shorten(raw: bytes) -> str:
+    """A body for a report: cut on a character boundary, with the size it had."""
+    text = raw[: BODY_KEEP * 4].decode("utf-8", "replace")
+    if len(raw) <= BODY_KEEP and len(text.encode("utf-8")) == len(raw):
+        return text
+    return text[:BODY_KEEP] + f"… ({len(raw)} bytes in all)"
+
+
 class Recorder:
     """Counts requests (the per-run figure) and keeps the current test's exchanges."""
 
@@ -74,12 +82,11 @@ class Recorder:
         request = response.request
         if request.extensions.get("kc_control"):
             return  # control exchanges carry credentials and minted tokens: never kept for reports
-        body = request.content.decode("utf-8", "replace")
         self.current.append(Exchange(
             method=request.method,
             path=request.url.raw_path.decode("ascii", "replace"),
-            request_body=body[:BODY_KEEP] + ("…" if len(body) > BODY_KEEP else ""),
+            request_body=_shorten(request.content),
             status=response.status_code,
-            response_body=response.content[:BODY_KEEP].decode("utf-8", "replace") + ("…" if len(response.content) > BODY_KEEP else ""),
+            response_body=_shorten(response.content),
             headers={k: (REDACTED if k.lower() == "authorization" else v) for k, v in request.headers.items() if k.lower() in ("authorization", "content-type")},
         ))

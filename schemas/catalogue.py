@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import yaml
+
 from knowledge_schemas._files import SCHEMA_DIR
 
 SEED_FILES = {
@@ -61,6 +62,14 @@ class Catalogue:
     @property
     def ids(self) -> tuple[str, ...]:
         return tuple(req.id for req in self.requirements)
+
+
+@cache
+def catalogue_version() -> str:
+    """A digest of requirements.yaml: two runs with the same value judged against the same rules."""
+    import hashlib
+
+    return "sha256:" + hashlib.sha256((SCHEMA_DIR / "requirements.yaml").read_bytes()).hexdigest()[:16]
 
 
 def raw_catalogue() -> dict[str, object]:

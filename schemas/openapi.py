@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any
 
 import yaml
+
 from knowledge_schemas._files import SCHEMA_DIR, schema_names
 
 DOCUMENTS = ("openapi.yaml", "control-openapi.yaml")

@@ -8,9 +8,10 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
-from knowledge_schemas._files import BASE_URI, SCHEMA_DIR, schema_names
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
+
+from knowledge_schemas._files import BASE_URI, SCHEMA_DIR, schema_names
 
 
 class SchemaRegistry:

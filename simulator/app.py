@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 from random import Random
 from typing import Any
 
-from knowledge_schemas import load_registry
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -19,6 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from knowledge_schemas import load_registry
 from simulator.clock import Clock
 from simulator.config import SimConfig
 from simulator.control import control_routes

@@ -7,11 +7,11 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from knowledge_schemas.openapi import component_validator
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from knowledge_schemas.openapi import component_validator
 from simulator.errors import ApiError
 from simulator.http import error_response, json_response, read_json, validate
 from simulator.store import ItemInput

@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 from jsonschema import Draft202012Validator
+
 from knowledge_schemas import SCHEMA_DIR, load_catalogue
 from knowledge_schemas.catalogue import raw_catalogue
 

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
+from openapi_spec_validator import validate as validate_openapi
+from referencing.exceptions import Unresolvable
+
 from knowledge_schemas import SCHEMA_DIR, load_registry, schema_names
 from knowledge_schemas._files import BASE_URI
 from knowledge_schemas.openapi import DOCUMENTS, bundle, load_document
-from openapi_spec_validator import validate as validate_openapi
-from referencing.exceptions import Unresolvable
 
 EXAMPLES = sorted((SCHEMA_DIR / "examples").glob("*/*.json"))
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from knowledge_schemas import load_catalogue
-
 import conformance.suite
+from knowledge_schemas import load_catalogue
 
 
 def _tagged() -> set[str]:

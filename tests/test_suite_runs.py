@@ -6,14 +6,20 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from knowledge_schemas import load_registry
 
-def _suite(reports: Path, *args: str) -> tuple[int, dict[str, object], str]:
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--reports", str(reports), *args]
+
+def _suite(reports: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    """Run the suite in a subprocess; its results.json must always match its schema."""
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--report-dir", str(reports), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    return proc.returncode, json.loads((reports / "results.json").read_text("utf-8")), proc.stdout
+    results = json.loads((reports / "results.json").read_text("utf-8"))
+    assert load_registry().errors("results", results) == []
+    return proc.returncode, results, proc.stdout
 
 
 def test_clean_simulator_in_process_is_conformant_with_every_report(tmp_path: Path) -> None:
@@ -64,3 +70,19 @@ def test_bad_options_are_usage_errors(tmp_path: Path, bad: list[str]) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode in (1, 4), proc.stdout[-800:]
     assert any(word in proc.stdout + proc.stderr for word in ("expected sim", "unknown ID", "no such file"))
+
+
+def test_failing_stateful_run_stores_its_sequence_and_compare_flags_it(tmp_path: Path) -> None:
+    _, clean, _ = _suite(tmp_path / "clean", "-k", "stateful")
+    code, broken, _ = _suite(tmp_path / "broken", "-k", "stateful", "--sim-quirk", "revision_change_ignored", "--no-shrink")
+    assert code == 1
+    stateful = next(t for t in broken["tests"] if "stateful" in t["nodeid"])
+    assert stateful["violated"] == "REF-008"
+    assert stateful["sequence"][0] == "state = KnowledgeContract()" and any("publish_revision" in s for s in stateful["sequence"])
+    html = (tmp_path / "broken" / "report.html").read_text("utf-8")
+    assert "Minimal failing sequence" in html and "state.publish_revision" in html
+    cmd = [sys.executable, "-m", "conformance.cli", "compare", str(tmp_path / "clean" / "results.json"),
+           str(tmp_path / "broken" / "results.json"), "--fail-on-new-failures"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "REF-008: verified -> failed" in proc.stdout, proc.stdout
+    assert clean["verdict"] == "incomplete"  # only the stateful test ran

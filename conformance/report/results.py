@@ -11,10 +11,13 @@ from typing import Any
 from knowledge_schemas import Catalogue, Requirement
 
 VERDICT_EXIT = {"conformant": 0, "non-conformant": 1, "incomplete": 6}
+RESULTS_SCHEMA = "knowledge-conformance.results.v1"
+STATUSES = ("verified", "failed", "waived", "not_verified")
 
 
 @dataclass
 class TestResult:
+    __test__ = False  # a record, not a pytest test class
     nodeid: str
     outcome: str  # passed | failed | skipped | error
     requirements: list[str]
@@ -23,6 +26,8 @@ class TestResult:
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     duration: float = 0.0
     exercised: list[str] | None = None  # generated tests: the tagged IDs whose checks really ran
+    sequence: list[str] | None = None  # generated stateful tests: the minimal failing sequence, replayable
+    detail: str = ""  # the traceback behind a failure, for whoever debugs the suite itself
 
 
 @dataclass
@@ -51,16 +56,36 @@ class RequirementResult:
     waiver: dict[str, str] | None = None
 
 
+@dataclass(frozen=True)
+class RunInfo:
+    """What a run was: the facts every writer repeats, none of them secret."""
+
+    suite_version: str
+    catalogue_version: str
+    target: str
+    configuration: dict[str, Any]
+    hypothesis: dict[str, Any]
+    started: str
+    duration_seconds: float
+    requests: int
+    fail_on: str
+
+
 @dataclass
 class RunResult:
+    schema_version: str
     suite_version: str
+    catalogue_version: str
     target: str
+    configuration: dict[str, Any]
+    hypothesis: dict[str, Any]
     started: str
     duration_seconds: float
     requests: int
     fail_on: str
     verdict: str
     summary: dict[str, int]
+    summary_by_level: dict[str, dict[str, int]]
     warnings: list[str]
     requirements: list[RequirementResult]
     tests: list[TestResult]
@@ -100,8 +125,7 @@ def _why_not(req: Requirement, skips: list[str]) -> str:
     return "no test of this suite verifies it"
 
 
-def aggregate(catalogue: Catalogue, tests: list[TestResult], *, target: str, started: str, duration: float, requests: int,
-              fail_on: str, waivers: list[Waiver], today: dt.date, suite_version: str) -> RunResult:
+def aggregate(catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, waivers: list[Waiver], today: dt.date) -> RunResult:
     by_req: dict[str, list[TestResult]] = {}
     for t in tests:
         # A check names the one requirement it saw broken; count it there even when the
@@ -140,15 +164,18 @@ def aggregate(catalogue: Catalogue, tests: list[TestResult], *, target: str, sta
     must_failed = [r for r in core if r.status == "failed"]
     should_failed = [r for r in results if r.level == "SHOULD" and r.status == "failed"]
     warnings += [f"SHOULD {r.id} failed: {r.reason}" for r in should_failed]
-    if must_failed or (fail_on == "should" and should_failed):
+    if must_failed or (info.fail_on == "should" and should_failed):
         verdict = "non-conformant"
     elif any(r.status == "not_verified" and r.id in observable for r in core):
         verdict = "incomplete"
     else:
         verdict = "conformant"
-    summary = {s: sum(r.status == s for r in results) for s in ("verified", "failed", "waived", "not_verified")}
+    summary = {s: sum(r.status == s for r in results) for s in STATUSES}
+    by_level = {level: {s: sum(r.status == s and r.level == level for r in results) for s in STATUSES} for level in ("MUST", "SHOULD", "MAY")}
     summary["server_must_total"] = sum(1 for r in core if r.id in observable)
     summary["server_must_verified"] = sum(1 for r in core if r.id in observable and r.status == "verified")
     summary["tests"] = len(tests)
     summary["tests_failed"] = sum(t.outcome in ("failed", "error") for t in tests)
-    return RunResult(suite_version, target, started, round(duration, 3), requests, fail_on, verdict, summary, warnings, results, tests)
+    return RunResult(RESULTS_SCHEMA, info.suite_version, info.catalogue_version, info.target, info.configuration, info.hypothesis,
+                     info.started, round(info.duration_seconds, 3), info.requests, info.fail_on, verdict, summary, by_level,
+                     warnings, results, tests)

@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
-from knowledge_schemas import load_registry
-from knowledge_schemas.openapi import bundle, load_document
 
 from conformance.checks import expect
+from knowledge_schemas import load_registry
+from knowledge_schemas.openapi import bundle, load_document
 
 R = pytest.mark.requirement
 OPERATIONS = [(path, method.upper()) for path, item in load_document()["paths"].items() for method in item]

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from knowledge_schemas import load_registry
 
 from conformance import checks
 from conformance import contract as C
 from conformance.checks import expect
 from conformance.client import KnowledgeError, ReferenceClient
 from conformance.wire import CoreWire
+from knowledge_schemas import load_registry
 
 R = pytest.mark.requirement
 

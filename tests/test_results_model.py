@@ -1,0 +1,56 @@
+"""The verdict rules of the results model, on synthetic test results."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from conformance.report.results import RunInfo, TestResult, Waiver, aggregate
+from knowledge_schemas import load_catalogue
+
+TODAY = dt.date(2026, 11, 30)
+INFO = RunInfo("0", "sha256:0000000000000000", "t", {}, {"derandomize": True, "seed": None}, "2026-11-30T00:00:00+00:00", 1.0, 3, "must")
+SERVER_MUSTS = [r.id for r in load_catalogue() if r.server_observable and r.level == "MUST"]
+
+
+def passing(*ids: str) -> TestResult:
+    return TestResult("t::pass", "passed", list(ids))
+
+
+def run(tests: list[TestResult], waivers: list[Waiver] | None = None, fail_on: str = "must") -> dict[str, str]:
+    info = RunInfo(**{**INFO.__dict__, "fail_on": fail_on})
+    result = aggregate(load_catalogue(), tests, info, waivers=waivers or [], today=TODAY)
+    return {"verdict": result.verdict, **{r.id: r.status for r in result.requirements}}
+
+
+def test_every_must_passing_is_conformant_and_one_missing_is_incomplete() -> None:
+    assert run([passing(*SERVER_MUSTS)])["verdict"] == "conformant"
+    assert run([passing(*SERVER_MUSTS[1:])])["verdict"] == "incomplete"
+
+
+def test_a_failed_must_is_non_conformant_and_skips_never_verify() -> None:
+    out = run([passing(*SERVER_MUSTS[1:]), TestResult("t::f", "failed", [SERVER_MUSTS[0]], SERVER_MUSTS[0], "boom")])
+    assert out["verdict"] == "non-conformant" and out[SERVER_MUSTS[0]] == "failed"
+    out = run([passing(*SERVER_MUSTS[1:]), TestResult("t::s", "skipped", [SERVER_MUSTS[0]], None, "not verified: needs control")])
+    assert out["verdict"] == "incomplete" and out[SERVER_MUSTS[0]] == "not_verified"
+
+
+def test_a_violation_counts_against_the_requirement_it_names_even_if_untagged() -> None:
+    out = run([passing(*SERVER_MUSTS), TestResult("t::f", "failed", ["SRCH-006"], "WIRE-002", "schema")])
+    assert out["WIRE-002"] == "failed" and out["SRCH-006"] == "verified" and out["verdict"] == "non-conformant"
+
+
+def test_generated_tests_verify_only_what_they_reached() -> None:
+    generated = TestResult("t::gen", "passed", ["REF-001", "REF-002"], exercised=["REF-002"])
+    out = run([generated])
+    assert out["REF-002"] == "verified" and out["REF-001"] == "not_verified"
+
+
+def test_waivers_apply_until_they_expire_and_should_gating() -> None:
+    failing = [passing(*SERVER_MUSTS[1:]), TestResult("t::f", "failed", [SERVER_MUSTS[0]], SERVER_MUSTS[0], "boom")]
+    live = Waiver(SERVER_MUSTS[0], "fix in flight", TODAY)
+    expired = Waiver(SERVER_MUSTS[0], "fix in flight", TODAY - dt.timedelta(days=1))
+    assert run(failing, [live])[SERVER_MUSTS[0]] == "waived" and run(failing, [live])["verdict"] == "conformant"
+    assert run(failing, [expired])["verdict"] == "non-conformant"
+    should = [passing(*SERVER_MUSTS), TestResult("t::s", "failed", ["SRCH-011"], "SRCH-011", "ok instead of partial")]
+    assert run(should)["verdict"] == "conformant"
+    assert run(should, fail_on="should")["verdict"] == "non-conformant"
