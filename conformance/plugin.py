@@ -74,6 +74,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     for item in items:
         item.user_properties.append(("requirements", json.dumps(_ids(item))))
     config.stash[_STATE]["suite"] = True
+    if items:
+        _prepare(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -84,17 +86,33 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 # ------------------------------------------------------------------ fixtures
 @pytest.fixture(scope="session")
 def kc_config(pytestconfig: pytest.Config) -> Any:
+    """The configuration checked before collection ended (see _prepare)."""
+    return pytestconfig.stash[_STATE]["config"]
+
+
+def _prepare(config: pytest.Config) -> None:
+    """Load the target configuration and reach a live target before any test runs.
+
+    A bad setup (missing file, unset secret, unreachable URL) is a usage error
+    (exit 4) with one clear message, never a wall of failed requirements."""
     from conformance.config import ConfigError, load_config
 
     try:
-        cfg = load_config(pytestconfig.getoption("--target-config"), target=pytestconfig.getoption("--target"))
+        cfg = load_config(config.getoption("--target-config"), target=config.getoption("--target"))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
-    cfg.sim_quirks = tuple(pytestconfig.getoption("--sim-quirk"))
-    cfg.sim_seed = pytestconfig.getoption("--sim-seed")
-    cfg.realtime = pytestconfig.getoption("--realtime")
-    cfg.rate_limit = pytestconfig.getoption("--rate-limit")
-    return cfg
+    cfg.sim_quirks = tuple(config.getoption("--sim-quirk"))
+    cfg.sim_seed = config.getoption("--sim-seed")
+    cfg.realtime = config.getoption("--realtime")
+    cfg.rate_limit = config.getoption("--rate-limit")
+    if not cfg.is_sim:
+        import httpx
+
+        try:
+            httpx.get(cfg.target, timeout=min(cfg.timeout_seconds, 10.0))
+        except httpx.HTTPError as exc:
+            raise pytest.UsageError(f"--target {cfg.target}: cannot reach it ({type(exc).__name__}: {exc})") from None
+    config.stash[_STATE]["config"] = cfg
 
 
 @pytest.fixture(scope="session")
@@ -105,7 +123,6 @@ def kc_target(kc_config: Any, pytestconfig: pytest.Config) -> Iterator[Any]:
     pytestconfig.stash[_STATE]["recorder"] = target.recorder
     pytestconfig.stash[_STATE]["base_url"] = target.base_url
     pytestconfig.stash[_STATE]["target"] = target.description
-    pytestconfig.stash[_STATE]["config"] = kc_config
     pytestconfig.stash[_STATE]["control_available"] = target.has_control
     yield target
     target.close()

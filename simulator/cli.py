@@ -57,9 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     core = app.state.core
     print(f"knowledge-sim on http://{args.host}:{args.port}  workspaces: {', '.join(core.store.routes())}", file=sys.stderr)
     for route in core.store.routes():
-        ident = core.store.first_identity(route)
-        if ident is not None:
-            print(f"  route {route}: token for {ident.account} (session {ident.session_id}): {ident.token}", file=sys.stderr)
+        for ident in core.store.identities(route):
+            print(f"  route {route}: account {ident.account}, session {ident.session_id}: {ident.token}", file=sys.stderr)
     if not args.no_control:
         print("  control extension at /_control/v1 (Authorization: Bearer <control token>)", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

@@ -271,6 +271,11 @@ class Store:
     def identity(self, token: str) -> Identity | None:
         return _identity(self._one("SELECT * FROM identities WHERE token=?", (token,)))
 
+    def identities(self, route: str) -> list[Identity]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM identities WHERE route=? ORDER BY rowid", (route,)).fetchall()
+        return [i for i in map(_identity, rows) if i is not None]
+
     def first_identity(self, route: str) -> Identity | None:
         return _identity(self._one("SELECT * FROM identities WHERE route=? ORDER BY rowid LIMIT 1", (route,)))
 

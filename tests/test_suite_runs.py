@@ -1,13 +1,20 @@
-"""End to end: the suite's verdicts and reports against the clean and a quirky simulator."""
+"""End to end: the suite's verdicts and reports against the clean, a quirky and a served simulator."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from knowledge_schemas import load_registry
@@ -86,3 +93,61 @@ def test_failing_stateful_run_stores_its_sequence_and_compare_flags_it(tmp_path:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "REF-008: verified -> failed" in proc.stdout, proc.stdout
     assert clean["verdict"] == "incomplete"  # only the stateful test ran
+
+
+@pytest.fixture
+def served_core(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """The simulator served over HTTP without control, like a live Core; its tokens read from its banner."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "simulator.cli", "serve", "--port", str(port), "--no-control"],
+                            stderr=subprocess.PIPE, text=True)
+    banner = proc.stderr
+    assert banner is not None
+    tokens: dict[str, str] = {}
+    try:
+        for line in banner:
+            found = re.search(r"account (\w+), session ([0-9a-f-]+): (bha_\w+)", line)
+            if found:
+                tokens.setdefault(f"{found[1]}:{found[2]}", found[3])
+            if "control" in line or len(tokens) == 3:
+                break
+        # Keep reading its request log, or a full pipe would stall the server.
+        threading.Thread(target=lambda: [None for _ in banner], daemon=True).start()
+        for _ in range(100):
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}", tokens
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_live_core_with_configured_identities_and_no_control(served_core: tuple[str, dict[str, str]], tmp_path: Path) -> None:
+    url, tokens = served_core
+    alice = [t for k, t in tokens.items() if k.startswith("alice:")]
+    sessions = {k.split(":")[1] for k in tokens if k.startswith("alice:")}
+    assert len(sessions) == 2, tokens
+    bob = next(t for k, t in tokens.items() if k.startswith("bob:"))
+    config = tmp_path / "target.toml"
+    config.write_text('[target]\nroute = "demo"\nprobe_query = "homepage binding"\n'
+                      '[identities.primary]\ntoken = {env = "KC_T1"}\n[identities.other_session]\ntoken = {env = "KC_T2"}\n'
+                      '[identities.other_account]\ntoken = {env = "KC_T3"}\n', "utf-8")
+    env = {**os.environ, "KC_T1": alice[0], "KC_T2": alice[1], "KC_T3": bob}
+    cmd = [sys.executable, "-m", "conformance.cli", "run", "--target", url, "--target-config", str(config), "--report-dir", str(tmp_path / "r")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    results = json.loads((tmp_path / "r" / "results.json").read_text("utf-8"))
+    assert proc.returncode == 6 and results["verdict"] == "incomplete", proc.stdout[-1500:]
+    statuses = {r["id"]: r["status"] for r in results["requirements"]}
+    assert "failed" not in statuses.values()
+    assert statuses["REF-004"] == statuses["REF-009"] == statuses["READ-005"] == "verified"
+    assert statuses["READ-015"] == statuses["REF-001"] == "not_verified"  # nothing to compare with, no clock
+    for report in (tmp_path / "r").iterdir():
+        text = report.read_text("utf-8")
+        assert not any(t in text for t in tokens.values()), f"a token reached {report.name}"
+    missing = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "KC_T1": ""})
+    assert missing.returncode == 4 and "KC_T1 is not set" in missing.stdout + missing.stderr
