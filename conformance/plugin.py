@@ -175,7 +175,8 @@ def fresh_world(kc_config: Any, core: Any, control: Any) -> Any:
 
 @pytest.fixture
 def record_exercised(request: pytest.FixtureRequest) -> Any:
-    """For generated tests: register the set of requirement IDs whose checks really ran.
+    """For tests whose reach depends on the target or on generated steps: register the
+    requirement IDs whose checks really ran.
 
     The set is reported with the test's result; a passing test then verifies only
     those of its tagged IDs, and the others stay not verified."""
