@@ -6,14 +6,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-VERDICT_HELP = "exit codes: 0 conformant, 1 non-conformant, 6 incomplete (a MUST not verified), 4 usage error"
+VERDICT_HELP = ("exit codes: 0 conformant, 1 non-conformant, 2 interrupted, 3 internal error, 4 usage error (found before any test), "
+                "6 incomplete (a MUST not verified), 7 harness error (the suite could not judge; see the report)")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="knowledge-conformance", description="Knowledge contract conformance suite.", epilog=VERDICT_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the suite and write reports", epilog=VERDICT_HELP)
-    run.add_argument("--target", default="sim", help="sim (default), sim+http, or the URL of a live Core")
+    run.add_argument("--target", default=None, help="sim (default), sim+http, or the URL of a live Core")
+    run.add_argument("--run-id", help="namespace of what the run creates on the target (default: random)")
     run.add_argument("--target-config", help="TOML file with route, identities, control and wire overrides")
     run.add_argument("--report-dir", "--reports", dest="reports", default="reports", help="output folder (default: reports)")
     run.add_argument("--fail-on", choices=("must", "should"), default="must")
@@ -28,14 +30,15 @@ def _parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="what changed between two results.json files")
     cmp.add_argument("old")
     cmp.add_argument("new")
-    cmp.add_argument("--fail-on-new-failures", action="store_true", help="exit 1 when the new run has new failures")
+    cmp.add_argument("--fail-on-new-failures", action="store_true",
+                     help="exit 1 when the new run has new failures or lost coverage (a rule judged before is not verified now)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "compare":
-        from conformance.report.compare import compare, load, render
+        from conformance.report.compare import compare, load, regressed, render
 
         try:
             old, new = load(args.old), load(args.new)
@@ -44,12 +47,14 @@ def main(argv: list[str] | None = None) -> int:
             return 4
         diff = compare(old, new)
         print(render(diff, old, new))
-        return 1 if args.fail_on_new_failures and diff["new_failures"] else 0
+        return 1 if args.fail_on_new_failures and regressed(diff) else 0
     import pytest
 
-    options = ["--pyargs", "conformance.suite", "-p", "no:cacheprovider", "-q", "--target", args.target,
+    options = ["--pyargs", "conformance.suite", "-p", "no:cacheprovider", "-q",
                "--reports", args.reports, "--fail-on", args.fail_on, "--rate-limit", str(args.rate_limit)]
-    for flag, value in (("--target-config", args.target_config), ("--waivers", args.waivers)):
+    if args.target:  # otherwise the configuration file's [target] url, or the bundled simulator
+        options += ["--target", args.target]
+    for flag, value in (("--target-config", args.target_config), ("--waivers", args.waivers), ("--run-id", args.run_id)):
         if value:
             options += [flag, value]
     for quirk in args.sim_quirk:

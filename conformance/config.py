@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conformance.secrets import SECRETS
 from knowledge_schemas import load_wire_defaults
 
 
@@ -34,8 +35,10 @@ def _secret(value: Any, where: str) -> Secret | None:
         found = os.environ.get(str(value["env"]))
         if not found:
             raise ConfigError(f"{where}: environment variable {value['env']} is not set")
+        SECRETS.add(found)
         return Secret(found)
     if isinstance(value, str) and value:
+        SECRETS.add(value)
         return Secret(value)
     raise ConfigError(f"{where}: expected a string or {{env = \"NAME\"}}")
 
@@ -66,6 +69,13 @@ class TargetConfig:
     timeout_seconds: float = 30.0
     sim_quirks: tuple[str, ...] = ()
     sim_seed: int = 0
+    run_id: str = "local"
+    worker: str = ""  # the pytest-xdist worker ID, "" in a serial run
+
+    @property
+    def namespace(self) -> str:
+        """Prefix of every name this process creates on the target (workspaces, turn identities)."""
+        return f"{self.run_id}-{self.worker}" if self.worker else self.run_id
 
     @property
     def is_sim(self) -> bool:
@@ -131,6 +141,7 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
         cfg.clock_skew_seconds = float(data.get("tolerances", {}).get("clock_skew_seconds", 0.0))
         control = data.get("control", {})
         cfg.control_url = control.get("url")
+        SECRETS.add_url(cfg.control_url)
         cfg.control_token = _secret(control.get("token"), f"{where} [control].token")
         for name, ident in data.get("identities", {}).items():
             token = _secret(ident.get("token"), f"{where} [identities.{name}].token")
@@ -139,9 +150,10 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
             cfg.identities[name] = IdentityConfig(name, token, ident.get("route", cfg.route), ident.get("account", ""), ident.get("session", ""))
     if target:
         cfg.target = target
+    SECRETS.add_url(cfg.target)
     if not cfg.is_sim:
         if not cfg.target.startswith(("http://", "https://")):
-            raise ConfigError(f"--target {cfg.target!r}: expected sim, sim+http or an http(s):// URL")
+            raise ConfigError(f"--target {redact_url(cfg.target)!r}: expected sim, sim+http or an http(s):// URL")
         if "primary" not in cfg.identities and cfg.control_url is None:
             raise ConfigError("a live target needs [identities.primary] (token and route) or a [control] url to mint identities")
         if "primary" in cfg.identities and not cfg.route:

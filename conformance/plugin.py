@@ -1,11 +1,22 @@
-"""pytest plugin: target options, the ``requirement`` marker, fixtures, and the
-reports written at the end of a suite run (in the main process only)."""
+"""pytest plugin: the suite's options, and, only in a session that asked for the suite,
+its marker, fixtures, fail-early checks, result bookkeeping and reports.
+
+A session asks for the suite by naming it (``--pyargs conformance.suite`` or its folder)
+or by giving ``--target``. Any other pytest session in an environment where this
+package is installed sees the options and nothing else: no marker, no fixtures, no
+network, no exit-code changes.
+
+Reports are written by the main process only; under pytest-xdist the workers'
+results reach it through each report's ``user_properties``.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
+import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -15,16 +26,19 @@ from typing import Any
 import pytest
 
 from conformance import __version__
+from conformance.secrets import SECRETS, scrub
+from conformance.state import EXERCISED, MARKER, STATE
 
-MARKER = "requirement"
-_STATE = pytest.StashKey[dict[str, Any]]()
-_EXERCISED = pytest.StashKey[set[str]]()
+RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+SUITE_FLAG = "KNOWLEDGE_CONFORMANCE_SUITE"  # a package that sets it to True holds suite tests
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("knowledge-conformance", "knowledge contract conformance")
-    group.addoption("--target", default="sim", help="sim (in-process, default), sim+http (loopback) or the URL of a live Core")
+    group.addoption("--target", default=None, help="sim (in-process, default), sim+http (loopback) or the URL of a live Core")
     group.addoption("--target-config", default=None, help="TOML file: route, identities, control, wire overrides, tolerances")
+    group.addoption("--run-id", default=None, help="namespace of every workspace and turn identity the run creates (default: random); "
+                    "give a failed run's ID back to replay it")
     group.addoption("--sim-quirk", action="append", default=[], help="run the bundled simulator with this deliberate deviation")
     group.addoption("--sim-seed", type=int, default=0, help="seed of the bundled simulator")
     group.addoption("--no-control", action="store_true", help="do not use the test-control extension during tests")
@@ -40,245 +54,151 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--no-shrink", action="store_true", help="report the first failing generated sequence without minimising it (faster)")
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", f"{MARKER}(*ids): requirement IDs of the catalogue that this test verifies")
-    config.stash[_STATE] = {"started": time.time()}
+def _suite_dir() -> Path:
+    import conformance.suite
+
+    return Path(conformance.suite.__file__).resolve().parent
+
+
+def wants_suite(config: pytest.Config) -> bool:
+    """Did this session ask for the suite? An explicit --target, or the suite among the paths."""
+    if config.getoption("--target") is not None:
+        return True
+    suite = _suite_dir()
+    for arg in config.args:
+        name = str(arg).split("::", 1)[0]
+        if config.option.pyargs and (name == "conformance" or name.startswith("conformance.suite")):
+            return True
+        path = Path(name).resolve()
+        if path == suite or suite in path.parents:
+            return True
+    return False
 
 
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def _ids(item: pytest.Item) -> list[str]:
-    return [rid for mark in item.iter_markers(MARKER) for rid in mark.args]
-
-
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    tagged = [i for i in items if _ids(i)]
-    if not tagged:
+def pytest_configure(config: pytest.Config) -> None:
+    if not wants_suite(config):
         return
-    from knowledge_schemas import load_catalogue
+    from conformance import fixtures
 
-    catalogue = load_catalogue()
-    unknown = sorted({rid for i in tagged for rid in _ids(i) if rid not in catalogue})
-    if unknown:
-        raise pytest.UsageError(f"tests name requirement IDs missing from the catalogue: {', '.join(unknown)}")
-    wanted = set(config.getoption("--requirement"))
-    if wanted:
-        bad = sorted(wanted - set(catalogue.ids))
-        if bad:
-            raise pytest.UsageError(f"--requirement: unknown ID(s) {', '.join(bad)}")
-        keep = [i for i in items if wanted & set(_ids(i))]
-        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
-        items[:] = keep
-    for item in items:
-        item.user_properties.append(("requirements", json.dumps(_ids(item))))
-    config.stash[_STATE]["suite"] = True
-    if items:
-        _prepare(config)
+    config.addinivalue_line("markers", f"{MARKER}(*ids): requirement IDs of the catalogue that this test verifies")
+    config.stash[STATE] = {"started": time.time(), "pending": [], "requests": 0}
+    _prepare(config)
+    config.pluginmanager.register(fixtures, "knowledge-conformance-fixtures")
+    config.pluginmanager.register(SuiteSession(config), "knowledge-conformance-session")
+    if config.pluginmanager.hasplugin("xdist") and not _is_worker(config):
+        config.pluginmanager.register(XdistController(config), "knowledge-conformance-xdist")
 
 
-def pytest_report_header(config: pytest.Config) -> list[str]:
-    return [f"knowledge-conformance {__version__}: target={config.getoption('--target')}"
-            + (f" quirks={','.join(config.getoption('--sim-quirk'))}" if config.getoption("--sim-quirk") else "")]
-
-
-# ------------------------------------------------------------------ fixtures
-@pytest.fixture(scope="session")
-def kc_config(pytestconfig: pytest.Config) -> Any:
-    """The configuration checked before collection ended (see _prepare)."""
-    return pytestconfig.stash[_STATE]["config"]
+def _fail(message: str) -> None:
+    raise pytest.UsageError(scrub(message))
 
 
 def _prepare(config: pytest.Config) -> None:
-    """Load the target configuration and reach a live target before any test runs.
-
-    A bad setup (missing file, unset secret, unreachable URL) is a usage error
-    (exit 4) with one clear message, never a wall of failed requirements."""
+    """Everything that can be checked before a test runs is checked here: a bad setup
+    is a usage error (exit 4) with one line saying what to fix, never a wall of failures."""
     from conformance.config import ConfigError, load_config
+    from conformance.report.results import load_waivers
+    from knowledge_schemas import load_catalogue
 
+    state = config.stash[STATE]
+    if _is_worker(config):
+        run_id = str(config.workerinput.get("kc_run_id", "local"))  # type: ignore[attr-defined]
+        worker = str(config.workerinput.get("workerid", "w"))  # type: ignore[attr-defined]
+    else:
+        run_id = config.getoption("--run-id") or secrets.token_hex(4)
+        worker = ""
+        if not RUN_ID.match(run_id):
+            _fail(f"--run-id {run_id!r}: use 1-32 lowercase letters, digits and hyphens")
     try:
         cfg = load_config(config.getoption("--target-config"), target=config.getoption("--target"))
     except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        _fail(str(exc))
     cfg.sim_quirks = tuple(config.getoption("--sim-quirk"))
     cfg.sim_seed = config.getoption("--sim-seed")
     cfg.realtime = config.getoption("--realtime")
     cfg.rate_limit = config.getoption("--rate-limit")
-    if not cfg.is_sim:
-        import httpx
-
-        try:
-            httpx.get(cfg.target, timeout=min(cfg.timeout_seconds, 10.0))
-        except httpx.HTTPError as exc:
-            raise pytest.UsageError(f"--target {cfg.target}: cannot reach it ({type(exc).__name__}: {exc})") from None
-    config.stash[_STATE]["config"] = cfg
-
-
-@pytest.fixture(scope="session")
-def kc_target(kc_config: Any, pytestconfig: pytest.Config) -> Iterator[Any]:
-    from conformance.target import open_target
-
-    target = open_target(kc_config)
-    pytestconfig.stash[_STATE]["recorder"] = target.recorder
-    pytestconfig.stash[_STATE]["base_url"] = target.base_url
-    pytestconfig.stash[_STATE]["target"] = target.description
-    pytestconfig.stash[_STATE]["control_available"] = target.has_control
-    yield target
-    target.close()
-
-
-@pytest.fixture(scope="session")
-def core(kc_target: Any, kc_config: Any) -> Any:
-    from conformance.wire import CoreWire
-
-    return CoreWire(kc_target.http, kc_config)
-
-
-@pytest.fixture(scope="session")
-def _provisioner(kc_target: Any) -> Any:
-    from conformance.wire import ControlWire
-
-    if not kc_target.has_control:
-        return None
-    return ControlWire(kc_target.http, kc_target.control_url, kc_target.control_token)
-
-
-@pytest.fixture(scope="session")
-def control(_provisioner: Any, pytestconfig: pytest.Config) -> Any:
-    """Control for tests; None when the target has none or --no-control is given."""
-    return None if pytestconfig.getoption("--no-control") else _provisioner
-
-
-@pytest.fixture(scope="session")
-def world(kc_config: Any, core: Any, _provisioner: Any, control: Any) -> Any:
-    """The shared world: provisioned through control when the target has it (even
-    with --no-control, as an operator would set up a test tenant), else configured."""
-    from conformance.world import provision
-
-    if _provisioner is None and "primary" not in kc_config.identities:
-        pytest.skip("not verified: no identities configured and no control extension to mint them")
-    built = provision(kc_config, core, _provisioner)
-    built.control = control
-    return built
-
-
-@pytest.fixture
-def fresh_world(kc_config: Any, core: Any, control: Any) -> Any:
-    """An isolated workspace for a test that changes state (mode, scope, revisions)."""
-    from conformance.world import provision
-
-    if control is None:
-        pytest.skip("not verified: needs the test-control extension to provision an isolated workspace")
-    return provision(kc_config, core, control, large=False)
-
-
-@pytest.fixture
-def record_exercised(request: pytest.FixtureRequest) -> Any:
-    """For tests whose reach depends on the target or on generated steps: register the
-    requirement IDs whose checks really ran.
-
-    The set is reported with the test's result; a passing test then verifies only
-    those of its tagged IDs, and the others stay not verified."""
-
-    def register(ids: set[str]) -> None:
-        request.node.stash[_EXERCISED] = ids
-
-    return register
-
-
-# ------------------------------------------------------------------ results
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    recorder = item.config.stash[_STATE].get("recorder")
-    if recorder is not None:
-        recorder.current = []
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome: Any = yield
-    report = outcome.get_result()
-    exercised = item.stash.get(_EXERCISED, None)
-    if report.when == "call" and exercised is not None:
-        report.user_properties.append(("exercised", json.dumps(sorted(exercised))))
-    if not _ids(item) or report.passed:
+    cfg.run_id, cfg.worker = run_id, worker
+    if cfg.sim_quirks and not cfg.is_sim:
+        _fail("--sim-quirk applies to the bundled simulator only (--target sim or sim+http)")
+    state["config"], state["run_id"] = cfg, run_id
+    if _is_worker(config):
         return
-    from conformance.checks import ContractViolation
-
-    if call.excinfo is not None and isinstance(call.excinfo.value, ContractViolation):
-        report.user_properties.append(("violated", call.excinfo.value.requirement))
-    if report.failed and call.excinfo is not None:
-        report.user_properties.append(("message", f"{call.excinfo.typename}: {call.excinfo.value}"[:2000]))
-        sequence = _failing_sequence(report.longreprtext)
-        if sequence:
-            report.user_properties.append(("sequence", json.dumps(sequence)))
-    state = item.config.stash[_STATE]
-    recorder = state.get("recorder")
-    if report.failed and recorder is not None and recorder.current:
-        base = state.get("base_url", "")
-        exchanges = [{**asdict(e), "curl": e.curl(base)} for e in recorder.current[-4:]]
-        report.user_properties.append(("exchanges", json.dumps(exchanges)))
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    props: dict[str, Any] = dict(report.user_properties)
-    if "requirements" not in props:
-        return
-    if report.when == "call" or (report.when == "setup" and not report.passed) or (report.when == "teardown" and report.failed):
-        from conformance.report.results import TestResult
-
-        detail = ""
-        if report.skipped:
-            longrepr = report.longrepr
-            message = (longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)).removeprefix("Skipped: ")
-            outcome = "skipped"
-        elif report.failed:
-            detail = report.longreprtext[-4000:]
-            message = props.get("message") or (detail.strip().splitlines() or ["test failed"])[-1]
-            outcome = "failed" if report.when == "call" else "error"
-        else:
-            message, outcome = "", "passed"
-        _pending.append(TestResult(
-            report.nodeid, outcome, json.loads(props["requirements"]), props.get("violated"), message,
-            json.loads(props.get("exchanges", "[]")), round(report.duration, 4),
-            json.loads(props["exercised"]) if "exercised" in props else None,
-            json.loads(props["sequence"]) if "sequence" in props else None, detail,
-        ))
-
-
-_pending: list[Any] = []
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    config = session.config
-    state = config.stash[_STATE]
-    if _is_worker(config) or not state.get("suite") or not _pending:
-        return
-    from conformance.config import redact_url
-    from conformance.report.results import VERDICT_EXIT, RunInfo, aggregate, load_waivers
-    from conformance.report.writers import write_all
-    from knowledge_schemas import load_catalogue
-    from knowledge_schemas.catalogue import catalogue_version
-
+    catalogue = load_catalogue()
+    bad = sorted(set(config.getoption("--requirement")) - set(catalogue.ids))
+    if bad:
+        _fail(f"--requirement: unknown ID(s) {', '.join(bad)}")
     try:
-        waivers = load_waivers(config.getoption("--waivers"))
+        state["waivers"] = load_waivers(config.getoption("--waivers"), catalogue)
     except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    recorder = state.get("recorder")
-    info = RunInfo(
-        suite_version=__version__, catalogue_version=catalogue_version(),
-        target=state.get("target", redact_url(config.getoption("--target"))), configuration=_configuration(config, state),
-        hypothesis=_hypothesis(config), started=dt.datetime.fromtimestamp(state["started"], dt.UTC).isoformat(timespec="seconds"),
-        duration_seconds=time.time() - state["started"], requests=recorder.count if recorder else 0, fail_on=config.getoption("--fail-on"),
-    )
-    run = aggregate(load_catalogue(), list(_pending), info, waivers=waivers, today=dt.date.today())
-    _pending.clear()
-    paths = write_all(run, Path(config.getoption("--reports")))
-    state["run"] = run
-    state["paths"] = paths
-    if exitstatus in (0, 1):
-        session.exitstatus = VERDICT_EXIT[run.verdict]
+        _fail(str(exc))
+    if not config.option.collectonly:
+        _check_report_dir(Path(config.getoption("--reports")))
+
+
+def _check_report_dir(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".write-check-{os.getpid()}"
+        probe.write_text("", "utf-8")
+        probe.unlink()
+    except OSError as exc:
+        _fail(f"--report-dir {directory}: cannot write reports there ({exc.strerror or exc})")
+
+
+def _target_description(cfg: Any) -> str:
+    from conformance.config import redact_url
+
+    if cfg.target == "sim":
+        return "bundled simulator (in-process)"
+    if cfg.target == "sim+http":
+        return "bundled simulator (loopback HTTP)"
+    return f"live Core at {redact_url(cfg.target)}"
+
+
+def _ids(item: pytest.Item) -> list[str]:
+    return list(dict.fromkeys(rid for mark in item.iter_markers(MARKER) for rid in mark.args))
+
+
+def _in_suite(item: pytest.Item) -> bool:
+    import sys
+
+    module = getattr(item, "module", None)
+    package = sys.modules.get(getattr(module, "__package__", None) or "")
+    return bool(getattr(package, SUITE_FLAG, False))
+
+
+def _stable_nodeid(item: pytest.Item) -> str:
+    """The test's ID from its module name: the same in a serial run, under xdist and from any rootdir."""
+    module = getattr(item, "module", None)
+    _, _, rest = item.nodeid.partition("::")
+    return f"{module.__name__.replace('.', '/')}.py::{rest}" if module is not None and rest else item.nodeid
+
+
+def _classify(exc: BaseException | None) -> tuple[str, str | None]:
+    """(outcome, violated requirement) of a failed phase: a check's violation is the
+    target's failure; anything the suite could not judge is a harness error."""
+    import httpx
+
+    from conformance.checks import ContractViolation
+    from conformance.errors import HarnessError
+
+    if isinstance(exc, ContractViolation):
+        return "failed", exc.requirement
+    if isinstance(exc, BaseExceptionGroup):  # e.g. Hypothesis' FlakyFailure, schemathesis' grouped failures
+        inner = [_classify(e) for e in exc.exceptions]
+        named = next((v for o, v in inner if o == "failed" and v is not None), None)
+        if named is not None:
+            return "failed", named
+        return ("failed", None) if inner and all(o == "failed" for o, _ in inner) else ("error", None)
+    if isinstance(exc, (HarnessError, httpx.TransportError)):
+        return "error", None
+    if isinstance(exc, (AssertionError, pytest.fail.Exception)):
+        return "failed", None
+    return "error", None
 
 
 _STEP = re.compile(r"^(?:E\s+)?(state = \w+\(\)|state\.\w+\(.*\)|\w+ = state\.\w+\(.*\))\s*$")
@@ -289,42 +209,238 @@ def _failing_sequence(longrepr: str) -> list[str]:
     return [m.group(1) for m in map(_STEP.match, longrepr.splitlines()) if m]
 
 
-def _configuration(config: pytest.Config, state: dict[str, Any]) -> dict[str, Any]:
-    """The run's settings, as a reader needs them to reproduce it; never a secret."""
-    cfg = state.get("config")
-    options = {name: config.getoption(name) for name in ("--no-control", "--realtime", "--rate-limit", "--deep", "--no-shrink",
-                                                         "--stateful-examples", "--stateful-steps", "--requirement", "--sim-quirk",
-                                                         "--sim-seed", "--waivers")}
-    out: dict[str, Any] = {name.lstrip("-").replace("-", "_"): value for name, value in options.items()}
-    out["target_config"] = config.getoption("--target-config")
-    if cfg is not None:
-        out["control_available"] = state.get("control_available", False)
+class SuiteSession:
+    """The hooks of a suite session: claims checked at collection, results kept per phase,
+    reports and the verdict at the end."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.state: dict[str, Any] = config.stash[STATE]
+
+    # ------------------------------------------------------------- start
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        cfg = self.state["config"]
+        if _is_worker(self.config) or self.config.option.collectonly or cfg.is_sim:
+            return
+        import httpx
+
+        from conformance.config import redact_url
+
+        try:
+            httpx.get(cfg.target, timeout=min(cfg.timeout_seconds, 10.0))
+        except httpx.HTTPError as exc:
+            _fail(f"--target {redact_url(cfg.target)}: cannot reach it ({type(exc).__name__}: {exc})")
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        cfg = self.state["config"]
+        quirks = f" quirks={','.join(cfg.sim_quirks)}" if cfg.sim_quirks else ""
+        return [f"knowledge-conformance {__version__}: target={_target_description(cfg)} run_id={self.state['run_id']}{quirks}"]
+
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+        from knowledge_schemas import load_catalogue
+
+        catalogue = load_catalogue()
+        suite = [i for i in items if _in_suite(i)]
+        untagged = [i.nodeid for i in suite if not _ids(i)]
+        if untagged:
+            _fail(f"suite tests without a requirement ID (every test must name what it verifies): {', '.join(untagged[:5])}")
+        unknown = sorted({rid for i in suite for rid in _ids(i) if rid not in catalogue})
+        if unknown:
+            _fail(f"tests name requirement IDs missing from the catalogue: {', '.join(unknown)}")
+        wanted = set(config.getoption("--requirement"))
+        if wanted:
+            keep = [i for i in items if wanted & set(_ids(i))]
+            config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+            items[:] = keep
+        for item in items:
+            if _in_suite(item):
+                item.user_properties.append(("requirements", json.dumps(_ids(item))))
+                item.user_properties.append(("kc_nodeid", _stable_nodeid(item)))
+
+    # ------------------------------------------------------------- tests
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        recorder = self.state.get("recorder")
+        if recorder is not None:
+            recorder.current = []
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+        outcome: Any = yield
+        report = outcome.get_result()
+        exercised = item.stash.get(EXERCISED, None)
+        if report.when == "call" and exercised is not None:
+            report.user_properties.append(("exercised", json.dumps(sorted(exercised))))
+        if report.failed:
+            exc = call.excinfo.value if call.excinfo is not None else None
+            kind, violated = _classify(exc)
+            report.user_properties.append(("kc_outcome", kind))
+            if violated is not None:
+                report.user_properties.append(("violated", violated))
+            if call.excinfo is not None:
+                report.user_properties.append(("message", scrub(f"{call.excinfo.typename}: {call.excinfo.value}")[:2000]))
+            sequence = _failing_sequence(report.longreprtext)
+            if sequence:
+                report.user_properties.append(("sequence", json.dumps([scrub(s) for s in sequence])))
+            recorder = self.state.get("recorder")
+            if recorder is not None and recorder.current:
+                base = self.state.get("base_url", "")
+                exchanges = [{**asdict(e), "curl": e.curl(base)} for e in recorder.current[-4:]]
+                report.user_properties.append(("exchanges", json.dumps(exchanges)))
+        self._scrub_report(report)
+
+    @staticmethod
+    def _scrub_report(report: pytest.TestReport) -> None:
+        """Tracebacks (``--tb=long`` shows locals and source), captured output and
+        properties leave the process only scrubbed: the terminal, JUnit and xdist all read them."""
+        if not SECRETS.values:
+            return
+        if report.failed and report.longrepr is not None:
+            text = report.longreprtext
+            clean = scrub(text)
+            if clean != text:
+                report.longrepr = clean
+        report.sections = [(title, scrub(content)) for title, content in report.sections]
+        report.user_properties = [(k, scrub(v) if isinstance(v, str) else v) for k, v in report.user_properties]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from conformance.report.results import TestResult
+
+        relevant = report.when == "call" or (report.when == "setup" and not report.passed) or (report.when == "teardown" and report.failed)
+        if not relevant:
+            return
+        props: dict[str, Any] = dict(report.user_properties)
+        if "requirements" not in props:
+            if report.failed:  # a crashed worker, or a test outside the suite that ran in its session
+                self.state["pending"].append(TestResult(report.nodeid, "error", [], None, scrub(
+                    f"failed outside the suite's requirement bookkeeping: {(report.longreprtext.strip().splitlines() or ['?'])[-1]}")[:2000],
+                    detail=scrub(report.longreprtext[-4000:])))
+            return
+        detail = ""
+        if report.skipped:
+            longrepr = report.longrepr
+            message = (longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)).removeprefix("Skipped: ")
+            outcome = "skipped"
+        elif report.failed:
+            detail = report.longreprtext[-4000:]
+            message = props.get("message") or (detail.strip().splitlines() or ["test failed"])[-1]
+            outcome = props.get("kc_outcome", "error")
+            if report.when != "call" and outcome == "failed" and "violated" not in props:
+                outcome = "error"  # a fixture's plain assertion is the harness's, not the target's
+        else:
+            message, outcome = "", "passed"
+        self.state["pending"].append(TestResult(
+            props.get("kc_nodeid", report.nodeid), outcome, json.loads(props["requirements"]), props.get("violated"), message,
+            json.loads(props.get("exchanges", "[]")), round(report.duration, 4),
+            json.loads(props["exercised"]) if "exercised" in props else None,
+            json.loads(props["sequence"]) if "sequence" in props else None, detail,
+        ))
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            from conformance.report.results import TestResult
+
+            text = scrub(report.longreprtext)
+            self.state["pending"].append(TestResult(report.nodeid or "<collection>", "error", [], None,
+                                                    f"collection error: {(text.strip().splitlines() or ['?'])[-1]}"[:2000], detail=text[-4000:]))
+
+    # ------------------------------------------------------------- end
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        config = self.config
+        recorder = self.state.get("recorder")
+        if _is_worker(config):
+            config.workeroutput["kc_requests"] = recorder.count if recorder else 0  # type: ignore[attr-defined]
+            config.workeroutput["kc_kept"] = self.state.get("kept_workspaces", [])  # type: ignore[attr-defined]
+            return
+        if config.option.collectonly or exitstatus == pytest.ExitCode.USAGE_ERROR:
+            return
+        from conformance.report.results import VERDICT_EXIT, RunInfo, aggregate
+        from conformance.report.writers import write_all
+        from knowledge_schemas import load_catalogue
+        from knowledge_schemas.catalogue import catalogue_version
+
+        pending = self.state["pending"]
+        errored = any(t.outcome == "error" for t in pending)
+        cfg = self.state["config"]
+        info = RunInfo(
+            suite_version=__version__, catalogue_version=catalogue_version(), target=_target_description(cfg),
+            configuration=self._configuration(), hypothesis=_hypothesis(config),
+            started=dt.datetime.fromtimestamp(self.state["started"], dt.UTC).isoformat(timespec="seconds"),
+            duration_seconds=time.time() - self.state["started"], requests=self.state["requests"] + (recorder.count if recorder else 0),
+            fail_on=config.getoption("--fail-on"), run_id=self.state["run_id"],
+            interrupted=exitstatus == pytest.ExitCode.INTERRUPTED and not errored,
+        )
+        run = aggregate(load_catalogue(), list(pending), info, waivers=self.state.get("waivers", []), today=dt.date.today())
+        kept = self.state.get("kept_workspaces", [])
+        if kept:
+            run.warnings.append(f"the control extension kept {len(kept)} workspace(s) of run {run.run_id} (no delete): {', '.join(sorted(kept)[:5])}")
+        try:
+            self.state["paths"] = write_all(run, Path(config.getoption("--reports")), scrub)
+        except OSError as exc:
+            self.state["write_error"] = f"could not write the reports: {exc}"
+            session.exitstatus = VERDICT_EXIT["error"]
+            self.state["run"] = run
+            return
+        self.state["run"] = run
+        if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED) or errored \
+                or run.verdict == "interrupted":
+            session.exitstatus = VERDICT_EXIT[run.verdict]
+
+    def _configuration(self) -> dict[str, Any]:
+        """The run's settings, as a reader needs them to reproduce it; never a secret."""
+        config, cfg = self.config, self.state["config"]
+        options = {name: config.getoption(name) for name in ("--no-control", "--realtime", "--rate-limit", "--deep", "--no-shrink",
+                                                             "--stateful-examples", "--stateful-steps", "--requirement", "--sim-quirk",
+                                                             "--sim-seed", "--waivers")}
+        out: dict[str, Any] = {name.lstrip("-").replace("-", "_"): value for name, value in options.items()}
+        out["target_config"] = config.getoption("--target-config")
+        out["control_available"] = bool(cfg.is_sim or (cfg.control_url and cfg.control_token))
         out["strict_codes"] = cfg.strict_codes
         out["clock_skew_seconds"] = cfg.clock_skew_seconds
         out["wire"] = cfg.wire
         out["identities"] = sorted(cfg.identities)
-    return out
+        out["workers"] = int(getattr(config.option, "numprocesses", 0) or 0)
+        return dict(SECRETS.data(out))
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if "write_error" in self.state:
+            terminalreporter.write_line(f"VERDICT: ERROR  ({scrub(self.state['write_error'])})")
+            return
+        run = self.state.get("run")
+        if run is None:
+            return
+        s = run.summary
+        terminalreporter.section("knowledge contract verdict")
+        terminalreporter.write_line(scrub(
+            f"VERDICT: {run.verdict.upper()}  (server MUSTs verified {s['server_must_verified']}/{s['server_must_total']}; "
+            f"requirements verified {s['verified']}, failed {s['failed']}, waived {s['waived']}, not verified {s['not_verified']}; "
+            f"tests failed {s['tests_failed']}, harness errors {s['tests_errored']}; {run.requests} requests; run {run.run_id})"))
+        for r in run.requirements:
+            if r.status in ("failed", "waived"):
+                terminalreporter.write_line(scrub(f"  {r.status.upper():7} {r.id} {r.title}: {r.reason[:160]}"))
+        for w in run.warnings:
+            terminalreporter.write_line(scrub(f"  warning: {w[:300]}"))
+        for kind, path in self.state.get("paths", {}).items():
+            terminalreporter.write_line(f"  {kind:8} {path}")
+
+
+class XdistController:
+    """pytest-xdist, main process: hand each worker the run ID, sum what workers counted."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.state: dict[str, Any] = config.stash[STATE]
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["kc_run_id"] = self.state["run_id"]
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        output = getattr(node, "workeroutput", {}) or {}
+        self.state["requests"] += int(output.get("kc_requests", 0))
+        self.state.setdefault("kept_workspaces", []).extend(output.get("kc_kept", []))
 
 
 def _hypothesis(config: pytest.Config) -> dict[str, Any]:
     """Generated tests are derandomized: the same suite version and target replay the same cases."""
     seed = config.getoption("hypothesis_seed", None)
     return {"derandomize": True, "seed": None if seed is None else str(seed)}
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    run = config.stash[_STATE].get("run")
-    if run is None:
-        return
-    s = run.summary
-    terminalreporter.section("knowledge contract verdict")
-    terminalreporter.write_line(f"VERDICT: {run.verdict.upper()}  (server MUSTs verified {s['server_must_verified']}/{s['server_must_total']}; "
-                                f"requirements verified {s['verified']}, failed {s['failed']}, waived {s['waived']}, not verified {s['not_verified']}; "
-                                f"{run.requests} requests to the target)")
-    for r in run.requirements:
-        if r.status in ("failed", "waived"):
-            terminalreporter.write_line(f"  {r.status.upper():7} {r.id} {r.title}: {r.reason[:160]}")
-    for w in run.warnings:
-        terminalreporter.write_line(f"  warning: {w}")
-    for kind, path in config.stash[_STATE]["paths"].items():
-        terminalreporter.write_line(f"  {kind:8} {path}")

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from conformance.config import ConfigError, Secret, TargetConfig, redact_url
+from conformance.secrets import SECRETS
 from conformance.transport import InProcessTransport, Recorder
 
 ENTRY_POINT_GROUP = "knowledge_conformance.targets"
@@ -81,6 +82,7 @@ def open_target(cfg: TargetConfig) -> Target:
 
     if cfg.is_sim:
         token = Secret(secrets.token_hex(16))
+        SECRETS.add(str(token))
         app = _factory()(quirks=list(cfg.sim_quirks), seed=cfg.sim_seed, control_token=str(token), demo=False)
         if cfg.target == "sim":
             transport = InProcessTransport(app)

@@ -11,6 +11,8 @@ from typing import Any
 
 import httpx
 
+from conformance.secrets import SECRETS
+
 REDACTED = "Bearer ***"
 BODY_KEEP = 2048
 
@@ -82,11 +84,12 @@ class Recorder:
         request = response.request
         if request.extensions.get("kc_control"):
             return  # control exchanges carry credentials and minted tokens: never kept for reports
+        scrub = SECRETS.text  # a Core may echo a token anywhere: bodies, paths, headers
         self.current.append(Exchange(
             method=request.method,
-            path=request.url.raw_path.decode("ascii", "replace"),
-            request_body=_shorten(request.content),
+            path=scrub(request.url.raw_path.decode("ascii", "replace")),
+            request_body=scrub(_shorten(request.content)),
             status=response.status_code,
-            response_body=_shorten(response.content),
-            headers={k: (REDACTED if k.lower() == "authorization" else v) for k, v in request.headers.items() if k.lower() in ("authorization", "content-type")},
+            response_body=scrub(_shorten(response.content)),
+            headers={k: (REDACTED if k.lower() == "authorization" else scrub(v)) for k, v in request.headers.items() if k.lower() in ("authorization", "content-type")},
         ))

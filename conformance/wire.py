@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
 from conformance.config import TargetConfig
-
-_turns = itertools.count(1)
+from conformance.errors import HarnessError
+from conformance.secrets import SECRETS
 
 
 class CoreWire:
     """Raw requests to the Core, paths and auth header from the target configuration."""
+
+    namespace: ClassVar[str] = "local"
+    """Prefix of every turn identity this process sends: the run ID (and xdist worker), so a
+    second run, or a concurrent one, against the same Core never replays this run's turns."""
+    _turns: ClassVar[itertools.count[int]] = itertools.count(1)
 
     def __init__(self, http: httpx.Client, cfg: TargetConfig) -> None:
         self.http = http
@@ -43,14 +48,14 @@ class CoreWire:
 
     @staticmethod
     def turn_body(user_input: str, delivery: str | None = "on_demand", *, key: str | None = None) -> dict[str, Any]:
-        n = key or f"k{next(_turns)}"
+        n = f"{CoreWire.namespace}-{key or next(CoreWire._turns)}"
         body = {"client_conversation_id": f"conv-{n}", "client_turn_id": f"turn-{n}", "user_message_id": f"msg-{n}", "user_input": user_input}
         if delivery is not None:
             body["knowledge_delivery"] = delivery
         return body
 
 
-class ControlError(RuntimeError):
+class ControlError(HarnessError):
     """The control extension refused a setup step: the run cannot verify what needs it."""
 
 
@@ -61,6 +66,8 @@ class ControlWire:
         self.http = http
         self.base = base_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}"}
+        self.created: list[str] = []  # workspaces this run made, removed again by cleanup()
+        SECRETS.add(token)
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         response = self.http.request(method, self.base + path, json=body, headers=self._headers, extensions={"kc_control": True})
@@ -70,6 +77,21 @@ class ControlWire:
 
     def create_workspace(self, route: str, mode: str = "normal") -> None:
         self._call("POST", "/workspaces", {"route": route, "mode": mode})
+        self.created.append(route)
+
+    def cleanup(self) -> list[str]:
+        """Delete the workspaces this run created, where the control extension allows it.
+
+        Returns what could not be deleted; a Core whose control extension has no
+        delete (404/405/501) keeps them, named by run ID, and nothing fails."""
+        kept = []
+        for route in reversed(self.created):
+            response = self.http.request("DELETE", f"{self.base}/workspaces/{route}", headers=self._headers,
+                                         extensions={"kc_control": True})
+            if response.status_code >= 300 and response.status_code != 404:
+                kept.append(route)
+        self.created.clear()
+        return kept
 
     def replace_corpus(self, route: str, bases: list[dict[str, Any]]) -> dict[str, str]:
         return dict(self._call("PUT", f"/workspaces/{route}/corpus", {"bases": bases})["items"])
@@ -98,7 +120,9 @@ class ControlWire:
             body["hub"] = hub
         if session_id:
             body["session_id"] = session_id
-        return dict(self._call("POST", "/identities", body))
+        minted = dict(self._call("POST", "/identities", body))
+        SECRETS.add(minted.get("token"))
+        return minted
 
     def fault(self, kind: str, route: str | None = None) -> None:
         self._call("POST", "/faults", {"kind": kind, **({"route": route} if route else {})})

@@ -16,7 +16,7 @@ from conformance.config import TargetConfig
 from conformance.wire import ControlWire, CoreWire
 
 OTHER_HUB = "https://other-hub.knowledge-conformance.example"
-_routes = itertools.count(1)
+_routes = itertools.count(1)  # unique within a process; cfg.namespace makes it unique across runs and workers
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def provision(cfg: TargetConfig, core: CoreWire, control: ControlWire | None, *,
         configured = {name: Who(i.token, i.route, i.account, i.session) for name, i in ids.items()}
         main = configured.pop("primary")
         return World(cfg, core, cfg.route, main, configured)
-    route = f"conf-{next(_routes)}-{cfg.sim_seed}"
+    route = f"kc-{cfg.namespace}-{next(_routes)}"
     other_route = route + "-b"
     control.create_workspace(route, mode)
     control.create_workspace(other_route)

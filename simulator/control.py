@@ -67,6 +67,11 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]]) -> list[Route]
             raise ApiError(409, "workspace_exists", f"workspace {body['route']!r} already exists")
         return json_response({"route": body["route"], "mode": body.get("mode", "normal")}, 201)
 
+    async def delete_workspace(request: Request) -> Response:
+        route = workspace(request)
+        core.store.delete_workspace(route)
+        return Response(status_code=204)
+
     async def replace_corpus(request: Request) -> Response:
         route = workspace(request)
         body = await body_of(request, "Corpus")
@@ -125,6 +130,7 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]]) -> list[Route]
     table: list[tuple[str, Callable[[Request], Awaitable[Response]], list[str]]] = [
         ("/reset", reset, ["POST"]),
         ("/workspaces", create_workspace, ["POST"]),
+        ("/workspaces/{route}", delete_workspace, ["DELETE"]),
         ("/workspaces/{route}/corpus", replace_corpus, ["PUT"]),
         ("/workspaces/{route}/items/{item_id}/revisions", publish, ["POST"]),
         ("/workspaces/{route}/scopes/{account}", set_scope, ["PUT"]),

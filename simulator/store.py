@@ -139,6 +139,14 @@ class Store:
             cur = db.execute("INSERT OR IGNORE INTO workspaces(route, mode) VALUES(?, ?)", (route, mode))
             return cur.rowcount == 1
 
+    def delete_workspace(self, route: str) -> bool:
+        """Remove a workspace and everything in it (corpus, scopes, identities, runs, turns)."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM turns WHERE run_id IN (SELECT run_id FROM runs WHERE route=?)", (route,))
+            for table in ("bases", "items", "revisions", "current_fts", "scopes", "identities", "runs"):
+                db.execute(f"DELETE FROM {table} WHERE route=?", (route,))
+            return db.execute("DELETE FROM workspaces WHERE route=?", (route,)).rowcount == 1
+
     def workspace(self, route: str) -> tuple[str, int] | None:
         row = self._one("SELECT mode, legacy_status FROM workspaces WHERE route=?", (route,))
         return None if row is None else (row["mode"], row["legacy_status"])

@@ -11,32 +11,48 @@ def load(path: str) -> dict[str, Any]:
     file = Path(path)
     if not file.is_file():
         raise ValueError(f"{path}: no such file")
-    data = json.loads(file.read_text("utf-8"))
-    if "requirements" not in data:
+    try:
+        data = json.loads(file.read_text("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("requirements"), list):
         raise ValueError(f"{path}: not a results.json of this suite")
     return dict(data)
+
+
+REGRESSIONS = ("new_failures", "coverage_lost")
+"""What ``--fail-on-new-failures`` gates on: a rule that now fails, or one that was
+judged before and is not any more (failed or verified -> not verified is not a fix)."""
 
 
 def compare(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[str]]:
     before = {r["id"]: r["status"] for r in old["requirements"]}
     after = {r["id"]: r["status"] for r in new["requirements"]}
-    out: dict[str, list[str]] = {"new_failures": [], "fixed": [], "changed": []}
-    for rid, status in after.items():
-        was = before.get(rid, "absent")
+    out: dict[str, list[str]] = {"new_failures": [], "coverage_lost": [], "fixed": [], "changed": []}
+    for rid in sorted(set(before) | set(after)):
+        was, status = before.get(rid, "absent"), after.get(rid, "absent")
         if was == status:
             continue
+        row = f"{rid}: {was} -> {status}"
         if status == "failed":
-            out["new_failures"].append(f"{rid}: {was} -> failed")
-        elif was == "failed":
-            out["fixed"].append(f"{rid}: failed -> {status}")
+            out["new_failures"].append(row)
+        elif status in ("not_verified", "absent") and was in ("failed", "verified", "waived"):
+            out["coverage_lost"].append(row)
+        elif was == "failed" and status in ("verified", "waived"):
+            out["fixed"].append(row)
         else:
-            out["changed"].append(f"{rid}: {was} -> {status}")
+            out["changed"].append(row)
     return out
+
+
+def regressed(diff: dict[str, list[str]]) -> bool:
+    return any(diff[key] for key in REGRESSIONS)
 
 
 def render(diff: dict[str, list[str]], old: dict[str, Any], new: dict[str, Any]) -> str:
     lines = [f"verdict: {old.get('verdict')} -> {new.get('verdict')}"]
-    for key, title in (("new_failures", "New failures"), ("fixed", "Fixed"), ("changed", "Other changes")):
+    for key, title in (("new_failures", "New failures"), ("coverage_lost", "Coverage lost (no longer verified)"),
+                       ("fixed", "Fixed"), ("changed", "Other changes")):
         lines.append(f"{title} ({len(diff[key])}):")
         lines += [f"  {row}" for row in diff[key]] or ["  none"]
     return "\n".join(lines)

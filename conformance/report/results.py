@@ -10,7 +10,9 @@ from typing import Any
 
 from knowledge_schemas import Catalogue, Requirement
 
-VERDICT_EXIT = {"conformant": 0, "non-conformant": 1, "incomplete": 6}
+VERDICT_EXIT = {"conformant": 0, "non-conformant": 1, "interrupted": 2, "incomplete": 6, "error": 7}
+"""Exit codes of a suite run. pytest's own codes keep their meaning: 3 internal error,
+4 usage error (bad option or configuration, found before any test runs), 5 no test selected."""
 RESULTS_SCHEMA = "knowledge-conformance.results.v1"
 STATUSES = ("verified", "failed", "waived", "not_verified")
 
@@ -19,7 +21,7 @@ STATUSES = ("verified", "failed", "waived", "not_verified")
 class TestResult:
     __test__ = False  # a record, not a pytest test class
     nodeid: str
-    outcome: str  # passed | failed | skipped | error
+    outcome: str  # passed | failed (the target broke a check) | skipped | error (the harness could not judge)
     requirements: list[str]
     violated: str | None = None
     message: str = ""
@@ -69,11 +71,14 @@ class RunInfo:
     duration_seconds: float
     requests: int
     fail_on: str
+    run_id: str = "local"
+    interrupted: bool = False
 
 
 @dataclass
 class RunResult:
     schema_version: str
+    run_id: str
     suite_version: str
     catalogue_version: str
     target: str
@@ -94,22 +99,38 @@ class RunResult:
         return asdict(self)
 
 
-def load_waivers(path: str | None) -> list[Waiver]:
+def load_waivers(path: str | None, catalogue: Catalogue | None = None) -> list[Waiver]:
+    """Read and check a waivers file before any test runs: a typo must not surface after an hour of testing."""
     if not path:
         return []
     file = Path(path)
     if not file.is_file():
         raise ValueError(f"--waivers {path}: no such file")
-    data = tomllib.loads(file.read_text("utf-8"))
+    try:
+        data = tomllib.loads(file.read_text("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--waivers {path}: not valid TOML: {exc}") from None
+    entries = data.get("waiver", [])
+    if not isinstance(entries, list) or set(data) - {"waiver"}:
+        raise ValueError(f"--waivers {path}: expected only [[waiver]] entries")
     out = []
-    for i, entry in enumerate(data.get("waiver", [])):
+    for i, entry in enumerate(entries):
         missing = {"id", "justification", "expires"} - set(entry)
         if missing:
             raise ValueError(f"{path}: waiver {i + 1} lacks {sorted(missing)}")
-        expires = entry["expires"]
+        unknown = set(entry) - {"id", "justification", "expires"}
+        if unknown:
+            raise ValueError(f"{path}: waiver {i + 1} has unknown key(s) {sorted(unknown)}")
+        rid, expires = str(entry["id"]), entry["expires"]
+        if catalogue is not None and rid not in catalogue:
+            raise ValueError(f"{path}: waiver {i + 1} names {rid!r}, which is not a requirement of the catalogue")
+        if isinstance(expires, dt.datetime):  # TOML date-times are dates too; the day is what counts
+            expires = expires.date()
         if not isinstance(expires, dt.date):
-            raise ValueError(f"{path}: waiver {entry['id']} expires must be a TOML date (YYYY-MM-DD)")
-        out.append(Waiver(str(entry["id"]), str(entry["justification"]), expires))
+            raise ValueError(f"{path}: waiver {rid} expires must be a TOML date (YYYY-MM-DD)")
+        if not str(entry["justification"]).strip():
+            raise ValueError(f"{path}: waiver {rid} needs a justification")
+        out.append(Waiver(rid, str(entry["justification"]), expires))
     return out
 
 
@@ -119,17 +140,28 @@ def _why_not(req: Requirement, skips: list[str]) -> str:
     if req.via == "none":
         return "not observable on any wire: a statement about channels or intent outside this contract's messages"
     if req.surface in ("client", "host"):
-        return "a client/host rule: not shown by a Core; the suite's reference client implements it and its unit tests check it"
+        return "a rule for SDKs and hosts: a Core cannot show it, and this suite does not drive a client or host yet"
     if req.surface in ("mcp", "tool"):
         return "an MCP/tool surface rule: this suite drives the Core HTTP surface only"
     return "no test of this suite verifies it"
 
 
+def _first_line(message: str, fallback: str) -> str:
+    return message.splitlines()[0][:300] if message.strip() else fallback
+
+
 def aggregate(catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, waivers: list[Waiver], today: dt.date) -> RunResult:
+    """Per requirement a status, and one verdict for the run.
+
+    Invariants (each has a project test): a requirement is verified only by a passed
+    test that claims it and reached it; a failure counts against the one requirement
+    its check named, never against every tag of its test; any failed test makes the
+    run non-conformant unless its named requirement is a SHOULD/MAY under
+    ``--fail-on must`` or is waived; any harness error makes the verdict ``error``.
+    """
+    tests = sorted(tests, key=lambda t: (t.nodeid, t.outcome))
     by_req: dict[str, list[TestResult]] = {}
     for t in tests:
-        # A check names the one requirement it saw broken; count it there even when the
-        # test was written for another requirement, so no failure drops out of the matrix.
         named = [t.violated] if t.violated is not None and t.violated in catalogue else []
         for rid in dict.fromkeys([*t.requirements, *named]):
             by_req.setdefault(rid, []).append(t)
@@ -138,19 +170,25 @@ def aggregate(catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, w
     results: list[RequirementResult] = []
     for req in catalogue:
         mine = by_req.get(req.id, [])
-        failed = [t for t in mine if t.outcome in ("failed", "error") and (t.violated in (None, req.id))]
+        failed = [t for t in mine if t.outcome == "failed" and t.violated == req.id]
         passed = [t for t in mine if t.outcome == "passed" and (t.exercised is None or req.id in t.exercised)]
         unreached = [t for t in mine if t.outcome == "passed" and t.exercised is not None and req.id not in t.exercised]
         skips = [t.message for t in mine if t.outcome == "skipped"]
-        stopped = [t for t in mine if t.outcome in ("failed", "error") and t.violated not in (None, req.id)]
+        errors = [t for t in mine if t.outcome == "error"]
+        unnamed = [t for t in mine if t.outcome == "failed" and (t.violated is None or t.violated not in catalogue)]
+        stopped = [t for t in mine if t.outcome == "failed" and t.violated in catalogue and t.violated != req.id]
         if failed:
-            status, reason = "failed", failed[0].message.splitlines()[0][:300] if failed[0].message else "test failed"
+            status, reason = "failed", _first_line(failed[0].message, "test failed")
         elif passed:
             status, reason = "verified", f"{len(passed)} test(s) passed"
-        elif unreached:
-            status, reason = "not_verified", "the generated steps of its test never reached this rule; raise --stateful-examples"
+        elif errors:
+            status, reason = "not_verified", f"harness error before a verdict: {_first_line(errors[0].message, 'error')}"
+        elif unnamed:
+            status, reason = "not_verified", f"its test failed without naming a requirement: {_first_line(unnamed[0].message, 'failed')}"
         elif stopped:
             status, reason = "not_verified", f"its test stopped at a failure of {stopped[0].violated} before checking it"
+        elif unreached:
+            status, reason = "not_verified", "the generated steps of its test never reached this rule; raise --stateful-examples"
         else:
             status, reason = "not_verified", _why_not(req, skips)
         waiver = None
@@ -159,12 +197,30 @@ def aggregate(catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, w
             status, waiver = "waived", {"justification": w.justification, "expires": w.expires.isoformat()}
         results.append(RequirementResult(req.id, req.title, req.level, req.surface, req.area, req.source_label, req.quote,
                                          status, reason, [t.nodeid for t in mine], failed, waiver))
+    status_of = {r.id: r for r in results}
     core = [r for r in results if r.surface == "server" and r.level == "MUST"]
     observable = {q.id for q in catalogue if q.server_observable}
-    must_failed = [r for r in core if r.status == "failed"]
-    should_failed = [r for r in results if r.level == "SHOULD" and r.status == "failed"]
-    warnings += [f"SHOULD {r.id} failed: {r.reason}" for r in should_failed]
-    if must_failed or (info.fail_on == "should" and should_failed):
+    gating: list[str] = []  # failed tests that stop the run from being conformant
+    for t in tests:
+        if t.outcome != "failed":
+            continue
+        broken = status_of.get(t.violated or "")
+        if broken is None:
+            gating.append(f"{t.nodeid} failed without naming a catalogued requirement: {_first_line(t.message, 'failed')}")
+        elif broken.status == "waived":
+            continue
+        elif broken.level == "MUST" or info.fail_on == "should":
+            gating.append(f"{t.nodeid} failed {broken.id}")
+    should_failed = [r for r in results if r.level in ("SHOULD", "MAY") and r.status == "failed"]
+    warnings += [f"{r.level} {r.id} failed: {r.reason}" for r in should_failed]
+    warnings += [g for g in gating if "without naming" in g]
+    errored = [t for t in tests if t.outcome == "error"]
+    warnings += [f"harness error in {t.nodeid}: {_first_line(t.message, 'error')}" for t in errored]
+    if info.interrupted:
+        verdict = "interrupted"
+    elif errored:
+        verdict = "error"
+    elif gating:
         verdict = "non-conformant"
     elif any(r.status == "not_verified" and r.id in observable for r in core):
         verdict = "incomplete"
@@ -175,7 +231,9 @@ def aggregate(catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, w
     summary["server_must_total"] = sum(1 for r in core if r.id in observable)
     summary["server_must_verified"] = sum(1 for r in core if r.id in observable and r.status == "verified")
     summary["tests"] = len(tests)
-    summary["tests_failed"] = sum(t.outcome in ("failed", "error") for t in tests)
-    return RunResult(RESULTS_SCHEMA, info.suite_version, info.catalogue_version, info.target, info.configuration, info.hypothesis,
-                     info.started, round(info.duration_seconds, 3), info.requests, info.fail_on, verdict, summary, by_level,
-                     warnings, results, tests)
+    summary["tests_failed"] = sum(t.outcome == "failed" for t in tests)
+    summary["tests_errored"] = len(errored)
+    summary["tests_skipped"] = sum(t.outcome == "skipped" for t in tests)
+    return RunResult(RESULTS_SCHEMA, info.run_id, info.suite_version, info.catalogue_version, info.target, info.configuration,
+                     info.hypothesis, info.started, round(info.duration_seconds, 3), info.requests, info.fail_on, verdict, summary,
+                     by_level, warnings, results, tests)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from functools import cache
 from itertools import groupby
 from pathlib import Path
@@ -60,11 +61,19 @@ def write_junit(run: RunResult, path: Path) -> None:
     ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
 
 
-def write_all(run: RunResult, directory: Path) -> dict[str, Path]:
+def write_all(run: RunResult, directory: Path, scrub: Callable[[str], str] | None = None) -> dict[str, Path]:
+    """Write every report; ``scrub`` is the last pass over each file's text, so no writer
+    (nor a template someone edits later) can put a known secret on disk."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = {kind: directory / name for kind, name in FILES.items()}
     write_json(run, paths["json"])
     write_markdown(run, paths["markdown"])
     write_html(run, paths["html"])
     write_junit(run, paths["junit"])
+    if scrub is not None:
+        for path in paths.values():
+            text = path.read_text("utf-8")
+            clean = scrub(text)
+            if clean != text:
+                path.write_text(clean, "utf-8")
     return paths
