@@ -112,7 +112,8 @@ class ControlWire:
         return float(self._call("GET", "/clock")["now"])
 
     def advance(self, seconds: float) -> float:
-        return float(self._call("POST", "/clock/advance", {"seconds": seconds})["now"])
+        """Move time for this run's workspaces only: another run sharing the Core keeps its own time."""
+        return float(self._call("POST", "/clock/advance", {"seconds": seconds, "routes": sorted(set(self.created))})["now"])
 
     def mint(self, account: str, route: str, *, hub: str | None = None, session_id: str | None = None) -> dict[str, str]:
         body = {"account": account, "route": route}

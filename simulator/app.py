@@ -19,7 +19,7 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from knowledge_schemas import load_registry
-from simulator.clock import Clock
+from simulator.clock import Clock, RouteTime
 from simulator.config import SimConfig
 from simulator.control import control_routes
 from simulator.core import Caller, Core
@@ -148,7 +148,7 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     app = Starlette(
         routes=routes,
         exception_handlers={HTTPException: _not_found, Exception: _internal},
-        middleware=[Middleware(Observe, core=core, transcript=transcript)],
+        middleware=[Middleware(Observe, core=core, transcript=transcript), Middleware(RouteTime)],
     )
     app.state.core = core
     return app

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+CURRENT_ROUTE: ContextVar[str | None] = ContextVar("current_route", default=None)
+"""The workspace a request addresses; a clock moved for some workspaces moves only for them."""
+_WORKSPACE_PATH = re.compile(r"/workspaces/([^/]+)")
 
 
 class Clock:
@@ -21,17 +29,42 @@ class Clock:
         self._lock = threading.Lock()
         base = source() if start is None else start
         self._offset = base - (0.0 if frozen else source())
+        self._route_offsets: dict[str, float] = {}
 
     def now(self) -> float:
+        route = CURRENT_ROUTE.get()
         with self._lock:
-            return self._offset if self._frozen else self._source() + self._offset
+            extra = self._route_offsets.get(route, 0.0) if route is not None else 0.0
+            return (self._offset if self._frozen else self._source() + self._offset) + extra
 
     def set(self, when: float) -> float:
         with self._lock:
             self._offset = when if self._frozen else when - self._source()
+            self._route_offsets.clear()
         return self.now()
 
-    def advance(self, seconds: float) -> float:
+    def advance(self, seconds: float, routes: list[str] | None = None) -> float:
+        """Move time for everyone, or only for the named workspaces: two test runs sharing
+        one Core each move their own workspaces' time and never expire the other's references."""
         with self._lock:
-            self._offset += seconds
+            if routes is None:
+                self._offset += seconds
+            else:
+                for route in routes:
+                    self._route_offsets[route] = self._route_offsets.get(route, 0.0) + seconds
         return self.now()
+
+
+class RouteTime:
+    """ASGI middleware: the clock of a request is the clock of the workspace its path names."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        found = _WORKSPACE_PATH.search(scope.get("path", "")) if scope["type"] == "http" else None
+        token = CURRENT_ROUTE.set(found.group(1) if found else None)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            CURRENT_ROUTE.reset(token)

@@ -110,7 +110,7 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]]) -> list[Route]
 
     async def advance(request: Request) -> Response:
         body = await body_of(request, "ClockAdvance")
-        return json_response({"now": core.clock.advance(float(body["seconds"]))})
+        return json_response({"now": core.clock.advance(float(body["seconds"]), body.get("routes"))})
 
     async def mint(request: Request) -> Response:
         body = await body_of(request, "IdentityInput")

@@ -1,0 +1,275 @@
+"""Runs against one Core served over HTTP, the way CI jobs share a staging Core: runs
+repeat and overlap without interfering, clean up after themselves, fail early on a
+bad setup, and never let a credential out, even from a Core that echoes it everywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+import simulator
+from simulator.config import SimConfig
+
+CONTROL_TOKEN = "ctl-" + "k" * 28
+
+
+@dataclass
+class Served:
+    url: str
+    app: Any
+    seen_tokens: set[str] = field(default_factory=set)
+
+    def config(self, root: Path, extra: str = "") -> Path:
+        path = root / "target.toml"
+        path.write_text(f'[control]\nurl = "{self.url}/_control/v1"\ntoken = {{env = "KC_CONTROL"}}\n{extra}', "utf-8")
+        return path
+
+    def routes(self) -> list[str]:
+        return list(self.app.state.core.store.routes())
+
+
+class EchoCredentials:
+    """A careless Core: every credential it is sent comes back in a header, in every error
+    body, and in every JSON object it answers with (which also breaks the schemas)."""
+
+    def __init__(self, app: Any, seen: set[str]) -> None:
+        self.app, self.seen = app, seen
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        auth = dict(scope["headers"]).get(b"authorization", b"").decode()
+        token = auth.partition(" ")[2]
+        if token:
+            self.seen.add(token)
+        start: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def capture(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+            else:
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    body = b"".join(chunks)
+                    try:
+                        data = json.loads(body)
+                        if isinstance(data, dict) and token:
+                            data["echo"] = f"you sent {auth}"
+                            if "message" in data:
+                                data["message"] += f" (token {token})"
+                            body = json.dumps(data).encode()
+                    except ValueError:
+                        pass
+                    headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+                    headers += [(b"content-length", str(len(body)).encode()), (b"x-echo", token.encode())]
+                    await send({**start, "headers": headers})
+                    await send({"type": "http.response.body", "body": body})
+
+        await self.app(scope, receive, capture)
+
+
+def _serve(wrap: Callable[[Any, set[str]], Any] | None = None) -> tuple[Served, Callable[[], None]]:
+    app = simulator.create_app(SimConfig(control_token=CONTROL_TOKEN, demo=False, seed=3))
+    served = Served("", app)
+    asgi = wrap(app, served.seen_tokens) if wrap else app
+    sock = socket.socket()
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    served.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(5)
+        sock.close()
+
+    return served, stop
+
+
+@pytest.fixture
+def served() -> Iterator[Served]:
+    core, stop = _serve()
+    yield core
+    stop()
+
+
+def _cmd(served: Served, root: Path, name: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--no-shrink",
+            "--target", served.url, "--target-config", str(served.config(root)), "--report-dir", str(root / name), *args]
+
+
+ENV = {**os.environ, "KC_CONTROL": CONTROL_TOKEN}
+
+
+def _results(root: Path, name: str) -> dict[str, Any]:
+    return dict(json.loads((root / name / "results.json").read_text("utf-8")))
+
+
+def _statuses(results: dict[str, Any]) -> dict[str, str]:
+    return {r["id"]: r["status"] for r in results["requirements"]}
+
+
+def test_two_consecutive_runs_against_one_core_agree_and_clean_up(served: Served, tmp_path: Path) -> None:
+    first = subprocess.run(_cmd(served, tmp_path, "one"), capture_output=True, text=True, timeout=300, env=ENV)
+    assert served.routes() == [], "the run must delete the workspaces it created"
+    second = subprocess.run(_cmd(served, tmp_path, "two"), capture_output=True, text=True, timeout=300, env=ENV)
+    one, two = _results(tmp_path, "one"), _results(tmp_path, "two")
+    assert first.returncode == second.returncode == 0, (first.stdout[-1500:], second.stdout[-1500:])
+    assert one["verdict"] == two["verdict"] == "conformant"
+    assert _statuses(one) == _statuses(two)
+    assert one["run_id"] != two["run_id"]
+    print(f"\nrun {one['run_id']}: {one['verdict']}, run {two['run_id']}: {two['verdict']}, "
+          f"MUSTs {two['summary']['server_must_verified']}/{two['summary']['server_must_total']}")
+
+
+def test_a_replayed_run_id_runs_again_after_cleanup(served: Served, tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        proc = subprocess.run(_cmd(served, tmp_path, name, "--run-id", "replay-1", "-k", "turn"), capture_output=True, text=True,
+                              timeout=300, env=ENV)
+        assert _results(tmp_path, name)["run_id"] == "replay-1"
+        assert "failed" not in _statuses(_results(tmp_path, name)).values(), proc.stdout[-1500:]
+
+
+def test_two_concurrent_runs_against_one_core_do_not_interfere(served: Served, tmp_path: Path) -> None:
+    procs = [subprocess.Popen(_cmd(served, tmp_path, name), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+             for name in ("left", "right")]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    for name, proc, out in zip(("left", "right"), procs, outputs, strict=True):
+        assert proc.returncode == 0 and _results(tmp_path, name)["verdict"] == "conformant", out[-1500:]
+
+
+def test_serial_and_xdist_runs_give_the_same_verdict_and_reports(tmp_path: Path) -> None:
+    base = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--no-shrink"]
+    serial = subprocess.run([*base, "--report-dir", str(tmp_path / "serial")], capture_output=True, text=True, timeout=300)
+    parallel = subprocess.run([*base, "-n", "2", "--report-dir", str(tmp_path / "xdist")], capture_output=True, text=True, timeout=300)
+    one, two = _results(tmp_path, "serial"), _results(tmp_path, "xdist")
+    assert serial.returncode == parallel.returncode == 0, parallel.stdout[-1500:]
+    assert one["verdict"] == two["verdict"] == "conformant"
+    assert _statuses(one) == _statuses(two)
+    assert sorted(t["nodeid"] for t in one["tests"]) == sorted(t["nodeid"] for t in two["tests"])
+    assert two["requests"] > 0.9 * one["requests"], "workers' requests must be counted"
+    for name in ("report.md", "report.html", "junit.xml"):
+        assert (tmp_path / "xdist" / name).is_file()
+
+
+def test_a_core_that_echoes_credentials_leaks_none_of_them(tmp_path: Path) -> None:
+    core, stop = _serve(EchoCredentials)
+    try:
+        proc = subprocess.run(_cmd(core, tmp_path, "r", "--tb=long", "-rA", "--showlocals"), capture_output=True, text=True, timeout=300, env=ENV)
+    finally:
+        stop()
+    results = _results(tmp_path, "r")
+    assert results["verdict"] == "non-conformant" and proc.returncode == 1, proc.stdout[-1500:]
+    secrets = {*core.seen_tokens, CONTROL_TOKEN}
+    assert len(secrets) > 5, "the echoing Core must have seen the run's tokens"
+    outputs = {"stdout": proc.stdout, "stderr": proc.stderr, **{p.name: p.read_text("utf-8") for p in (tmp_path / "r").iterdir()}}
+    leaks = {name: sum(text.count(s) for s in secrets) for name, text in outputs.items()}
+    print(f"\noccurrences of {len(secrets)} secrets per output: {leaks}")
+    assert all(n == 0 for n in leaks.values()), leaks
+    assert "you sent Bearer ***" in outputs["results.json"], "the echoed body is kept, with the secret masked"
+
+
+def test_a_url_with_credentials_never_shows_them(tmp_path: Path) -> None:
+    config = tmp_path / "t.toml"
+    config.write_text('[target]\nroute = "acme"\n[identities.primary]\ntoken = "bha_' + "s" * 40 + '"\n', "utf-8")
+    url = "http://alice:pa55word-secret@127.0.0.1:9/core?api_key=query-secret-value"
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider",
+           "--target", url, "--target-config", str(config), "--report-dir", str(tmp_path / "r")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4 and "cannot reach" in out, out[-800:]
+    assert "pa55word-secret" not in out and "query-secret-value" not in out and "bha_sss" not in out
+
+
+@pytest.mark.parametrize(("waivers", "expected"), [
+    ('[[waiver]]\nid = "SRCH-999"\njustification = "x"\nexpires = 2999-01-01\n', "not a requirement of the catalogue"),
+    ('[[waiver]]\nid = "SRCH-003"\njustification = "x"\n', "lacks ['expires']"),
+    ('[[waiver]]\nid = "SRCH-003"\njustification = "x"\nexpires = "soon"\n', "must be a TOML date"),
+    ("[[waiver]\n", "not valid TOML"),
+])
+def test_bad_waivers_fail_before_any_test(tmp_path: Path, waivers: str, expected: str) -> None:
+    file = tmp_path / "w.toml"
+    file.write_text(waivers, "utf-8")
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider",
+           "--waivers", str(file), "--report-dir", str(tmp_path / "r")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4 and expected in proc.stdout + proc.stderr, proc.stdout[-800:] + proc.stderr[-800:]
+    assert not re.search(r"\d+ passed", proc.stdout), "no test may run before the waivers are known to be good"
+
+
+def test_a_datetime_waiver_expiry_is_a_date(tmp_path: Path) -> None:
+    file = tmp_path / "w.toml"
+    file.write_text('[[waiver]]\nid = "SRCH-003"\njustification = "fix in flight"\nexpires = 2999-01-01T10:00:00Z\n', "utf-8")
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--sim-quirk",
+           "search_fourth_hint", "--requirement", "SRCH-003", "--waivers", str(file), "--report-dir", str(tmp_path / "r")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    results = _results(tmp_path, "r")
+    assert _statuses(results)["SRCH-003"] == "waived", proc.stdout[-1500:]
+    assert proc.returncode == 6
+
+
+def test_an_unwritable_report_folder_fails_before_any_test(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("", "utf-8")
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider",
+           "--report-dir", str(blocker / "reports")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4 and "cannot write reports" in proc.stdout + proc.stderr
+    assert not re.search(r"\d+ passed", proc.stdout)
+
+
+def test_compare_reports_lost_coverage_as_a_regression(tmp_path: Path) -> None:
+    def results(statuses: dict[str, str]) -> Path:
+        path = tmp_path / f"{len(list(tmp_path.iterdir()))}.json"
+        path.write_text(json.dumps({"verdict": "x", "requirements": [{"id": k, "status": v} for k, v in statuses.items()]}), "utf-8")
+        return path
+
+    old = results({"A-001": "failed", "A-002": "verified", "A-003": "failed"})
+    new = results({"A-001": "not_verified", "A-002": "not_verified", "A-003": "verified"})
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "compare", str(old), str(new), "--fail-on-new-failures"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stdout
+    lost = proc.stdout.split("Coverage lost")[1].split("Fixed")[0]
+    assert "A-001: failed -> not_verified" in lost and "A-002: verified -> not_verified" in lost
+    assert "A-003: failed -> verified" in proc.stdout.split("Fixed")[1]
+
+
+def test_unreachable_control_is_a_harness_error_not_a_failure(tmp_path: Path) -> None:
+    served, stop = _serve()
+    url = served.url
+    stop()
+    core, stop2 = _serve()
+    try:
+        config = tmp_path / "t.toml"
+        config.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "KC_CONTROL"}}\n', "utf-8")
+        cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "-k", "capabilities",
+               "--target", core.url, "--target-config", str(config), "--report-dir", str(tmp_path / "r")]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=ENV)
+    finally:
+        stop2()
+    results = _results(tmp_path, "r")
+    assert results["verdict"] == "error" and proc.returncode == 7, proc.stdout[-1500:]
+    assert "failed" not in _statuses(results).values()
+    with pytest.raises(httpx.TransportError):
+        httpx.get(url, timeout=1)

@@ -1,0 +1,175 @@
+"""The verdict's invariants, each shown on a tiny suite package run through the real plugin:
+any failed test is never conformant, a harness error is its own verdict, a skipped case
+verifies nothing, an untagged suite test is a collection error, and the plugin stays out
+of sessions that did not ask for the suite."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from knowledge_schemas import load_catalogue, load_registry
+
+SERVER_MUSTS = [r.id for r in load_catalogue() if r.server_observable and r.level == "MUST"]
+HEADER = f"""
+import pytest
+from conformance.checks import ContractViolation
+from conformance.wire import ControlError
+R = pytest.mark.requirement
+
+@R(*{SERVER_MUSTS!r})
+def test_every_server_must_passes():
+    assert 1 + 1 == 2
+"""
+
+
+def _package(root: Path, body: str, name: str = "kc_extra") -> Path:
+    """A suite extension package: the plugin governs every test of a package flagged as suite."""
+    pkg = root / name
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("KNOWLEDGE_CONFORMANCE_SUITE = True\n", "utf-8")
+    (pkg / "test_cases.py").write_text(HEADER + textwrap.dedent(body), "utf-8")
+    return pkg
+
+
+def _run(cwd: Path, *args: str) -> tuple[int, str, dict[str, Any] | None]:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--report-dir", str(cwd / "out"), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=cwd)
+    results_file = cwd / "out" / "results.json"
+    results = json.loads(results_file.read_text("utf-8")) if results_file.is_file() else None
+    if results is not None:
+        assert load_registry().errors("results", results) == []
+    return proc.returncode, proc.stdout + proc.stderr, results
+
+
+def _status(results: dict[str, Any] | None, rid: str) -> str:
+    assert results is not None
+    return next(r["status"] for r in results["requirements"] if r["id"] == rid)
+
+
+def test_the_baseline_package_is_conformant(tmp_path: Path) -> None:
+    _package(tmp_path, "")
+    code, out, results = _run(tmp_path, "--target", "sim", "kc_extra")
+    assert code == 0 and results is not None and results["verdict"] == "conformant", out[-1500:]
+
+
+@pytest.mark.parametrize("body", [
+    # a plain assertion names no requirement: it still fails the run
+    "@R('CAP-001')\ndef test_plain_assert():\n    assert False, 'the body was wrong'\n",
+    # a violation of an ID the catalogue does not know
+    "@R('CAP-001')\ndef test_unknown_id():\n    raise ContractViolation('XYZ-999', 'made up')\n",
+    # a MUST of another surface than the server's
+    "@R('CAP-001')\ndef test_client_must():\n    raise ContractViolation('NEG-001', 'the client read 401 as unsupported')\n",
+    # pytest.fail
+    "@R('CAP-001')\ndef test_pytest_fail():\n    pytest.fail('explicitly failed')\n",
+], ids=["plain-assert", "unknown-id", "client-must", "pytest-fail"])
+def test_any_failed_test_is_never_conformant(tmp_path: Path, body: str) -> None:
+    _package(tmp_path, body)
+    code, out, results = _run(tmp_path, "--target", "sim", "kc_extra")
+    assert results is not None and results["verdict"] == "non-conformant", out[-1500:]
+    assert code == 1
+    assert "VERDICT: NON-CONFORMANT" in out
+
+
+def test_a_plain_assertion_does_not_fail_every_tag_of_its_test(tmp_path: Path) -> None:
+    _package(tmp_path, "@R('SRCH-003', 'SRCH-004')\ndef test_plain_assert():\n    assert False\n")
+    _, _, results = _run(tmp_path, "--target", "sim", "kc_extra")
+    assert _status(results, "SRCH-003") == "verified"  # the baseline test verified it; the failure named nothing
+    assert results is not None and results["summary"]["failed"] == 0 and results["verdict"] == "non-conformant"
+
+
+@pytest.mark.parametrize("body", [
+    "@pytest.fixture\ndef broken():\n    raise RuntimeError('fixture broke')\n\n@R('CAP-001')\ndef test_uses_broken(broken):\n    pass\n",
+    "@R('CAP-001')\ndef test_control_refused():\n    raise ControlError('control POST /workspaces answered 500')\n",
+    "@R('CAP-001')\ndef test_suite_bug():\n    {}['missing']\n",
+    "@pytest.fixture\ndef torn():\n    yield\n    raise RuntimeError('teardown broke')\n\n@R('CAP-001')\ndef test_teardown(torn):\n    pass\n",
+], ids=["fixture-error", "control-error", "suite-bug", "teardown-error"])
+def test_a_harness_error_is_its_own_verdict_never_a_server_failure(tmp_path: Path, body: str) -> None:
+    _package(tmp_path, body)
+    code, out, results = _run(tmp_path, "--target", "sim", "kc_extra")
+    assert results is not None and results["verdict"] == "error", out[-1500:]
+    assert code == 7
+    assert _status(results, "CAP-001") != "failed", "a harness error must not be charged to the server"
+
+
+def test_harness_error_wins_over_a_server_failure(tmp_path: Path) -> None:
+    body = ("@R('CAP-001')\ndef test_fails():\n    raise ContractViolation('CAP-001', 'no')\n\n"
+            "@R('CAP-002')\ndef test_errors():\n    raise ControlError('control refused')\n")
+    _package(tmp_path, body)
+    code, _, results = _run(tmp_path, "--target", "sim", "kc_extra")
+    assert results is not None and results["verdict"] == "error" and code == 7
+    assert _status(results, "CAP-001") == "failed"
+
+
+def test_a_skipped_case_verifies_nothing_even_if_a_sibling_passed(tmp_path: Path) -> None:
+    body = """
+    @R('REF-011')
+    @pytest.mark.parametrize("rule", [pytest.param("x", marks=R("NEG-001")), pytest.param("y", marks=R("NEG-002"))])
+    def test_cases(rule):
+        if rule == "y":
+            pytest.skip("not verified: no second identity")
+    """
+    _package(tmp_path, body)
+    _, _, results = _run(tmp_path, "--target", "sim", "kc_extra")
+    assert _status(results, "NEG-001") == "verified"
+    assert _status(results, "NEG-002") == "not_verified"
+
+
+def test_an_untagged_suite_test_is_a_collection_error(tmp_path: Path) -> None:
+    _package(tmp_path, "def test_claims_nothing():\n    pass\n")
+    code, out, _ = _run(tmp_path, "--target", "sim", "kc_extra")
+    assert code == 4 and "without a requirement ID" in out and "test_claims_nothing" in out
+
+
+def test_the_plugin_stays_out_of_other_sessions(tmp_path: Path) -> None:
+    """A project with its own `requirement` marker and failing IDs of its own: untouched."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    requirement(x): the project's own marker\naddopts = --strict-markers\n", "utf-8")
+    (tmp_path / "test_own.py").write_text(textwrap.dedent("""
+        import pytest
+
+        @pytest.mark.requirement("OWN-1")
+        def test_own():
+            pass
+
+        def test_no_suite_fixture(request):
+            assert "world" not in request.fixturenames
+            with pytest.raises(pytest.FixtureLookupError):
+                request.getfixturevalue("world")
+    """), "utf-8")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-1500:]
+    assert "knowledge-conformance" not in proc.stdout and "VERDICT" not in proc.stdout
+    assert not (tmp_path / "reports").exists()
+    failing = tmp_path / "test_fail.py"
+    failing.write_text("def test_fails():\n    assert False\n", "utf-8")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 1, "the plugin must not rewrite another session's exit status"
+
+
+def test_collect_only_touches_no_network_and_writes_nothing(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "--collect-only", "-q", "-p", "no:cacheprovider",
+           "--target", "http://127.0.0.1:9", "--target-config", str(_live_config(tmp_path)), "--report-dir", str(tmp_path / "out")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-800:]
+    assert "cannot reach" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def _live_config(root: Path, token: str = "bha_" + "t" * 40) -> Path:
+    path = root / "target.toml"
+    path.write_text(f'[target]\nroute = "acme"\n[identities.primary]\ntoken = "{token}"\n', "utf-8")
+    return path
+
+
+def test_an_interrupted_or_collection_broken_run_is_not_a_verdict(tmp_path: Path) -> None:
+    pkg = _package(tmp_path, "")
+    (pkg / "test_broken.py").write_text("import not_a_module_anywhere\n", "utf-8")
+    code, out, results = _run(tmp_path, "--target", "sim", "kc_extra")
+    assert results is not None and results["verdict"] == "error" and code == 7, out[-1500:]
