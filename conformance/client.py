@@ -1,6 +1,7 @@
 """Reference client with the SDK semantics of seed 000.
 
-- capabilities are classified: only 404/405/501 mean ``supported: false``;
+- capabilities are classified: only the old endpoint statuses (404/405/501 unless
+  configured otherwise) mean ``supported: false``;
   401/403, other failures and unknown schemas raise (never an empty success);
 - ``start_turn`` pins the delivery choice of an idempotent turn and replays the
   identical payload after a lost response;
@@ -12,13 +13,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from conformance import contract as C
+from conformance.names import WireNames
 from knowledge_schemas import load_registry
 
 UNSUPPORTED_STATUSES = frozenset({404, 405, 501})
@@ -74,17 +76,28 @@ def _alias(data: Mapping[str, Any], camel: str, snake: str) -> Any:
 
 
 class ReferenceClient:
+    """The SDK's semantics over one identity. Every open wire detail has the project's
+    default and can be given as in a target configuration (``from_wire``)."""
+
     def __init__(self, http: httpx.Client, route: str, token: str, *, paths: Mapping[str, str] | None = None,
-                 unsupported_statuses: frozenset[int] = UNSUPPORTED_STATUSES, max_retries: int = 2) -> None:
+                 unsupported_statuses: Iterable[int] = UNSUPPORTED_STATUSES, auth_header: str = "Authorization",
+                 auth_scheme: str = "Bearer", names: Mapping[str, Mapping[str, str]] | None = None, max_retries: int = 2) -> None:
         self.http = http
         self.route = route
-        self._auth = {"Authorization": f"Bearer {token}"}
+        self._auth = {auth_header: f"{auth_scheme} {token}".strip()}
         base = "/agent-api/v1/workspaces/{route}"
         self.paths = {"capabilities": f"{base}/knowledge/capabilities", "search": f"{base}/knowledge/search",
                       "read": f"{base}/knowledge/read", "turns": f"{base}/turns", **(paths or {})}
-        self.unsupported = unsupported_statuses
+        self.unsupported = frozenset(unsupported_statuses)
+        self.names = WireNames(names)
         self.max_retries = max_retries
         self._pinned: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    @classmethod
+    def from_wire(cls, http: httpx.Client, route: str, token: str, wire: Mapping[str, Any], **options: Any) -> ReferenceClient:
+        """A client speaking the wire of a target configuration: paths, auth, legacy statuses, member names."""
+        return cls(http, route, token, paths=wire["paths"], unsupported_statuses=wire["legacy"]["unsupported_statuses"],
+                   auth_header=wire["auth"]["header"], auth_scheme=wire["auth"]["scheme"], names=wire.get("names"), **options)
 
     def _url(self, name: str) -> str:
         return self.paths[name].replace("{route}", self.route)
@@ -119,6 +132,7 @@ class ReferenceClient:
             body = response.json()
         except ValueError:
             raise KnowledgeError(feedback("get_knowledge_capabilities", "invalid_response", "capabilities body is not JSON")) from None
+        body = self.names.to_canonical("capabilities-response", body)
         errors = load_registry().errors("capabilities-response", body)
         if errors or body.get("route") != self.route:
             why = "; ".join(errors) if errors else f"route {body.get('route')!r} does not match {self.route!r}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conformance.names import WireNames, check_names
 from conformance.secrets import SECRETS
 from knowledge_schemas import load_wire_defaults
 
@@ -94,6 +95,11 @@ class TargetConfig:
     def strict_codes(self) -> bool:
         return bool(self.wire["codes"].get("strict", False))
 
+    @property
+    def names(self) -> WireNames:
+        """The member names of capabilities, limits and turn context on this Core's wire."""
+        return WireNames(self.wire["names"])
+
 
 def redact_url(url: str) -> str:
     """A URL without user-info credentials or query string (tokens sometimes ride there)."""
@@ -107,16 +113,23 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def _overlay(base: dict[str, Any], extra: dict[str, Any], where: str) -> None:
+def _overlay(base: dict[str, Any], extra: dict[str, Any], where: str, prefix: str = "") -> None:
+    """Overlay ``extra`` on the defaults, table by table and key by key (nested tables such
+    as ``[names.limits]`` key by key too); an unknown table or key is an error."""
     for table, values in extra.items():
+        name = f"{prefix}{table}"
         if table not in base:
-            raise ConfigError(f"{where}: unknown table [{table}]; known: {', '.join(sorted(base))}")
+            raise ConfigError(f"{where}: unknown table [{name}]; known: {', '.join(sorted(base))}")
         if not isinstance(values, dict):
-            raise ConfigError(f"{where}: [{table}] must be a table")
+            raise ConfigError(f"{where}: [{name}] must be a table")
         unknown = set(values) - set(base[table])
         if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)} in [{table}]; known: {sorted(base[table])}")
-        base[table].update(values)
+            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)} in [{name}]; known: {sorted(base[table])}")
+        for key, value in values.items():
+            if isinstance(base[table][key], dict):
+                _overlay(base[table], {key: value}, where, f"{name}.")
+            else:
+                base[table][key] = value
 
 
 def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
@@ -133,6 +146,10 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
         where = str(file)
         if "wire" in data:
             _overlay(cfg.wire, data["wire"], where)
+            try:
+                check_names(cfg.wire["names"], f"{where} [wire]")
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         tgt = data.get("target", {})
         cfg.target = tgt.get("url", cfg.target)
         cfg.route = tgt.get("route", "")

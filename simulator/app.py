@@ -28,6 +28,7 @@ from simulator.errors import ApiError
 from simulator.http import error_response, json_response, read_json, validate
 from simulator.quirks import parse_quirks
 from simulator.store import Store
+from simulator.wire_names import WireNames
 
 log = logging.getLogger("knowledge_sim")
 BASE = "/agent-api/v1/workspaces/{route}"
@@ -97,14 +98,19 @@ async def _body(request: Request, core: Core, stem: str) -> dict[str, Any]:
     return validate(body, load_registry().validator(stem))
 
 
+def _names(request: Request) -> WireNames:
+    names: WireNames = request.app.state.wire_names
+    return names
+
+
 async def _capabilities(request: Request, core: Core, caller: Caller) -> Response:
-    return json_response(core.capabilities(caller))
+    return json_response(_names(request).capabilities(core.capabilities(caller)))
 
 
 async def _turn(request: Request, core: Core, caller: Caller) -> Response:
     body = await _body(request, core, "turn-request")
     status, raw = core.start_turn(caller, body)
-    return Response(raw, status_code=status, media_type="application/json")
+    return Response(_names(request).turn(raw), status_code=status, media_type="application/json")
 
 
 async def _search(request: Request, core: Core, caller: Caller) -> Response:
@@ -125,11 +131,13 @@ async def _internal(request: Request, exc: Exception) -> Response:
 
 
 def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
-    """A fresh simulator. ``options`` override fields of ``SimConfig`` (``quirks`` may be any iterable)."""
+    """A fresh simulator. ``options`` override fields of ``SimConfig`` (``quirks`` may be any iterable;
+    ``wire_names``, the ``[names.*]`` tables, serves other member names)."""
     if "quirks" in options:
         options["quirks"] = parse_quirks(list(options["quirks"]))
     config = SimConfig(**{**(config.__dict__ if config else {}), **options})
     parse_quirks(list(config.quirks))
+    wire_names = WireNames(config.wire_names)
     rng = Random(config.seed)
     clock = Clock(config.clock_start, frozen=config.frozen_clock)
     store = Store(config.database, rng)
@@ -151,4 +159,5 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
         middleware=[Middleware(Observe, core=core, transcript=transcript), Middleware(RouteTime)],
     )
     app.state.core = core
+    app.state.wire_names = wire_names
     return app

@@ -23,6 +23,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-control", action="store_true", help="do not expose the test-control extension")
     serve.add_argument("--control-token", default="sim-control-token", help="credential of the control extension")
     serve.add_argument("--frozen-clock", action="store_true", help="the clock moves only through control")
+    serve.add_argument("--wire-names", metavar="FILE.toml",
+                       help="serve other member names: [names.capabilities|limits|turn_context] tables, as in wire-defaults.toml")
     serve.add_argument("--log-level", default="info")
     sub.add_parser("quirks", help="list the quirks and the requirements each violates")
     return parser
@@ -38,13 +40,15 @@ def main(argv: list[str] | None = None) -> int:
 
     from simulator.app import create_app
     from simulator.corpus import load_corpus, seed_demo
+    from simulator.wire_names import load_wire_names
 
     logging.basicConfig(level=args.log_level.upper(), format="%(message)s", stream=sys.stderr)
     try:
         app = create_app(
             SimConfig(seed=args.seed, database=args.database, control_enabled=not args.no_control,
                       control_token=args.control_token, frozen_clock=args.frozen_clock,
-                      clock_start=None if not args.frozen_clock else SimConfig.clock_start, demo=args.corpus is None),
+                      clock_start=None if not args.frozen_clock else SimConfig.clock_start, demo=args.corpus is None,
+                      wire_names=load_wire_names(args.wire_names) if args.wire_names else {}),
             quirks=args.quirk,
         )
         if args.corpus:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -18,3 +19,5 @@ class SimConfig:
     demo: bool = True
     demo_route: str = "demo"
     max_body_bytes: int = 1 << 20
+    # Member names served instead of the canonical ones: [names.*] tables of wire-defaults.toml.
+    wire_names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)

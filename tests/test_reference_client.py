@@ -11,7 +11,7 @@ import pytest
 
 from conformance.client import KnowledgeError, ReferenceClient
 
-CAPS = {"schema_version": "bailing.agent-knowledge-capabilities.v1", "knowledge_schema_version": "bailing.agent-knowledge.v1",
+CAPS: dict[str, Any] = {"schema_version": "bailing.agent-knowledge-capabilities.v1", "knowledge_schema_version": "bailing.agent-knowledge.v1",
         "route": "acme", "enabled": True, "delivery_modes": ["inline", "on_demand"],
         "limits": {"search_max_hints": 3, "search_max_bytes": 4096, "read_default_max_bytes": 16384, "read_min_max_bytes": 4096,
                    "read_max_max_bytes": 32768, "reference_max_bytes": 4096, "read_chain_max_bytes": 131072, "reference_ttl_seconds": 300}}
@@ -89,3 +89,52 @@ def test_reference_error_becomes_feedback_with_next_action() -> None:
         client(lambda r: httpx.Response(410, json=body)).read_knowledge({"ref": "r", "runId": "x"})
     fb = info.value.feedback
     assert fb["next_action"] == "search_knowledge" and fb["retryable"] is True and fb["dispatch"] == "not_dispatched"
+
+
+def _wire(**tables: dict[str, Any]) -> dict[str, Any]:
+    from knowledge_schemas import load_wire_defaults
+
+    wire: dict[str, Any] = load_wire_defaults()
+    for table, values in tables.items():
+        wire[table].update(values)
+    return wire
+
+
+def test_configured_auth_header_and_scheme_are_sent() -> None:
+    seen: list[httpx.Headers] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers)
+        return httpx.Response(200, json=CAPS)
+
+    http = httpx.Client(transport=httpx.MockTransport(handler), base_url="http://core")
+    ReferenceClient.from_wire(http, "acme", "bha_token", _wire(auth={"header": "X-Agent-Token", "scheme": ""})).get_knowledge_capabilities()
+    ReferenceClient.from_wire(http, "acme", "bha_token", _wire(auth={"scheme": "Token"})).get_knowledge_capabilities()
+    client(handler).get_knowledge_capabilities()  # defaults unchanged
+    assert seen[0].get("x-agent-token") == "bha_token" and "authorization" not in seen[0]
+    assert seen[1].get("authorization") == "Token bha_token"
+    assert seen[2].get("authorization") == "Bearer bha_token"
+
+
+@pytest.mark.parametrize(("status", "supported"), [(404, False), (410, False), (405, None), (501, None)])
+def test_configured_legacy_statuses_decide_what_means_unsupported(status: int, supported: bool | None) -> None:
+    """With [legacy] unsupported_statuses = [404, 410], 410 means an old Core and 405/501 are errors."""
+    http = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(status, json={"error": "not_found", "message": "x"})),
+                        base_url="http://core")
+    c = ReferenceClient.from_wire(http, "acme", "bha_token", _wire(legacy={"unsupported_statuses": [404, 410]}))
+    if supported is None:
+        with pytest.raises(KnowledgeError):
+            c.get_knowledge_capabilities()
+    else:
+        assert c.get_knowledge_capabilities().supported is supported
+
+
+def test_configured_member_names_are_read_back_canonically() -> None:
+    served = {**{k: v for k, v in CAPS.items() if k not in ("enabled", "limits")}, "knowledge_enabled": False,
+              "bounds": {("maxHints" if k == "search_max_hints" else k): v for k, v in CAPS["limits"].items()}}
+    names = {"capabilities": {"enabled": "knowledge_enabled", "limits": "bounds"}, "limits": {"search_max_hints": "maxHints"}}
+    http = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, json=served)), base_url="http://core")
+    caps = ReferenceClient.from_wire(http, "acme", "bha_token", _wire(names=names)).get_knowledge_capabilities()
+    assert caps.supported and caps.enabled is False and caps.limits["search_max_hints"] == 3
+    with pytest.raises(KnowledgeError):  # the default names do not find them
+        client(lambda r: httpx.Response(200, json=served)).get_knowledge_capabilities()

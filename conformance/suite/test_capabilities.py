@@ -16,31 +16,38 @@ R = pytest.mark.requirement
 
 @R("CAP-001", "CAP-002", "CAP-003", "CAP-004", "CAP-005", "WIRE-002")
 def test_capabilities_advertise_the_protocol(world: Any) -> None:
+    """Members are looked up by their configured names ([wire.names.capabilities] / [wire.names.limits])."""
+    names = world.cfg.names
+    member, limit_name = names.capabilities, names.limits
     body = checks.ok(world.core.capabilities(world.primary.token, world.route), "CAP-001", "capabilities")
     strings = set(C.strings_in(body))
     expect(C.CAPABILITIES_SCHEMA in strings and C.KNOWLEDGE_SCHEMA in strings, "CAP-002",
            f"capabilities must name {C.CAPABILITIES_SCHEMA} and {C.KNOWLEDGE_SCHEMA}: {checks.describe(body)}")
-    expect(body.get("route") == world.route, "CAP-003", f"route {body.get('route')!r}, asked for {world.route!r}")
-    modes = body.get("delivery_modes")
-    expect(isinstance(modes, list) and sorted(modes) == ["inline", "on_demand"], "CAP-004", f"delivery_modes {modes!r}")
-    limits = body.get("limits")
-    expect(isinstance(limits, dict), "CAP-005", "capabilities carry no limits object")
+    route = body.get(member["route"])
+    expect(route == world.route, "CAP-003", f"{member['route']} {route!r}, asked for {world.route!r}")
+    modes = body.get(member["delivery_modes"])
+    expect(isinstance(modes, list) and sorted(modes) == ["inline", "on_demand"], "CAP-004", f"{member['delivery_modes']} {modes!r}")
+    limits = body.get(member["limits"])
+    expect(isinstance(limits, dict), "CAP-005", f"capabilities carry no {member['limits']} object: {checks.describe(body)}")
     bounds = {"search_max_hints": C.SEARCH_MAX_HINTS, "search_max_bytes": C.SEARCH_MAX_BYTES, "reference_max_bytes": C.REFERENCE_MAX_BYTES,
               "read_chain_max_bytes": C.READ_CHAIN_MAX_BYTES, "reference_ttl_seconds": C.REFERENCE_TTL_SECONDS}
-    for name, bound in bounds.items():
+    for canonical, bound in bounds.items():
+        name = limit_name[canonical]
         value = limits.get(name)
         expect(isinstance(value, int) and 0 < value <= bound, "CAP-005", f"limit {name} = {value!r}, contract bound is {bound}")
     exact = {"read_default_max_bytes": C.READ_DEFAULT_MAX_BYTES, "read_min_max_bytes": C.READ_MIN_MAX_BYTES, "read_max_max_bytes": C.READ_MAX_MAX_BYTES}
-    for name, value in exact.items():
+    for canonical, value in exact.items():
+        name = limit_name[canonical]
         expect(limits.get(name) == value, "CAP-005", f"limit {name} = {limits.get(name)!r}, contract value is {value}")
-    checks.schema("capabilities-response", body)
+    checks.schema("capabilities-response", body, names=names)
 
 
 @R("CAP-007", "AUTH-001")
 @pytest.mark.parametrize("token", [None, "bha_" + "0" * 44], ids=["no-token", "unknown-token"])
 def test_capabilities_need_a_valid_token(world: Any, token: str | None) -> None:
     response = world.core.capabilities(token, world.route)
-    expect(response.status_code == 401, "CAP-007", f"capabilities without a valid token answered HTTP {response.status_code}")
+    expected = world.cfg.status("unauthorized")
+    expect(response.status_code == expected, "CAP-007", f"capabilities without a valid token answered HTTP {response.status_code}, expected {expected}")
     checks.error_envelope(response, "AUTH-001")
 
 
@@ -50,7 +57,8 @@ def test_knowledge_calls_need_a_valid_token(world: Any, operation: str) -> None:
     run_id = world.start_run()
     body = {"query": "binding", "run_id": run_id} if operation == "search" else {"ref": world.ref_for(run_id), "run_id": run_id}
     response = getattr(world.core, operation)(None, world.route, body)
-    expect(response.status_code == 401, "AUTH-001", f"{operation} without a token answered HTTP {response.status_code}")
+    expected = world.cfg.status("unauthorized")
+    expect(response.status_code == expected, "AUTH-001", f"{operation} without a token answered HTTP {response.status_code}, expected {expected}")
     checks.error_envelope(response, "AUTH-001")
 
 
@@ -74,7 +82,8 @@ def test_disabled_workspace_reports_enabled_false_and_searches_disabled(fresh_wo
     run_id = fresh_world.start_run()
     fresh_world.control.set_mode(fresh_world.route, "disabled")
     body = checks.ok(fresh_world.core.capabilities(fresh_world.primary.token, fresh_world.route), "CAP-006", "capabilities")
-    expect(body.get("enabled") is False, "CAP-006", f"a disabled workspace reports enabled {body.get('enabled')!r}")
+    enabled = fresh_world.cfg.names.capabilities["enabled"]
+    expect(body.get(enabled) is False, "CAP-006", f"a disabled workspace reports {enabled} {body.get(enabled)!r}")
     found = checks.search_response(fresh_world.search("binding", run_id))
     expect(found["status"] == "disabled" and found["hints"] == [], "SRCH-009", f"search while disabled: {checks.describe(found)}")
 
@@ -82,9 +91,12 @@ def test_disabled_workspace_reports_enabled_false_and_searches_disabled(fresh_wo
 @R("NEG-005")
 @pytest.mark.parametrize("status", [404, 405, 501])
 def test_legacy_core_is_classified_unsupported(fresh_world: Any, status: int) -> None:
+    unsupported = fresh_world.cfg.wire["legacy"]["unsupported_statuses"]
+    if status not in unsupported:
+        pytest.skip(f"not verified with {status}: [wire.legacy] unsupported_statuses is {unsupported}")
     fresh_world.control.set_mode(fresh_world.route, "legacy", legacy_status=status)
     response = fresh_world.core.capabilities(fresh_world.primary.token, fresh_world.route)
-    expect(response.status_code in fresh_world.cfg.wire["legacy"]["unsupported_statuses"], "NEG-005",
-           f"a legacy Core's capabilities answered HTTP {response.status_code}; only 404/405/501 mean not supported")
-    client = ReferenceClient(fresh_world.core.http, fresh_world.route, fresh_world.primary.token, paths=fresh_world.cfg.wire["paths"])
+    expect(response.status_code in unsupported, "NEG-005",
+           f"a legacy Core's capabilities answered HTTP {response.status_code}; only {unsupported} mean not supported")
+    client = ReferenceClient.from_wire(fresh_world.core.http, fresh_world.route, fresh_world.primary.token, fresh_world.cfg.wire)
     expect(client.get_knowledge_capabilities().supported is False, "NEG-005", "the reference client did not classify the legacy Core as unsupported")

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conformance.checks import expect
+from conformance.names import response_stem
 from knowledge_schemas import load_registry
 from knowledge_schemas.openapi import bundle, load_document
 
@@ -56,7 +57,8 @@ def test_generated_requests_never_break_the_server(world: Any, pytestconfig: pyt
         if response.status_code >= 400:
             errors = load_registry().errors("error", response.json()) if response.headers.get("content-type", "").startswith("application/json") else ["not JSON"]
             expect(not errors, "WIRE-001", f"HTTP {response.status_code} without the error envelope: {errors[:2]}")
-        checked = httpx.Response(response.status_code, headers=response.headers, content=response.content, request=response.request)
+        content = world.cfg.names.canonical_content(response_stem(path, method, response.status_code), response.content)  # schemas use canonical names
+        checked = httpx.Response(response.status_code, headers=response.headers, content=content, request=response.request)
         checked.elapsed = datetime.timedelta(0)
         try:
             case.validate_response(checked, checks=[response_schema_conformance])

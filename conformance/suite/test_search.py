@@ -42,7 +42,7 @@ def test_search_without_hits_has_a_contract_status(world: Any) -> None:
 @R("SRCH-006")
 def test_hints_never_carry_the_full_document(world: Any) -> None:
     run_id = world.start_run()
-    client = ReferenceClient(world.core.http, world.route, world.primary.token, paths=world.cfg.wire["paths"])
+    client = ReferenceClient.from_wire(world.core.http, world.route, world.primary.token, world.cfg.wire)
     response = world.search("binding" if world.docs else world.cfg.probe_query, run_id)
     body = checks.ok(response, "SRCH-001", "search")  # content first: a full body also breaks the bounds checked below
     checked = 0

@@ -92,28 +92,43 @@ def _machine(make_world: Any, skew: float, exercised: set[str]) -> type[RuleBase
             exercised.add("SRCH-010")
 
         # ------------------------------------------------------------- read
-        def _predict(self, issued: IssuedRef) -> tuple[str, str]:
-            """The expected outcome and the requirement that predicts it."""
+        def _causes(self, issued: IssuedRef) -> dict[str, bool]:
+            """Each reason a read of ``issued`` may be refused, by error kind, and whether it holds."""
             age = self.now - issued.issued_at
+            return {
+                "reference_expired": age >= C.REFERENCE_TTL_SECONDS - skew,
+                "revision_changed": issued.revision != self.revision[issued.doc],
+                "scope_changed": issued.scope_epoch != self.scope_epoch or (issued.doc == "second" and not self.second_visible),
+            }
+
+        def _predict(self, issued: IssuedRef) -> tuple[str, str, set[str]]:
+            """The expected outcome, the requirement that predicts it, and the error kinds a refusal may carry.
+
+            When several causes hold at once the seeds do not say which one wins,
+            so a refusal may name any of them."""
+            age = self.now - issued.issued_at
+            kinds = {kind for kind, holds in self._causes(issued).items() if holds}
             if age >= C.REFERENCE_TTL_SECONDS + skew:
-                return "error", "REF-001"
+                return "error", "REF-001", kinds
             if issued.revision != self.revision[issued.doc]:
-                return "error", "REF-008"
+                return "error", "REF-008", kinds
             if issued.doc == "second" and not self.second_visible:
-                return "error", "REF-007"
-            if age >= C.REFERENCE_TTL_SECONDS - skew or issued.scope_epoch != self.scope_epoch:
-                return "either", "REF-007"
-            return "ok", "REF-002"
+                return "error", "REF-007", kinds
+            if issued.scope_epoch != self.scope_epoch:
+                return "either", "REF-007", kinds
+            if age >= C.REFERENCE_TTL_SECONDS - skew:
+                return "either", "REF-001", kinds
+            return "ok", "REF-002", kinds
 
         @rule(issued=refs, max_bytes=st.sampled_from([None, C.READ_MIN_MAX_BYTES, C.READ_MAX_MAX_BYTES]))
         def read(self, issued: Any, max_bytes: int | None) -> None:
             if not isinstance(issued, IssuedRef):
                 return
-            expected, rule_id = self._predict(issued)
+            expected, rule_id, kinds = self._predict(issued)
             extra = {} if max_bytes is None else {"max_bytes": max_bytes}
             response = self.world.read(issued.ref, issued.run_id, **extra)
             if expected == "error":
-                checks.reference_error(response, self.world.cfg, "reference_expired", requirement=rule_id)
+                checks.reference_error(response, self.world.cfg, kinds, requirement=rule_id)
                 exercised.add(rule_id)
             elif expected == "ok":
                 expect(response.status_code == 200, rule_id, f"a valid reference was refused: HTTP {response.status_code} {response.text[:200]}")
@@ -123,14 +138,15 @@ def _machine(make_world: Any, skew: float, exercised: set[str]) -> type[RuleBase
                 checks.page(response, ref=issued.ref, max_bytes=max_bytes, requirement_bound=bound)
                 exercised.add(bound)
             elif expected == "either":
-                checks.reference_error(response, self.world.cfg, "scope_changed", requirement="REF-007")
-                exercised.add("REF-007")
+                checks.reference_error(response, self.world.cfg, kinds, requirement=rule_id)
+                exercised.add(rule_id)
 
         @rule(issued=refs, run=runs)
         def read_under_another_run(self, issued: Any, run: str) -> None:
             if not isinstance(issued, IssuedRef) or run == issued.run_id:
                 return
-            checks.reference_error(self.world.read(issued.ref, run), self.world.cfg, "reference_mismatch", requirement="REF-006")
+            kinds = {"reference_mismatch", *(kind for kind, holds in self._causes(issued).items() if holds)}
+            checks.reference_error(self.world.read(issued.ref, run), self.world.cfg, kinds, requirement="REF-006")
             exercised.add("REF-006")
 
         # ------------------------------------------------- state and time
