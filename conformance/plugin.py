@@ -284,8 +284,8 @@ class SuiteSession:
                 report.user_properties.append(("sequence", json.dumps([scrub(s) for s in sequence])))
             recorder = self.state.get("recorder")
             if recorder is not None and recorder.current:
-                base = self.state.get("base_url", "")
-                exchanges = [{**asdict(e), "curl": e.curl(base)} for e in recorder.current[-4:]]
+                base, auth = self.state.get("base_url", ""), self.state["config"].wire["auth"]
+                exchanges = [{**asdict(e), "curl": e.curl(base, auth["header"], auth["scheme"])} for e in recorder.current[-4:]]
                 report.user_properties.append(("exchanges", json.dumps(exchanges)))
         self._scrub_report(report)
 

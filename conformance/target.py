@@ -79,7 +79,7 @@ def _serve_over_loopback(app: Any) -> tuple[str, Any]:
 
 
 def open_target(cfg: TargetConfig) -> Target:
-    recorder = Recorder(cfg.rate_limit)
+    recorder = Recorder(cfg.rate_limit, str(cfg.wire["auth"]["header"]))
 
     def on_response(response: httpx.Response) -> None:
         response.read()

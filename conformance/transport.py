@@ -50,9 +50,11 @@ class Exchange:
     response_body: str
     headers: dict[str, str] = field(default_factory=dict)
 
-    def curl(self, base_url: str) -> str:
+    def curl(self, base_url: str, auth_header: str = "Authorization", auth_scheme: str = "Bearer") -> str:
+        """A reproduction with the credential left to the reader (``$TOKEN``), in the target's own auth header."""
         data = f" -H 'Content-Type: application/json' --data-binary @- <<'JSON'\n{self.request_body}\nJSON" if self.request_body else ""
-        return f"curl -sS -X {self.method} '{base_url.rstrip('/')}{self.path}' -H 'Authorization: Bearer $TOKEN'{data}"
+        credential = f"{auth_scheme} $TOKEN".strip()
+        return f"curl -sS -X {self.method} '{base_url.rstrip('/')}{self.path}' -H '{auth_header}: {credential}'{data}"
 
 
 def _shorten(raw: bytes) -> str:
@@ -66,8 +68,9 @@ def _shorten(raw: bytes) -> str:
 class Recorder:
     """Counts requests (the per-run figure) and keeps the current test's exchanges."""
 
-    def __init__(self, rate_limit: float = 0.0) -> None:
+    def __init__(self, rate_limit: float = 0.0, auth_header: str = "Authorization") -> None:
         self.count = 0
+        self.auth_header = auth_header.lower()
         self.current: list[Exchange] = []
         self._min_gap = 1.0 / rate_limit if rate_limit > 0 else 0.0
         self._last = 0.0
@@ -91,5 +94,7 @@ class Recorder:
             request_body=scrub(_shorten(request.content)),
             status=response.status_code,
             response_body=scrub(_shorten(response.content)),
-            headers={k: (REDACTED if k.lower() == "authorization" else scrub(v)) for k, v in request.headers.items() if k.lower() in ("authorization", "content-type")},
+            # The credential header is kept, redacted, under its usual name whatever the target calls it.
+            headers={("authorization" if k.lower() == self.auth_header else k.lower()): (REDACTED if k.lower() == self.auth_header else scrub(v))
+                     for k, v in request.headers.items() if k.lower() in (self.auth_header, "content-type")},
         ))
