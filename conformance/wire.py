@@ -67,6 +67,7 @@ class ControlWire:
         self.base = base_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}"}
         self.created: list[str] = []  # workspaces this run made, removed again by cleanup()
+        self.published: list[str] = []  # every revision text this run wrote, for leak checks
         SECRETS.add(token)
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
@@ -97,6 +98,7 @@ class ControlWire:
         return dict(self._call("PUT", f"/workspaces/{route}/corpus", {"bases": bases})["items"])
 
     def publish(self, route: str, item_id: str, content: str) -> str:
+        self.published.append(content)
         return str(self._call("POST", f"/workspaces/{route}/items/{item_id}/revisions", {"content": content})["revision_id"])
 
     def set_scope(self, route: str, account: str, bases: list[str]) -> None:

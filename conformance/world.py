@@ -13,6 +13,7 @@ import pytest
 from conformance import checks, corpus
 from conformance.checks import ok
 from conformance.config import TargetConfig
+from conformance.leaks import DocumentText
 from conformance.wire import ControlWire, CoreWire
 
 OTHER_HUB = "https://other-hub.knowledge-conformance.example"
@@ -55,6 +56,13 @@ class World:
         if key not in self.docs:
             pytest.skip(f"not verified: needs the suite's own corpus (document {key!r}), seeded through control")
         return self.docs[key]
+
+    def document_text(self) -> DocumentText:
+        """Every document and revision text this run wrote, to prove a response carries none of it."""
+        known = self.__dict__.setdefault("_text", DocumentText())
+        known.add(d.content for d in self.docs.values())
+        known.add(self.control.published if self.control is not None else [])
+        return known
 
     def __repr__(self) -> str:
         return f"World(route={self.route!r}, control={self.control is not None}, docs={sorted(self.docs)})"
