@@ -59,7 +59,7 @@ class World:
 
     def document_text(self) -> DocumentText:
         """Every document and revision text this run wrote, to prove a response carries none of it."""
-        known = self.__dict__.setdefault("_text", DocumentText())
+        known: DocumentText = self.__dict__.setdefault("_text", DocumentText())
         known.add(d.content for d in self.docs.values())
         known.add(self.control.published if self.control is not None else [])
         return known
