@@ -9,7 +9,7 @@ against every one and check that it reports exactly that.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import yaml
 
@@ -25,6 +25,7 @@ class Quirk:
     description: str
     exit: int  # of a whole-suite run: 1 when a violated ID is a MUST, 0 (a SHOULD warning) otherwise
     strict_only: bool = False  # the seeds allow it: caught only with [wire] codes.strict = true
+    suite_misses: dict[str, str] = field(default_factory=dict)  # known gaps of the suite: ID -> what it would need
 
 
 def load_quirks(data: object) -> dict[str, Quirk]:
@@ -38,7 +39,7 @@ def load_quirks(data: object) -> dict[str, Quirk]:
         if entry["name"] in quirks:
             raise ValueError(f"{OUTCOMES_FILE}: quirk {entry['name']!r} is listed twice")
         quirks[entry["name"]] = Quirk(entry["name"], tuple(entry["violates"]), entry["description"], entry["exit"],
-                                      entry.get("strict_only", False))
+                                      entry.get("strict_only", False), dict(entry.get("suite_misses", {})))
     return quirks
 
 

@@ -27,16 +27,35 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Conf
     workers = int(os.environ.get("KC_QUIRK_WORKERS", "2"))
     found = detection.run_all(CHOSEN, tmp_path_factory.mktemp("quirks"), workers)
     reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line("\nquirk detection (quirk, expected failing IDs, verdict, exit, seconds, other failed IDs)")
-        for line in detection.table(QUIRKS, found).splitlines():
-            reporter.write_line("  " + line)
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():  # the measured table, shown on every run
+            reporter.write_line("\nquirk detection (quirk, expected failing IDs, verdict, exit, seconds, other failed IDs)")
+            for line in detection.table(QUIRKS, found).splitlines():
+                reporter.write_line("  " + line)
     return found
 
 
-@pytest.mark.parametrize("name", [q.name for q in CHOSEN])
+class SuiteMisses(AssertionError):
+    """Only the known gaps recorded in the table (suite_misses) were missed."""
+
+
+def _expected(quirk: Quirk) -> object:
+    if not quirk.suite_misses:
+        return quirk.name
+    reason = "suite misses " + "; ".join(f"{rid}: {why}" for rid, why in quirk.suite_misses.items())
+    return pytest.param(quirk.name, marks=pytest.mark.xfail(raises=SuiteMisses, strict=True, reason=reason))
+
+
+@pytest.mark.parametrize("name", [_expected(q) for q in CHOSEN])
 def test_every_quirk_is_detected(outcomes: dict[str, detection.Outcome], name: str) -> None:
-    assert detection.problems(QUIRKS[name], outcomes[name]) == []
+    """Every expected ID failed and the exit matches. A known gap of the suite is an expected
+    failure (xfail, strict): once the suite catches it, this fails until the entry goes."""
+    quirk = QUIRKS[name]
+    issues = detection.problems(quirk, outcomes[name])
+    assert [i for i in issues if i not in detection.known_gaps(quirk)] == []
+    if issues:
+        raise SuiteMisses("; ".join(issues))
 
 
 # ----------------------------------------------------------- the judging can fail

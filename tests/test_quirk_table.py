@@ -66,6 +66,12 @@ def test_strict_only_quirks_break_interpretations_only() -> None:
     assert [(q.name, rid) for q in strict for rid in q.violates if not catalogue[rid].interpretation] == []
 
 
+def test_known_suite_gaps_are_some_of_the_violated_ids() -> None:
+    """A recorded gap names an ID the quirk violates, and the suite must still catch at least one other."""
+    wrong = [q.name for q in QUIRKS.values() if q.suite_misses and not set(q.suite_misses) < set(q.violates)]
+    assert wrong == []
+
+
 def test_the_clean_app_has_no_miniature() -> None:
     assert compose([]) == (Core, [])
     assert type(create_app(demo=False).state.core) is Core
