@@ -36,9 +36,6 @@ class Captured:
     headers: list[tuple[bytes, bytes]]
     body: bytes
 
-    def json(self) -> Any:
-        return json.loads(self.body)
-
     async def send_to(self, send: Send) -> None:
         headers = [(k, v) for k, v in self.headers if k.lower() != b"content-length"]
         headers.append((b"content-length", str(len(self.body)).encode()))
