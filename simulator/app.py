@@ -1,4 +1,9 @@
-"""The ASGI application: Core routes, optional control routes, middleware."""
+"""The ASGI application: Core routes, optional control routes, middleware.
+
+``create_app(quirks=[...])`` builds the same clean app around a Core with the
+named miniatures (``simulator.miniatures``) composed in: none of them is a
+branch in here or in the Core.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from simulator.core import Caller, Core
 from simulator.corpus import seed_demo
 from simulator.errors import ApiError
 from simulator.http import error_response, json_response, read_json, validate
+from simulator.miniatures import compose
 from simulator.quirks import parse_quirks
 from simulator.store import Store
 from simulator.wire_names import WireNames
@@ -34,8 +40,27 @@ log = logging.getLogger("knowledge_sim")
 BASE = "/agent-api/v1/workspaces/{route}"
 
 
+class NoStore:
+    """Adds Cache-Control: no-store to every response (vendor convention)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"cache-control", b"no-store")]
+            await send(message)
+
+        await self.app(scope, receive, wrapped)
+
+
 class Observe:
-    """Adds Cache-Control: no-store, keeps the request transcript, logs one JSON line per request."""
+    """Keeps the request transcript and logs one JSON line per request, as the client saw it."""
 
     def __init__(self, app: ASGIApp, core: Core, transcript: deque[dict[str, Any]]) -> None:
         self.app, self.core, self.transcript = app, core, transcript
@@ -46,13 +71,10 @@ class Observe:
             return
         started = time.perf_counter()
         status = {"code": 500}
-        no_store = not self.core.q("cache_control_missing")
 
         async def wrapped(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
-                if no_store:
-                    message["headers"] = [*message.get("headers", []), (b"cache-control", b"no-store")]
             await send(message)
 
         try:
@@ -65,22 +87,16 @@ class Observe:
                                  "ms": round((time.perf_counter() - started) * 1000, 2)}))
 
 
-def _endpoint(core: Core, handler: Callable[[Request, Core, Caller], Awaitable[Response]], *, knowledge: bool,
-              missing_quirk: str | None = None) -> Callable[[Request], Awaitable[Response]]:
+def _endpoint(core: Core, handler: Callable[[Request, Core, Caller], Awaitable[Response]], *,
+              knowledge: bool) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         route = request.path_params["route"]
         try:
-            auth = request.headers.get("authorization")
-            if handler is _capabilities and not auth and core.q("capabilities_unauthenticated"):
-                first = core.store.first_identity(route)
-                auth = f"Bearer {first.token}" if first else None
-            caller = core.authenticate(auth, route, knowledge_op=knowledge)
+            caller = core.authenticate(request.headers.get("authorization"), route, knowledge_op=knowledge)
             if knowledge:
                 refusal = core.legacy_refusal(route)
                 if refusal is not None:
                     return error_response(refusal)
-                if missing_quirk is not None and core.q(missing_quirk):
-                    return error_response(ApiError(404, "not_found", "unknown path"))
             return await handler(request, core, caller)
         except ApiError as err:
             return error_response(err)
@@ -89,12 +105,7 @@ def _endpoint(core: Core, handler: Callable[[Request, Core, Caller], Awaitable[R
 
 
 async def _body(request: Request, core: Core, stem: str) -> dict[str, Any]:
-    body = await read_json(request, max_bytes=core.config.max_body_bytes, crash_on_bad_json=core.q("crash_on_bad_input"))
-    if stem == "read-request":
-        if core.q("max_bytes_unchecked") and isinstance(body.get("max_bytes"), int):
-            body["max_bytes"] = min(max(body["max_bytes"], 4096), 32768)
-        if core.q("oversize_ref_accepted") and isinstance(body.get("ref"), str):
-            body["ref"] = body["ref"][:4096]
+    body = await read_json(request, max_bytes=core.config.max_body_bytes)
     return validate(body, load_registry().validator(stem))
 
 
@@ -131,8 +142,9 @@ async def _internal(request: Request, exc: Exception) -> Response:
 
 
 def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
-    """A fresh simulator. ``options`` override fields of ``SimConfig`` (``quirks`` may be any iterable;
-    ``wire_names``, the ``[names.*]`` tables, serves other member names)."""
+    """A fresh simulator. ``options`` override fields of ``SimConfig`` (``quirks`` may be any iterable):
+    the clean Core and app, with each named quirk's miniature composed around them; ``wire_names``,
+    the ``[names.*]`` tables, serves other member names."""
     if "quirks" in options:
         options["quirks"] = parse_quirks(list(options["quirks"]))
     config = SimConfig(**{**(config.__dict__ if config else {}), **options})
@@ -141,14 +153,15 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     rng = Random(config.seed)
     clock = Clock(config.clock_start, frozen=config.frozen_clock)
     store = Store(config.database, rng)
-    core = Core(config, store, clock)
+    core_class, wrappers = compose(config.quirks)
+    core = core_class(config, store, clock)
     transcript: deque[dict[str, Any]] = deque(maxlen=10_000)
     if config.demo and not store.routes():
         seed_demo(core)
     routes: list[Route | Mount] = [
-        Route(f"{BASE}/knowledge/capabilities", _endpoint(core, _capabilities, knowledge=True, missing_quirk="capabilities_missing"), methods=["GET"]),
-        Route(f"{BASE}/knowledge/search", _endpoint(core, _search, knowledge=True, missing_quirk="search_missing"), methods=["POST"]),
-        Route(f"{BASE}/knowledge/read", _endpoint(core, _read, knowledge=True, missing_quirk="read_missing"), methods=["POST"]),
+        Route(f"{BASE}/knowledge/capabilities", _endpoint(core, _capabilities, knowledge=True), methods=["GET"]),
+        Route(f"{BASE}/knowledge/search", _endpoint(core, _search, knowledge=True), methods=["POST"]),
+        Route(f"{BASE}/knowledge/read", _endpoint(core, _read, knowledge=True), methods=["POST"]),
         Route(f"{BASE}/turns", _endpoint(core, _turn, knowledge=False), methods=["POST"]),
     ]
     if config.control_enabled:
@@ -156,7 +169,9 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     app = Starlette(
         routes=routes,
         exception_handlers={HTTPException: _not_found, Exception: _internal},
-        middleware=[Middleware(Observe, core=core, transcript=transcript), Middleware(RouteTime)],
+        # Miniatures sit between the transcript (what the client saw) and the clean app.
+        middleware=[Middleware(Observe, core=core, transcript=transcript), *(Middleware(w, core=core) for w in wrappers),
+                    Middleware(NoStore), Middleware(RouteTime)],
     )
     app.state.core = core
     app.state.wire_names = wire_names

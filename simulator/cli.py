@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "quirks":
         for quirk in QUIRKS.values():
-            print(f"{quirk.name:32} {','.join(quirk.violates):28} {quirk.description}")
+            strict = "  (seed-allowed: caught with [wire] codes.strict = true)" if quirk.strict_only else ""
+            print(f"{quirk.name:32} {','.join(quirk.violates):28} {quirk.description}{strict}")
         return 0
     import uvicorn
 

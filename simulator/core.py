@@ -1,11 +1,11 @@
 """The Core's knowledge behaviour, independent of HTTP: identities, turns,
-capabilities, search, read, references. Quirks bend it on purpose."""
+capabilities, search, read, references. The reference behaviour only: deliberate
+deviations are separate wrappers around it (``simulator.miniatures``)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +15,7 @@ from simulator.config import SimConfig
 from simulator.errors import ApiError, reference_error
 from simulator.signing import MAX_TOKEN_BYTES, Signer, TokenError, digest
 from simulator.sizing import dumps, fit_prefix, trim
-from simulator.store import Identity, Revision, Run, Store
+from simulator.store import Identity, Revision, Run, Scope, Store
 
 KNOWLEDGE_SCHEMA = "bailing.agent-knowledge.v1"
 CAPABILITIES_SCHEMA = "bailing.agent-knowledge-capabilities.v1"
@@ -50,6 +50,9 @@ class Caller:
 
 
 class Core:
+    reference_ttl: float = REFERENCE_TTL  # seconds a reference or cursor stays valid
+    chain_budget: float = CHAIN_BUDGET  # content bytes one read chain may deliver
+
     def __init__(self, config: SimConfig, store: Store, clock: Clock) -> None:
         self.config = config
         self.store = store
@@ -57,23 +60,18 @@ class Core:
         self.signer = Signer(store.signing_key())
         self.faults: list[tuple[str, str | None]] = []
 
-    def q(self, quirk: str) -> bool:
-        return quirk in self.config.quirks
-
     # ------------------------------------------------------------ identity
     def authenticate(self, authorization: str | None, route: str, *, knowledge_op: bool) -> Caller:
         """Token first (401 before route matching), then the route (vendor convention)."""
         scheme, _, token = (authorization or "").partition(" ")
         ident = self.store.identity(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
-        if ident is None and knowledge_op and self.q("auth_optional") and self.store.workspace(route):
-            ident = self.store.first_identity(route)
         if ident is None:
             raise ApiError(401, "unauthorized", "missing or invalid bearer token")
         if not ROUTE.match(route) or route == "auto":
             raise ApiError(400, "invalid_route", "route must match [a-z0-9][a-z0-9_-]{1,63} and not be 'auto'")
         if self.store.workspace(route) is None:
             raise ApiError(404, "route_unavailable", f"no workspace is reachable at route {route!r}")
-        if ident.route != route and not self.q("route_unchecked"):
+        if ident.route != route:
             raise ApiError(403, "route_not_allowed", "this token belongs to another workspace")
         return Caller(ident, route)
 
@@ -86,8 +84,6 @@ class Core:
         mode, status = self.mode(route)
         if mode != "legacy":
             return None
-        if self.q("legacy_answers_500"):
-            return ApiError(500, "internal_error", "unexpected failure")
         return ApiError(status, LEGACY_BODIES[status], "unknown path")
 
     def take_fault(self, kind: str, route: str) -> bool:
@@ -97,28 +93,23 @@ class Core:
                 return True
         return False
 
-    def _run(self, run_id: str, caller: Caller, *, lenient: bool = False) -> Run:
+    def _run(self, run_id: str, caller: Caller) -> Run:
         run = self.store.run(run_id)
         ident = caller.identity
         if run is None or run.session_id != ident.session_id or run.route != caller.route or run.hub != ident.hub:
-            if lenient:
-                return Run(run_id, caller.route, ident.session_id, ident.account, ident.hub)
             raise ApiError(404, "run_not_found", "no run with this id in this Agent Session and route")
         return run
 
     # -------------------------------------------------------- capabilities
     def capabilities(self, caller: Caller) -> dict[str, Any]:
         mode, _ = self.mode(caller.route)
-        limits = dict(LIMITS)
-        if self.q("capabilities_loose_limits"):
-            limits.update(search_max_hints=5, read_chain_max_bytes=262144)
         return {
             "schema_version": CAPABILITIES_SCHEMA,
-            "knowledge_schema_version": "bailing.agent-knowledge.v2" if self.q("capabilities_wrong_schema") else KNOWLEDGE_SCHEMA,
-            "route": "other-route" if self.q("capabilities_wrong_route") else caller.route,
-            "enabled": mode != "disabled" or self.q("disabled_still_enabled"),
-            "delivery_modes": ["inline"] if self.q("capabilities_inline_only") else ["inline", "on_demand"],
-            "limits": limits,
+            "knowledge_schema_version": KNOWLEDGE_SCHEMA,
+            "route": caller.route,
+            "enabled": mode != "disabled",
+            "delivery_modes": ["inline", "on_demand"],
+            "limits": dict(LIMITS),
         }
 
     # --------------------------------------------------------------- turns
@@ -129,19 +120,14 @@ class Core:
             raise ApiError(400, "invalid_request", "unknown field knowledge_delivery")
         key = json.dumps([ident.session_id, caller.route, body["client_conversation_id"], body["client_turn_id"], body["user_message_id"]])
         fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-        existing = self.store.turn(key)
-        if existing is not None and not self.q("turn_no_pinning"):
-            if existing[0] != fingerprint:
-                raise ApiError(409, "turn_conflict", "this turn identity was already used with another payload")
-            return 200, existing[1].encode("utf-8")
+        replayed = self._replay(key, fingerprint)
+        if replayed is not None:
+            return 200, replayed
         now = self.clock.now()
         run = Run(self.store.new_uuid(), caller.route, ident.session_id, ident.account, ident.hub)
-        delivery = body.get("knowledge_delivery", "inline")
-        if self.q("turn_ignores_delivery"):
-            delivery = "inline"
-        context = self._turn_context(caller, run, body["user_input"], delivery, mode)
+        context = self._turn_context(caller, run, body["user_input"], body.get("knowledge_delivery", "inline"), mode)
         response = dumps({
-            "schema_version": "bailing.agent-turn.v0" if self.q("turn_bad_schema_version") else TURN_SCHEMA,
+            "schema_version": TURN_SCHEMA,
             "run_id": run.run_id,
             "context": context,
         }).decode("utf-8")
@@ -150,19 +136,21 @@ class Core:
             raise ApiError(502, "response_lost", "the turn committed but its response was lost (injected fault)")
         return 200, response.encode("utf-8")
 
+    def _replay(self, key: str, fingerprint: str) -> bytes | None:
+        """The frozen response of a committed turn with this identity; another payload is a conflict."""
+        existing = self.store.turn(key)
+        if existing is None:
+            return None
+        if existing[0] != fingerprint:
+            raise ApiError(409, "turn_conflict", "this turn identity was already used with another payload")
+        return existing[1].encode("utf-8")
+
     def _turn_context(self, caller: Caller, run: Run, user_input: str, delivery: str, mode: str) -> dict[str, Any]:
         context: dict[str, Any] = {"knowledge": [], "knowledge_refs": [], "governance": {"knowledge_trust": "reference_only"}}
         if delivery == "on_demand":
             status, hints = self._search_hints(caller, run, user_input[:1000], MAX_HINTS, mode, endpoint=False)
-            if self.q("turn_unbounded_hints"):
-                hints = (hints * 5)[:5] or hints
-            envelope = {"schema_version": KNOWLEDGE_SCHEMA, "mode": "ondemand" if self.q("turn_delivery_bad_schema") else "on_demand",
-                        "status": status, "trust": "reference_only"}
+            envelope = {"schema_version": KNOWLEDGE_SCHEMA, "mode": "on_demand", "status": status, "trust": "reference_only"}
             context["knowledge_delivery"] = self._fit(envelope, hints, "hints", SEARCH_MAX_BYTES)
-            if self.q("turn_bodies_on_demand"):
-                context["knowledge"] = self._inline_bodies(caller, run, user_input)[0]
-            if self.q("turn_missing_refs_array"):
-                del context["knowledge_refs"]
             return context
         if mode != "disabled":
             context["knowledge"], context["knowledge_refs"] = self._inline_bodies(caller, run, user_input)
@@ -178,7 +166,10 @@ class Core:
 
     # -------------------------------------------------------------- search
     def search(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
-        run = self._run(body["run_id"], caller, lenient=self.q("search_ignores_run"))
+        return self._search_in(caller, self._run(body["run_id"], caller), body)
+
+    def _search_in(self, caller: Caller, run: Run, body: dict[str, Any]) -> dict[str, Any]:
+        """Search on behalf of ``run``, already resolved as the caller's."""
         mode, _ = self.mode(caller.route)
         status, hints = self._search_hints(caller, run, body["query"], min(int(body.get("limit", MAX_HINTS)), MAX_HINTS), mode, endpoint=True)
         envelope: dict[str, Any] = {"schema_version": KNOWLEDGE_SCHEMA, "status": status, "trust": "reference_only"}
@@ -188,10 +179,7 @@ class Core:
                 "partial": "some knowledge bases could not be searched",
                 "disabled": "knowledge is disabled for this workspace",
             }[status]
-        out = self._fit(envelope, hints, "hints", SEARCH_MAX_BYTES)
-        if self.q("trust_missing"):
-            out.pop("trust")
-        return out
+        return self._fit(envelope, hints, "hints", SEARCH_MAX_BYTES)
 
     def _visible_bases(self, caller: Caller) -> list[str] | None:
         scope = self.store.scope(caller.route, caller.identity.account)
@@ -200,52 +188,36 @@ class Core:
     def _search_hints(self, caller: Caller, run: Run, query: str, limit: int, mode: str, *, endpoint: bool) -> tuple[str, list[dict[str, Any]]]:
         """Hints for a search request, or for a turn's on_demand context (``endpoint=False``:
         the injected search fault targets the search endpoint only)."""
-        if mode == "disabled" and not self.q("disabled_still_enabled"):
+        if mode == "disabled":
             return "disabled", []
         if mode == "unavailable" or (endpoint and self.take_fault("fail_next_search_unavailable", caller.route)):
-            return ("ok" if self.q("unavailable_as_empty_ok") else "unavailable"), []
+            return "unavailable", []
         bases = self._visible_bases(caller)
         status = "ok"
         if mode == "partial":
             reachable = bases if bases is not None else self.store.base_ids(caller.route)
             bases = reachable[:-1]
-            status = "ok" if self.q("partial_as_ok") else "partial"
-        if self.q("search_fourth_hint"):
-            limit = 4
+            status = "partial"
         found = self.store.search(caller.route, query, bases, limit)
-        if self.q("search_fourth_hint") and len(found) < 4:
-            seen = {r.item_id for r in found}
-            found += [r for r in self.store.first_items(caller.route, bases, 8) if r.item_id not in seen][: 4 - len(found)]
-        if not found and self.q("search_status_empty"):
-            status = "empty"
         return status, [self._hint(caller, run, r) for r in found]
 
     def _hint(self, caller: Caller, run: Run, rev: Revision) -> dict[str, Any]:
-        if self.q("search_full_content"):
-            summary = rev.content
-        elif rev.summary:
+        if rev.summary:
             summary = rev.summary
         else:
-            cut = min(2000 if self.q("search_oversize") else 240, len(rev.content) // 2)
-            summary = rev.content[:cut].rstrip() + "…"
-        hint = {"title": rev.title, "summary": summary, "ref": self._ref(caller, run, rev)}
-        if self.q("search_hint_without_summary"):
-            del hint["summary"]
-        return hint
+            summary = rev.content[: min(240, len(rev.content) // 2)].rstrip() + "…"
+        return {"title": rev.title, "summary": summary, "ref": self._ref(caller, run, rev)}
 
     def _fit(self, envelope: dict[str, Any], hints: list[dict[str, Any]], key: str, limit: int) -> dict[str, Any]:
         """Trim titles and summaries on character boundaries until the JSON fits ``limit`` bytes."""
-        if self.q("search_oversize"):
-            return {**envelope, key: hints}
-        keep_summary = self.q("search_full_content")  # that quirk deviates in the summary only
-        bare = [{**h, "title": "", **({"summary": ""} if "summary" in h and not keep_summary else {})} for h in hints]
+        bare = [{**h, "title": "", **({"summary": ""} if "summary" in h else {})} for h in hints]
         spare = limit - len(dumps({**envelope, key: bare})) - 16 * len(hints)
         each = spare // max(1, len(hints))
         fitted = []
         for h in hints:
             title = trim(h["title"], max(8, each // 4))
             out = {**h, "title": title}
-            if "summary" in h and not keep_summary:
+            if "summary" in h:
                 out["summary"] = trim(h["summary"], max(8, each - len(dumps(title))))
             fitted.append(out)
         return {**envelope, key: fitted}
@@ -257,49 +229,37 @@ class Core:
             "r": run.run_id, "i": rev.item_id, "v": rev.revision_id,
             "sv": self.store.scope(caller.route, caller.identity.account).version, "t": self.clock.now(),
         }
-        if self.q("long_refs"):
-            claims["pad"] = "x" * 3200
         return self.signer.sign("ref", claims)
 
-    def _ref_error(self, status: int, code: str, message: str, leak: Revision | None = None) -> ApiError:
-        if self.q("generic_error_codes"):
-            code = "invalid_reference"
-        err = ApiError(status, code, message) if self.q("error_without_next_action") else reference_error(status, code, message)
-        if leak is not None and self.q("error_leaks_content"):
-            err.extra["content"] = leak.content[:200]
-        return err
+    def _ref_error(self, status: int, code: str, message: str) -> ApiError:
+        return reference_error(status, code, message)
 
     def _claims(self, kind: str, token: str) -> dict[str, Any]:
-        if self.q("oversize_ref_accepted"):
-            parts = token.split(".")
-            if len(parts) == 3:
-                token = ".".join([parts[0], parts[1], parts[2][:24]])
-        elif len(token.encode("utf-8")) > MAX_TOKEN_BYTES:
+        if len(token.encode("utf-8")) > MAX_TOKEN_BYTES:
             raise self._ref_error(400, "knowledge_reference_invalid", f"the {kind} is longer than {MAX_TOKEN_BYTES} bytes")
         try:
-            return self.signer.verify(kind, token, check_mac=not self.q("unsigned_refs"))
+            return self.signer.verify(kind, token)
         except TokenError as exc:
             raise self._ref_error(400, "knowledge_reference_invalid", str(exc)) from None
 
     def _check_binding(self, kind: str, claims: dict[str, Any], caller: Caller, run: Run) -> None:
-        ident = caller.identity
-        checks = [
-            ("h", ident.hub, "ref_any_hub", "Hub"),
-            ("s", ident.session_id, "ref_any_session", "Agent Session"),
-            ("a", ident.account, "ref_any_account", "account"),
-            ("w", caller.route, "ref_any_route", "route"),
-            ("r", run.run_id, "ref_any_run", "run"),
-        ]
-        sloppy = any(self.q(quirk) for _, _, quirk, _ in checks[:-1])  # a server that skips one binding skips the run too
-        for key, expected, quirk, label in checks:
-            if claims.get(key) != expected and not self.q(quirk) and not (key == "r" and sloppy):
+        for key, expected, label in binding(caller, run):
+            if claims.get(key) != expected:
                 raise self._ref_error(403, "knowledge_reference_mismatch", f"this {kind} belongs to another {label}")
 
-    def _check_age(self, kind: str, claims: dict[str, Any], leak: Revision | None) -> None:
-        ttl = math.inf if self.q("refs_never_expire") else (60.0 if self.q("refs_expire_early") else REFERENCE_TTL)
+    def _check_age(self, kind: str, claims: dict[str, Any]) -> None:
         issued = claims.get("t")
-        if not isinstance(issued, (int, float)) or self.clock.now() - issued >= ttl:
-            raise self._ref_error(410, "knowledge_reference_expired", f"this {kind} expired; search again", leak)
+        if not isinstance(issued, (int, float)) or self.clock.now() - issued >= self.reference_ttl:
+            raise self._ref_error(410, "knowledge_reference_expired", f"this {kind} expired; search again")
+
+    def _check_scope(self, claims: dict[str, Any], current: Revision | None, scope: Scope) -> None:
+        in_scope = current is not None and (scope.bases is None or current.base_id in scope.bases)
+        if claims.get("sv") != scope.version or not in_scope:
+            raise self._ref_error(409, "knowledge_scope_changed", "the knowledge scope changed since this reference was issued")
+
+    def _check_revision(self, claims: dict[str, Any], current: Revision) -> None:
+        if current.revision_id != claims.get("v"):
+            raise self._ref_error(409, "knowledge_revision_changed", "a newer revision was published since this reference was issued")
 
     # ---------------------------------------------------------------- read
     def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
@@ -312,30 +272,22 @@ class Core:
         ref = body["ref"]
         claims = self._claims("ref", ref)
         self._check_binding("reference", claims, caller, run)
-        home = str(claims.get("w")) if self.q("ref_any_route") else caller.route
+        home = str(claims.get("w"))  # the route the reference names: the caller's, once the binding holds
         current = self.store.current_revision(home, str(claims.get("i")))
-        self._check_age("reference", claims, current)
-        scope = self.store.scope(home, caller.identity.account)
-        if not self.q("scope_change_ignored"):
-            in_scope = current is not None and (scope.bases is None or current.base_id in scope.bases)
-            if claims.get("sv") != scope.version or not in_scope:
-                raise self._ref_error(409, "knowledge_scope_changed", "the knowledge scope changed since this reference was issued")
+        self._check_age("reference", claims)
+        self._check_scope(claims, current, self.store.scope(home, caller.identity.account))
         if current is None:
             raise self._ref_error(409, "knowledge_revision_changed", "the referenced item is no longer published")
-        if current.revision_id != claims.get("v") and not self.q("revision_change_ignored"):
-            raise self._ref_error(409, "knowledge_revision_changed", "a newer revision was published since this reference was issued")
+        self._check_revision(claims, current)
         offset, consumed = 0, 0
         if "cursor" in body:
             cursor = self._claims("cursor", body["cursor"])
             self._check_binding("cursor", cursor, caller, run)
-            self._check_age("cursor", cursor, current)
+            self._check_age("cursor", cursor)
             if cursor.get("p") != digest(ref) or not isinstance(cursor.get("o"), int) or not isinstance(cursor.get("b"), int):
                 raise self._ref_error(400, "knowledge_reference_invalid", "this cursor does not continue this reference")
             offset, consumed = cursor["o"], cursor["b"]
-        max_bytes = int(body.get("max_bytes", READ_MAX_BYTES if self.q("read_default_32k") else READ_DEFAULT_BYTES))
-        if self.q("max_bytes_ignored"):
-            max_bytes = READ_DEFAULT_BYTES
-        return self._page(caller, run, ref, current, offset, consumed, max_bytes, claims)
+        return self._page(caller, run, ref, current, offset, consumed, int(body.get("max_bytes", READ_DEFAULT_BYTES)))
 
     def _cursor(self, caller: Caller, run: Run, ref: str, offset: int, consumed: int) -> str:
         ident = caller.identity
@@ -344,50 +296,35 @@ class Core:
             "p": digest(ref), "o": offset, "b": consumed, "t": self.clock.now(),
         })
 
-    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int,
-              claims: dict[str, Any]) -> dict[str, Any]:
+    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
+        """The page of ``rev`` from character ``offset`` that fits ``max_bytes``, ``consumed`` content bytes into its chain."""
         doc = rev.content
         doc_bytes = len(doc.encode("utf-8"))
-        budget = math.inf if self.q("no_read_budget") else CHAIN_BUDGET
-        remaining = budget - consumed
-        out_ref = self.signer.sign("ref", {**claims, "t": claims["t"] + 0.5}) if self.q("read_new_ref") else ref
+        remaining = self.chain_budget - consumed
         shell: dict[str, Any] = {
-            "schema_version": KNOWLEDGE_SCHEMA, "ref": out_ref, "revision": rev.revision_id, "content": "",
+            "schema_version": KNOWLEDGE_SCHEMA, "ref": ref, "revision": rev.revision_id, "content": "",
             "next_cursor": self._cursor(caller, run, ref, doc_bytes, 10 * CHAIN_BUDGET),
             "truncated": False, "budget_exhausted": False, "trust": "reference_only",
             "total_content_bytes": doc_bytes, "read_chain_max_bytes": CHAIN_BUDGET,
         }
         room = max_bytes - len(dumps(shell))
-        if self.q("split_characters"):
-            # Offsets are bytes here; each page drops its last byte, splitting a trailing multi-byte character.
-            raw = doc.encode("utf-8")
-            text = raw[offset:].decode("utf-8", errors="ignore")
-            keep = fit_prefix(text, room, raw_budget=int(min(remaining, 1 << 40)))
-            nbytes = max(1, len(text[:keep].encode("utf-8")) - 1)
-            content = raw[offset: offset + nbytes].decode("utf-8", errors="replace")
-            end, size, at_end = offset + nbytes, nbytes, offset + nbytes >= doc_bytes
-            next_size = 1
-        else:
-            window_text = doc[offset: offset + max(room, 0)]
-            keep = fit_prefix(window_text, room, raw_budget=int(min(remaining, 1 << 40)))
-            content = window_text[:keep]
-            end, size = offset + keep, len(content.encode("utf-8"))
-            at_end = end >= len(doc)
-            next_size = 0 if at_end else len(doc[end].encode("utf-8"))
+        window_text = doc[offset: offset + max(room, 0)]
+        keep = fit_prefix(window_text, room, raw_budget=int(min(remaining, 1 << 40)))
+        content = window_text[:keep]
+        end, size = offset + keep, len(content.encode("utf-8"))
+        at_end = end >= len(doc)
+        next_size = 0 if at_end else len(doc[end].encode("utf-8"))
         exhausted = not at_end and remaining - size < next_size
         page: dict[str, Any] = {**shell, "content": content, "truncated": not at_end, "next_cursor": None}
-        if self.q("wrong_total_bytes"):
-            page["total_content_bytes"] = len(doc)
         if exhausted:
             page["budget_exhausted"] = True
-            if self.q("budget_claims_complete"):
-                page["truncated"] = False
-                page["budget_exhausted"] = False
         elif not at_end:
-            resume = end - 1 if self.q("pages_overlap") and end - 1 > offset else end
-            page["next_cursor"] = self._cursor(caller, run, ref, resume, consumed + size)
-        if self.q("truncated_lies"):
-            page["truncated"] = False
-        if self.q("trust_missing"):
-            page.pop("trust")
+            page["next_cursor"] = self._cursor(caller, run, ref, end, consumed + size)
         return page
+
+
+def binding(caller: Caller, run: Run) -> list[tuple[str, str, str]]:
+    """What a reference is bound to: (claim, the caller's value, what it names), run last."""
+    ident = caller.identity
+    return [("h", ident.hub, "Hub"), ("s", ident.session_id, "Agent Session"), ("a", ident.account, "account"),
+            ("w", caller.route, "route"), ("r", run.run_id, "run")]

@@ -25,7 +25,7 @@ def error_response(err: ApiError) -> Response:
     return json_response(err.body(), err.status)
 
 
-async def read_json(request: Request, *, max_bytes: int, crash_on_bad_json: bool = False) -> dict[str, Any]:
+async def read_json(request: Request, *, max_bytes: int) -> dict[str, Any]:
     """The request's JSON object, or an ApiError: 413 past ``max_bytes``, else 400."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
@@ -43,8 +43,6 @@ async def read_json(request: Request, *, max_bytes: int, crash_on_bad_json: bool
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        if crash_on_bad_json:
-            raise RuntimeError("unparsed body") from exc
         raise ApiError(400, "invalid_request", f"request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_request", "request body must be a JSON object")

@@ -1,48 +1,91 @@
-"""Test the tester: for every simulator quirk, the suite must fail a requirement the quirk names."""
+"""Test the tester: for every simulator quirk, a whole-suite run must fail every
+requirement the quirk violates and end with the expected exit code.
+
+``KC_QUIRKS`` picks the quirks: ``all`` (default), ``fast`` (a subset with one
+quirk of each area and kind of miniature) or a comma-separated list of names;
+``KC_QUIRK_WORKERS`` runs that many suites at a time (default 2).
+"""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
+import os
 from pathlib import Path
 
 import pytest
 
 from simulator.quirks import QUIRKS, Quirk
+from tests import detection
 
-
-def _run(quirk: Quirk, reports: Path) -> tuple[str, set[str], int, float]:
-    started = time.monotonic()
-    out = reports / quirk.name
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider",
-           "--sim-quirk", quirk.name, "--no-shrink", "--reports", str(out), *[a for rid in quirk.violates for a in ("--requirement", rid)]]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    results = json.loads((out / "results.json").read_text("utf-8"))
-    failed = {r["id"] for r in results["requirements"] if r["status"] == "failed"}
-    return quirk.name, failed, proc.returncode, time.monotonic() - started
+FAST = ("capabilities_missing", "disabled_still_enabled", "turn_no_pinning", "search_fourth_hint", "partial_as_ok",
+        "split_characters", "max_bytes_unchecked", "ref_any_route", "error_leaks_content", "auth_optional",
+        "cache_control_missing")
+CHOSEN = detection.selected(QUIRKS, FAST)
 
 
 @pytest.fixture(scope="module")
-def detection(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[set[str], int]]:
-    reports = tmp_path_factory.mktemp("quirks")
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        rows = list(pool.map(lambda q: _run(q, reports), QUIRKS.values()))
-    table = {name: (failed, code) for name, failed, code, _ in rows}
-    seconds = {name: took for name, _, _, took in rows}
-    width = max(len(n) for n in table)
-    print("\nquirk detection table (quirk, failing requirement IDs among those it names)")
-    for name, (failed, code) in sorted(table.items()):
-        named = [rid for rid in QUIRKS[name].violates if rid in failed]
-        print(f"  {name:{width}}  {'DETECTED' if named else 'MISSED  '}  {','.join(named) or '-'}  (exit {code}, {seconds[name]:.1f} s)")
-    return table
+def outcomes(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> dict[str, detection.Outcome]:
+    workers = int(os.environ.get("KC_QUIRK_WORKERS", "2"))
+    found = detection.run_all(CHOSEN, tmp_path_factory.mktemp("quirks"), workers)
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():  # the measured table, shown on every run
+            reporter.write_line("\nquirk detection (quirk, expected failing IDs, verdict, exit, seconds, other failed IDs)")
+            for line in detection.table(QUIRKS, found).splitlines():
+                reporter.write_line("  " + line)
+    return found
 
 
-@pytest.mark.parametrize("name", sorted(QUIRKS))
-def test_every_quirk_is_detected(detection: dict[str, tuple[set[str], int]], name: str) -> None:
-    failed, code = detection[name]
-    named = set(QUIRKS[name].violates) & failed
-    assert named, f"quirk {name} (violates {QUIRKS[name].violates}) went undetected; failed: {sorted(failed)}"
-    assert code != 0, f"a run with quirk {name} exited 0"
+class SuiteMisses(AssertionError):
+    """Only the known gaps recorded in the table (suite_misses) were missed."""
+
+
+def _expected(quirk: Quirk) -> object:
+    if not quirk.suite_misses:
+        return quirk.name
+    reason = "suite misses " + "; ".join(f"{rid}: {why}" for rid, why in quirk.suite_misses.items())
+    return pytest.param(quirk.name, marks=pytest.mark.xfail(raises=SuiteMisses, strict=True, reason=reason))
+
+
+@pytest.mark.parametrize("name", [_expected(q) for q in CHOSEN])
+def test_every_quirk_is_detected(outcomes: dict[str, detection.Outcome], name: str) -> None:
+    """Every expected ID failed and the exit matches. A known gap of the suite is an expected
+    failure (xfail, strict): once the suite catches it, this fails until the entry goes."""
+    quirk = QUIRKS[name]
+    issues = detection.problems(quirk, outcomes[name])
+    assert [i for i in issues if i not in detection.known_gaps(quirk)] == []
+    if issues:
+        raise SuiteMisses("; ".join(issues))
+
+
+# ----------------------------------------------------------- the judging can fail
+def _outcome(failed: set[str], exit_code: int) -> detection.Outcome:
+    return detection.Outcome("q", frozenset(failed), exit_code, 1.0)
+
+
+def test_judging_reports_a_missing_id_and_a_wrong_exit() -> None:
+    quirk = Quirk("q", ("REF-003", "REF-009"), "made up", 1)
+    assert detection.problems(quirk, _outcome({"REF-003"}, 1)) == ["the suite did not fail REF-009"]
+    assert detection.problems(quirk, _outcome({"REF-003", "REF-009"}, 6)) == ["exit 6, expected 1"]
+    assert detection.problems(quirk, _outcome({"REF-003", "REF-009", "WIRE-002"}, 1)) == []
+
+
+def test_judging_reports_a_run_without_results() -> None:
+    quirk = Quirk("q", ("SRCH-003",), "made up", 1)
+    result = detection.outcome_of(quirk, None, 4, 0.5, "usage error")
+    assert detection.problems(quirk, result) == ["the suite did not fail SRCH-003", "exit 4, expected 1", "no results: usage error"]
+
+
+def test_a_table_entry_claiming_an_id_the_quirk_does_not_break_is_reported(tmp_path: Path) -> None:
+    """A real whole-suite run: the quirk breaks a SHOULD only, the made-up entry also claims a MUST."""
+    real = QUIRKS["cache_control_missing"]
+    claimed = Quirk(real.name, (*real.violates, "SRCH-003"), real.description, 1)
+    assert detection.problems(claimed, detection.run(claimed, tmp_path)) == ["the suite did not fail SRCH-003", "exit 0, expected 1"]
+
+
+def test_runs_are_whole_suite_runs_and_strict_only_quirks_run_strict(tmp_path: Path) -> None:
+    plain = detection.command(QUIRKS["search_fourth_hint"], tmp_path / "a")
+    assert "--requirement" not in plain and "--target-config" not in plain and "--no-shrink" in plain
+    strict = detection.command(Quirk("q", ("READ-006",), "made up", 1, strict_only=True), tmp_path / "b")
+    config = Path(strict[strict.index("--target-config") + 1])
+    assert config.read_text("utf-8") == detection.STRICT_CONFIG

@@ -1,0 +1,146 @@
+"""Miniatures of read: page bounds, honest flags, the chain budget, byte counts,
+and references or cursors of the wrong size."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from simulator.core import READ_DEFAULT_BYTES, Caller, Core
+from simulator.miniatures._asgi import BodyRewrite, Miniature
+from simulator.miniatures.capabilities import EndpointMissing
+from simulator.signing import MAX_TOKEN_BYTES
+from simulator.sizing import dumps
+from simulator.store import Revision, Run
+
+_MAC_CHARS = 24  # a signature: 18 bytes, unpadded base64 (simulator.signing)
+
+
+class ReadMissing(EndpointMissing):
+    operations = frozenset({"read"})
+
+
+class ReadNewRef(Core):
+    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        page = super().read(caller, body)
+        claims = self.signer.verify("ref", body["ref"])
+        page["ref"] = self.signer.sign("ref", {**claims, "t": claims["t"] + 0.5})
+        return page
+
+
+class ReadDefault32k(Core):
+    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        return super().read(caller, {"max_bytes": 32768, **body})
+
+
+class MaxBytesIgnored(Core):
+    """A valid max_bytes is accepted, then every page is sized by the default."""
+
+    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        return super().read(caller, {**body, "max_bytes": READ_DEFAULT_BYTES})
+
+
+class MaxBytesUnchecked(BodyRewrite):
+    operations = frozenset({"read"})
+
+    def rewrite(self, body: dict[str, Any]) -> dict[str, Any]:
+        value = body.get("max_bytes")
+        if type(value) is int:
+            body["max_bytes"] = min(max(value, 4096), 32768)
+        return body
+
+
+class LongRefs(Core):
+    def _ref(self, caller: Caller, run: Run, rev: Revision) -> str:
+        claims = self.signer.verify("ref", super()._ref(caller, run, rev))
+        return self.signer.sign("ref", {**claims, "pad": "x" * 3200})
+
+
+class OversizeRefAccepted(BodyRewrite):
+    """A ref or cursor over 4096 bytes loses whatever follows its signature, so the rest is read."""
+
+    operations = frozenset({"read"})
+
+    def rewrite(self, body: dict[str, Any]) -> dict[str, Any]:
+        for field in ("ref", "cursor"):
+            token = body.get(field)
+            if isinstance(token, str) and len(token.encode("utf-8", "surrogatepass")) > MAX_TOKEN_BYTES:
+                head, dot, mac = token.rpartition(".")
+                body[field] = head + dot + mac[:_MAC_CHARS]
+        return body
+
+
+class TruncatedLies(Core):
+    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        return {**super().read(caller, body), "truncated": False}
+
+
+class NoReadBudget(Core):
+    chain_budget = math.inf
+
+
+class BudgetClaimsComplete(Core):
+    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        page = super().read(caller, body)
+        if page.get("budget_exhausted"):
+            page.update(truncated=False, budget_exhausted=False)
+        return page
+
+
+class WrongTotalBytes(Core):
+    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
+        return {**super()._page(caller, run, ref, rev, offset, consumed, max_bytes), "total_content_bytes": len(rev.content)}
+
+
+class PagesOverlap(Core):
+    """Each next_cursor points one character back (never behind the page's own start)."""
+
+    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
+        page = super()._page(caller, run, ref, rev, offset, consumed, max_bytes)
+        if page["next_cursor"] is not None:
+            cursor = self.signer.verify("cursor", page["next_cursor"])
+            if cursor["o"] - 1 > offset:
+                page["next_cursor"] = self.signer.sign("cursor", {**cursor, "o": cursor["o"] - 1})
+        return page
+
+
+class SplitCharacters(Core):
+    """Offsets count bytes and a page takes as many bytes as fit, wherever a character ends;
+    the chain budget still counts the content bytes delivered."""
+
+    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
+        raw = rev.content.encode("utf-8")
+        shell = {**super()._page(caller, run, ref, replace(rev, content=""), 0, consumed, max_bytes), "total_content_bytes": len(raw)}
+        budget = self.chain_budget - consumed
+        size = max(1, int(min(len(raw) - offset, budget, max_bytes)))
+        while True:
+            end = offset + size
+            content = raw[offset:end].decode("utf-8", "replace")
+            delivered = len(content.encode("utf-8"))
+            at_end = end >= len(raw)
+            exhausted = not at_end and budget - delivered < 4  # room for not even one more character
+            page = {**shell, "content": content, "truncated": not at_end, "budget_exhausted": exhausted, "next_cursor": None}
+            if not at_end and not exhausted:
+                page["next_cursor"] = self._cursor(caller, run, ref, end, consumed + delivered)
+            excess = max(len(dumps(page)) - max_bytes, delivered - budget)
+            if excess <= 0 or size == 1:
+                return page
+            size = max(1, size - int(excess))
+
+
+MINIATURES: dict[str, Miniature] = {
+    "read_missing": ReadMissing,
+    "read_new_ref": ReadNewRef,
+    "read_default_32k": ReadDefault32k,
+    "max_bytes_ignored": MaxBytesIgnored,
+    "max_bytes_unchecked": MaxBytesUnchecked,
+    "long_refs": LongRefs,
+    "oversize_ref_accepted": OversizeRefAccepted,
+    "truncated_lies": TruncatedLies,
+    "no_read_budget": NoReadBudget,
+    "budget_claims_complete": BudgetClaimsComplete,
+    "wrong_total_bytes": WrongTotalBytes,
+    "pages_overlap": PagesOverlap,
+    "split_characters": SplitCharacters,
+}

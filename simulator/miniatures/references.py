@@ -1,0 +1,116 @@
+"""Miniatures of references: expiry, binding, scope and revision checks skipped,
+signatures not checked, and reference errors that say the wrong thing."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from simulator.clock import Clock
+from simulator.config import SimConfig
+from simulator.core import Caller, Core, binding
+from simulator.errors import ApiError
+from simulator.miniatures._asgi import Miniature
+from simulator.signing import Signer
+from simulator.store import Revision, Run, Scope, Store
+
+
+class RefsNeverExpire(Core):
+    reference_ttl = math.inf
+
+
+class RefsExpireEarly(Core):
+    reference_ttl = 60.0
+
+
+def _accepts_another(claim: str, label: str) -> type[Core]:
+    """A Core that accepts a reference whose ``claim`` names another ``label``. Such a
+    reference was necessarily issued for another run too, so that is overlooked with it;
+    a reference that differs in the run alone is still refused."""
+
+    class AcceptsAnother(Core):
+        def _check_binding(self, kind: str, claims: dict[str, Any], caller: Caller, run: Run) -> None:
+            mine = {key: value for key, value, _ in binding(caller, run)}
+            if claims.get(claim) != mine[claim]:
+                claims = {**claims, claim: mine[claim], "r": run.run_id}
+            super()._check_binding(kind, claims, caller, run)
+
+    AcceptsAnother.__name__ = AcceptsAnother.__qualname__ = f"AcceptsAnother{label}"
+    return AcceptsAnother
+
+
+class RefAnyRun(Core):
+    def _check_binding(self, kind: str, claims: dict[str, Any], caller: Caller, run: Run) -> None:
+        super()._check_binding(kind, {**claims, "r": run.run_id}, caller, run)
+
+
+class ScopeChangeIgnored(Core):
+    def _check_scope(self, claims: dict[str, Any], current: Revision | None, scope: Scope) -> None:
+        return None
+
+
+class RevisionChangeIgnored(Core):
+    def _check_revision(self, claims: dict[str, Any], current: Revision) -> None:
+        return None
+
+
+class GenericErrorCodes(Core):
+    def _ref_error(self, status: int, code: str, message: str) -> ApiError:
+        err = super()._ref_error(status, code, message)
+        err.code = "invalid_reference"
+        return err
+
+
+class ErrorWithoutNextAction(Core):
+    def _ref_error(self, status: int, code: str, message: str) -> ApiError:
+        err = super()._ref_error(status, code, message)
+        err.next_action = None
+        return err
+
+
+class ErrorLeaksContent(Core):
+    """An expired reference's error carries the start of the document it names."""
+
+    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return super().read(caller, body)
+        except ApiError as err:
+            if err.code == "knowledge_reference_expired":
+                claims = self.signer.verify("ref", body["ref"])
+                current = self.store.current_revision(str(claims.get("w")), str(claims.get("i")))
+                if current is not None:
+                    err.extra["content"] = current.content[:200]
+            raise
+
+
+class _UncheckedSigner(Signer):
+    """Reads any token of the right shape, whatever its signature says."""
+
+    def verify(self, kind: str, token: str) -> dict[str, Any]:
+        parts = token.split(".")
+        if len(parts) == 3:
+            token = ".".join([parts[0], parts[1], self._mac(parts[0], parts[1])])
+        return super().verify(kind, token)
+
+
+class UnsignedRefs(Core):
+    def __init__(self, config: SimConfig, store: Store, clock: Clock) -> None:
+        super().__init__(config, store, clock)
+        self.signer = _UncheckedSigner(store.signing_key())
+
+
+MINIATURES: dict[str, Miniature] = {
+    "refs_never_expire": RefsNeverExpire,
+    "refs_expire_early": RefsExpireEarly,
+    "ref_any_hub": _accepts_another("h", "Hub"),
+    "ref_any_session": _accepts_another("s", "Session"),
+    "ref_any_route": _accepts_another("w", "Route"),
+    "ref_any_run": RefAnyRun,
+    "scope_change_ignored": ScopeChangeIgnored,
+    "revision_change_ignored": RevisionChangeIgnored,
+    "ref_any_account": _accepts_another("a", "Account"),
+    "generic_error_codes": GenericErrorCodes,
+    "error_without_next_action": ErrorWithoutNextAction,
+    "error_leaks_content": ErrorLeaksContent,
+    "unsigned_refs": UnsignedRefs,
+}

@@ -1,0 +1,115 @@
+"""Miniatures of search: hints too many, too large or malformed, a status that
+hides what happened, a run that is not checked, a missing endpoint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simulator.core import Caller, Core
+from simulator.errors import ApiError
+from simulator.miniatures._asgi import Miniature
+from simulator.miniatures.capabilities import EndpointMissing
+from simulator.store import Revision, Run
+
+
+class SearchMissing(EndpointMissing):
+    operations = frozenset({"search"})
+
+
+class SearchIgnoresRun(Core):
+    """A run that is not the caller's is taken at its word, as if it were (hints' references bind to it)."""
+
+    def search(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            run = self._run(body["run_id"], caller)
+        except ApiError:
+            ident = caller.identity
+            run = Run(body["run_id"], caller.route, ident.session_id, ident.account, ident.hub)
+        return self._search_in(caller, run, body)
+
+
+class SearchFourthHint(Core):
+    def _search_hints(self, caller: Caller, run: Run, query: str, limit: int, mode: str, *,
+                      endpoint: bool) -> tuple[str, list[dict[str, Any]]]:
+        if not endpoint:
+            return super()._search_hints(caller, run, query, limit, mode, endpoint=endpoint)
+        status, hints = super()._search_hints(caller, run, query, 4, mode, endpoint=endpoint)
+        return status, (hints * 4)[:4]
+
+
+class SearchHintWithoutSummary(Core):
+    def _hint(self, caller: Caller, run: Run, rev: Revision) -> dict[str, Any]:
+        hint = super()._hint(caller, run, rev)
+        del hint["summary"]
+        return hint
+
+
+class SearchStatusEmpty(Core):
+    def search(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        found = super().search(caller, body)
+        if found["status"] == "ok" and not found["hints"]:
+            found["status"] = "empty"
+        return found
+
+
+class SearchFullContent(Core):
+    """Each hint's summary is its whole document, and fitting the response leaves summaries alone."""
+
+    def _hint(self, caller: Caller, run: Run, rev: Revision) -> dict[str, Any]:
+        return {**super()._hint(caller, run, rev), "summary": rev.content}
+
+    def _fit(self, envelope: dict[str, Any], hints: list[dict[str, Any]], key: str, limit: int) -> dict[str, Any]:
+        fitted = super()._fit(envelope, hints, key, limit)
+        for out, hint in zip(fitted[key], hints, strict=True):
+            if "summary" in hint:
+                out["summary"] = hint["summary"]
+        return fitted
+
+
+class TrustMissing(Core):
+    def search(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        found = super().search(caller, body)
+        del found["trust"]
+        return found
+
+    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        page = super().read(caller, body)
+        del page["trust"]
+        return page
+
+
+class SearchOversize(Core):
+    def _fit(self, envelope: dict[str, Any], hints: list[dict[str, Any]], key: str, limit: int) -> dict[str, Any]:
+        return {**envelope, key: hints}
+
+
+class UnavailableAsEmptyOk(Core):
+    def search(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        found = super().search(caller, body)
+        if found["status"] == "unavailable":
+            found["status"] = "ok"
+            found.pop("message", None)
+        return found
+
+
+class PartialAsOk(Core):
+    def search(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        found = super().search(caller, body)
+        if found["status"] == "partial":
+            found["status"] = "ok"
+            found.pop("message", None)
+        return found
+
+
+MINIATURES: dict[str, Miniature] = {
+    "search_missing": SearchMissing,
+    "search_ignores_run": SearchIgnoresRun,
+    "search_fourth_hint": SearchFourthHint,
+    "search_hint_without_summary": SearchHintWithoutSummary,
+    "search_status_empty": SearchStatusEmpty,
+    "search_full_content": SearchFullContent,
+    "trust_missing": TrustMissing,
+    "search_oversize": SearchOversize,
+    "unavailable_as_empty_ok": UnavailableAsEmptyOk,
+    "partial_as_ok": PartialAsOk,
+}

@@ -1,0 +1,101 @@
+"""Self-checks of the quirk table (quirk-outcomes.yaml) and of the miniatures:
+the table agrees with the catalogue, every quirk is one separate miniature, and
+the clean Core and app hold no trace of any quirk."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import yaml
+
+import simulator.app
+import simulator.core
+import simulator.http
+import simulator.signing
+from knowledge_schemas import SCHEMA_DIR, load_catalogue, load_registry
+from simulator import create_app
+from simulator.core import Core
+from simulator.miniatures import MINIATURES, Wrapper, compose
+from simulator.quirks import OUTCOMES_FILE, QUIRKS, load_quirks
+
+
+def _raw() -> dict[str, object]:
+    data = yaml.safe_load((SCHEMA_DIR / OUTCOMES_FILE).read_text("utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def test_table_matches_its_schema() -> None:
+    assert load_registry().errors("quirk-outcomes", _raw()) == []
+
+
+def test_a_bad_table_is_refused() -> None:
+    entry = {"name": "search_fourth_hint", "description": "Search returns four hints.", "violates": ["SRCH-003"], "exit": 1}
+    with pytest.raises(ValueError, match="listed twice"):
+        load_quirks({"quirks": [entry, entry]})
+    with pytest.raises(ValueError, match="exit"):
+        load_quirks({"quirks": [{**entry, "exit": 6}]})
+
+
+def test_every_quirk_has_a_miniature_and_every_miniature_a_quirk() -> None:
+    assert sorted(QUIRKS) == sorted(MINIATURES)
+
+
+def test_expected_failures_are_server_observable_requirements() -> None:
+    catalogue = load_catalogue()
+    unknown = [(q.name, rid) for q in QUIRKS.values() for rid in q.violates if rid not in catalogue]
+    assert unknown == []
+    unobservable = [(q.name, rid) for q in QUIRKS.values() for rid in q.violates if not catalogue[rid].server_observable]
+    assert unobservable == []
+
+
+@pytest.mark.parametrize("name", sorted(QUIRKS))
+def test_expected_exit_follows_the_levels_of_the_violated_requirements(name: str) -> None:
+    """1 (non-conformant) when a MUST is broken; 0 with a SHOULD warning when only SHOULDs are."""
+    quirk = QUIRKS[name]
+    levels = {load_catalogue()[rid].level for rid in quirk.violates}
+    assert quirk.exit == (1 if "MUST" in levels else 0), f"{name} breaks {sorted(levels)}"
+
+
+def test_strict_only_quirks_break_interpretations_only() -> None:
+    """A deviation the seeds allow can only be caught by one of the project's own choices."""
+    catalogue = load_catalogue()
+    strict = [q for q in QUIRKS.values() if q.strict_only]
+    assert strict, "the table marks no quirk strict_only"
+    assert [(q.name, rid) for q in strict for rid in q.violates if not catalogue[rid].interpretation] == []
+
+
+def test_known_suite_gaps_are_some_of_the_violated_ids() -> None:
+    """A recorded gap names an ID the quirk violates, and the suite must still catch at least one other."""
+    wrong = [q.name for q in QUIRKS.values() if q.suite_misses and not set(q.suite_misses) < set(q.violates)]
+    assert wrong == []
+
+
+def test_the_clean_app_has_no_miniature() -> None:
+    assert compose([]) == (Core, [])
+    assert type(create_app(demo=False).state.core) is Core
+
+
+@pytest.mark.parametrize("name", sorted(QUIRKS))
+def test_each_quirk_composes_its_own_miniature_only(name: str) -> None:
+    core_class, wrappers = compose([name])
+    miniature = MINIATURES[name]
+    if issubclass(miniature, Wrapper):
+        assert (core_class, wrappers) == (Core, [miniature])
+    else:
+        assert wrappers == [] and issubclass(core_class, miniature) and miniature is not Core
+    assert type(create_app(quirks=[name], demo=False).state.core) is core_class
+
+
+def test_all_quirks_compose_together() -> None:
+    core_class, wrappers = compose(QUIRKS)
+    assert len([m for m in MINIATURES.values() if issubclass(m, Wrapper)]) == len(wrappers)
+    assert all(issubclass(core_class, m) for m in MINIATURES.values() if issubclass(m, Core))
+
+
+@pytest.mark.parametrize("module", [simulator.core, simulator.app, simulator.http, simulator.signing], ids=lambda m: m.__name__)
+def test_the_reference_core_names_no_quirk(module: object) -> None:
+    source = inspect.getsource(module)  # type: ignore[arg-type]
+    assert [name for name in QUIRKS if name in source] == []
+    assert ".q(" not in source and not hasattr(Core, "q")
