@@ -44,6 +44,19 @@ class RefAnyRun(Core):
         super()._check_binding(kind, {**claims, "r": run.run_id}, caller, run)
 
 
+class RefsBoundToRunOnly(Core):
+    """Run IDs are looked up without asking whose they are, and a reference or cursor is
+    checked only against the run it names: the bug of a Core that trusts the run alone."""
+
+    def _run(self, run_id: str, caller: Caller) -> Run:
+        run = self.store.run(run_id)
+        return super()._run(run_id, caller) if run is None else run
+
+    def _check_binding(self, kind: str, claims: dict[str, Any], caller: Caller, run: Run) -> None:
+        mine = {key: value for key, value, _ in binding(caller, run)}
+        super()._check_binding(kind, {**claims, **{k: v for k, v in mine.items() if k != "r"}}, caller, run)
+
+
 class ScopeChangeIgnored(Core):
     def _check_scope(self, claims: dict[str, Any], current: Revision | None, scope: Scope) -> None:
         return None
@@ -106,6 +119,7 @@ MINIATURES: dict[str, Miniature] = {
     "ref_any_session": _accepts_another("s", "Session"),
     "ref_any_route": _accepts_another("w", "Route"),
     "ref_any_run": RefAnyRun,
+    "refs_bound_to_run_only": RefsBoundToRunOnly,
     "scope_change_ignored": ScopeChangeIgnored,
     "revision_change_ignored": RevisionChangeIgnored,
     "ref_any_account": _accepts_another("a", "Account"),
