@@ -81,11 +81,11 @@ def test_hints_never_carry_the_full_document(world: Any) -> None:
 def test_search_refuses_a_run_that_is_not_the_callers(world: Any) -> None:
     unknown = world.search("binding", str(uuid.uuid4()))
     expect(400 <= unknown.status_code < 500, "SRCH-002", f"search with a run that was never started answered HTTP {unknown.status_code}")
-    checks.error_envelope(unknown, "AUTH-003")
+    checks.error_envelope(unknown, "AUTH-003", strict=world.cfg.strict_codes)
     other = world.need("other_session")
     foreign = world.search("binding", world.start_run(other))
     expect(400 <= foreign.status_code < 500, "AUTH-003", f"search with another session's run answered HTTP {foreign.status_code}")
-    checks.error_envelope(foreign, "AUTH-003")
+    checks.error_envelope(foreign, "AUTH-003", strict=world.cfg.strict_codes)
 
 
 @R("SRCH-010", "SRCH-005")
