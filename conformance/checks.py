@@ -46,12 +46,17 @@ def ok(response: httpx.Response, requirement: str, what: str) -> Any:
     return body_of(response, requirement)
 
 
-def error_envelope(response: httpx.Response, requirement: str = "WIRE-001", *, statuses: range = range(400, 500)) -> dict[str, Any]:
+def error_envelope(response: httpx.Response, requirement: str = "WIRE-001", *, statuses: range = range(400, 500),
+                   strict: bool = False) -> dict[str, Any]:
+    """A 4xx with the error envelope. The seed names only the error code; ``strict``
+    (codes.strict) also demands the vendor's human-readable ``message``."""
     expect(response.status_code in statuses, requirement,
            f"expected a {statuses.start}-{statuses.stop - 1} error, got HTTP {response.status_code}: {response.text[:200]}")
     body = body_of(response, requirement)
     errors = load_registry().errors("error", body)
     expect(not errors, requirement, f"the error body is not the error envelope: {'; '.join(errors[:3])}")
+    if strict:
+        expect(isinstance(body.get("message"), str), requirement, f"strict: the error body has no message: {describe(body)}")
     return dict(body)
 
 
@@ -125,6 +130,7 @@ def reference_error(response: httpx.Response, cfg: TargetConfig, kind: str | Col
         expect(code in codes, "REF-011", f"error code {code!r} for a {what} reference, configured strict code(s) {codes}")
         statuses = sorted(s for c, s in pairs if c == code)
         expect(response.status_code in statuses, "REF-011", f"status {response.status_code} with code {code!r}, configured {statuses}")
+        expect(isinstance(body.get("message"), str), "WIRE-001", f"strict: the error body has no message: {describe(body)}")
     actions = [C.json_pointer(body, p) for p in cfg.wire["feedback"]["next_action_pointers"]]
     expect("search_knowledge" in actions, "REF-012", f"next_action is {next((a for a in actions if a is not None), None)!r}, expected 'search_knowledge'")
     leaked = [s for s in C.strings_in(body) if secret and len(secret) >= 24 and secret[:24] in s]

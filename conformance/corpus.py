@@ -25,11 +25,18 @@ class Doc:
 
     @property
     def token(self) -> str:
-        """A word only this document contains, to find it by search."""
+        """A word only this document contains, to find it by search and to recognise
+        it: its content starts with it and its stored title names it."""
         return f"{self.key}doc"
 
+    @property
+    def stored_title(self) -> str:
+        """The title as seeded: the token first, so a Core that trims or decorates titles
+        still shows which document a hint is (an out-of-scope leak is visible without a read)."""
+        return f"{self.token} {self.title}"
+
     def as_item(self) -> dict[str, Any]:
-        item = {"id": self.item_id, "title": self.title, "content": self.content}
+        item = {"id": self.item_id, "title": self.stored_title, "content": self.content}
         if self.summary is not None:
             item["summary"] = self.summary
         return item

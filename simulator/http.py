@@ -25,8 +25,19 @@ def error_response(err: ApiError) -> Response:
     return json_response(err.body(), err.status)
 
 
+def is_json_media_type(content_type: str | None) -> bool:
+    """``application/json`` or a ``+json`` type; a request without a Content-Type is read as JSON too."""
+    if content_type is None:
+        return True
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
 async def read_json(request: Request, *, max_bytes: int) -> dict[str, Any]:
-    """The request's JSON object, or an ApiError: 413 past ``max_bytes``, else 400."""
+    """The request's JSON object, or an ApiError: 415 for a body declared as something
+    other than JSON (never guessed at), 413 past ``max_bytes``, else 400."""
+    if not is_json_media_type(request.headers.get("content-type")):
+        raise ApiError(415, "unsupported_media_type", "send the request body as application/json")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise ApiError(413, "payload_too_large", f"request body is over {max_bytes} bytes")

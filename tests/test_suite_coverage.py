@@ -5,11 +5,16 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+import pytest
+
 import conformance.suite
 from knowledge_schemas import load_catalogue
 
+PARAMETER_SET = type(pytest.param(None))
+
 
 def _tagged() -> set[str]:
+    """IDs on test functions and on their parametrized cases (``pytest.param(..., marks=...)``)."""
     found: set[str] = set()
     for info in pkgutil.iter_modules(conformance.suite.__path__):
         module = importlib.import_module(f"conformance.suite.{info.name}")
@@ -17,6 +22,9 @@ def _tagged() -> set[str]:
             for mark in getattr(obj, "pytestmark", []):
                 if mark.name == "requirement":
                     found.update(mark.args)
+                if mark.name == "parametrize":
+                    cases = [c for c in mark.args[1] if isinstance(c, PARAMETER_SET)]
+                    found.update(rid for c in cases for m in c.marks if m.name == "requirement" for rid in m.args)
     return found
 
 

@@ -145,6 +145,7 @@ def test_live_core_with_configured_identities_and_no_control(served_core: tuple[
     statuses = {r["id"]: r["status"] for r in results["requirements"]}
     assert "failed" not in statuses.values()
     assert statuses["REF-004"] == statuses["REF-009"] == statuses["READ-005"] == "verified"
+    assert statuses["REF-003"] == statuses["REF-005"] == "not_verified"  # their own cases skipped: no such identity configured
     assert statuses["READ-015"] == statuses["REF-001"] == "not_verified"  # nothing to compare with, no clock
     for report in (tmp_path / "r").iterdir():
         text = report.read_text("utf-8")

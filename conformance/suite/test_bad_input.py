@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from conformance import checks
+from conformance.checks import expect
 
 R = pytest.mark.requirement
 
@@ -33,11 +34,24 @@ CASES: dict[str, bytes] = {
 def test_bad_input_gets_a_4xx_envelope(world: Any, operation: str, case: str) -> None:
     path = world.cfg.path(operation, world.route)
     response = world.core.raw("POST", path, world.primary.token, CASES[case], {"Content-Type": "application/json"})
-    checks.error_envelope(response, "WIRE-001")
+    checks.error_envelope(response, "WIRE-001", strict=world.cfg.strict_codes)
 
 
 @R("WIRE-001")
-def test_a_wrong_content_type_is_refused(world: Any) -> None:
-    response = world.core.raw("POST", world.cfg.path("search", world.route), world.primary.token, b"query=binding",
-                              {"Content-Type": "application/x-www-form-urlencoded"})
-    checks.error_envelope(response, "WIRE-001")
+def test_json_under_another_content_type_is_read_or_refused(world: Any) -> None:
+    """A valid search sent as text/plain. The seed says nothing about media types: reading it (a
+    valid search response) or refusing it (a 4xx error envelope) both pass, a 5xx never; strict
+    expects this project's 415 unsupported_media_type (CHOICES.md)."""
+    body = json.dumps({"query": "binding", "run_id": world.start_run()}).encode()
+    response = world.core.raw("POST", world.cfg.path("search", world.route), world.primary.token, body,
+                              {"Content-Type": "text/plain; charset=utf-8"})
+    if world.cfg.strict_codes:
+        status, code = world.cfg.status("unsupported_media_type"), world.cfg.code("unsupported_media_type")
+        expect(response.status_code == status, "WIRE-001",
+               f"strict: JSON sent as text/plain answered HTTP {response.status_code}, configured {status} {code!r}")
+        envelope = checks.error_envelope(response, "WIRE-001", strict=True)
+        expect(envelope["error"] == code, "WIRE-001", f"strict: JSON sent as text/plain got error {envelope['error']!r}, configured {code!r}")
+    elif response.status_code == 200:
+        checks.search_response(response, what="a search sent as text/plain")
+    else:
+        checks.error_envelope(response, "WIRE-001")

@@ -55,9 +55,10 @@ def test_references_stay_valid_before_300_seconds(world: Any) -> None:
     expect(response.status_code == 200, "REF-002", f"a reference {C.REFERENCE_TTL_SECONDS - 1} s old was refused: HTTP {response.status_code} {response.text[:200]}")
 
 
-@R("REF-003", "REF-004", "REF-005", "REF-009", *ERROR_RULES)
-@pytest.mark.parametrize(("other", "rule"), [("other_hub", "REF-003"), ("other_session", "REF-004"),
-                                             ("other_route", "REF-005"), ("other_account", "REF-009")])
+@R(*ERROR_RULES)
+@pytest.mark.parametrize(("other", "rule"), [pytest.param(other, rule, marks=R(rule), id=f"{other}-{rule}") for other, rule in
+                                             (("other_hub", "REF-003"), ("other_session", "REF-004"),
+                                              ("other_route", "REF-005"), ("other_account", "REF-009"))])
 def test_references_are_bound_to_their_identity(world: Any, other: str, rule: str) -> None:
     stranger = world.need(other)
     run_id = world.start_run()

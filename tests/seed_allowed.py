@@ -1,0 +1,269 @@
+"""Cores that behave in ways the seed allows and the simulator does not.
+
+Each wrapper is ASGI middleware around ``simulator.create_app(...)`` that changes
+one habit (ranking order, title wording, how a request outside the project's
+choices is handled). The suite must pass every one of them unless the user asks
+for strict codes, so the project's tests run the suite against them over loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from simulator import create_app
+
+CONTROL_TOKEN = "seed-allowed-control"
+CONTROL = "/_control/"
+Reply = tuple[int, dict[str, Any]]
+
+
+class Wrapper:
+    """ASGI middleware that may change one request and its response (buffered whole)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def applies(self, path: str) -> bool:
+        return not path.startswith(CONTROL)
+
+    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+        return headers, body, None
+
+    def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
+        """A changed status and JSON body, or None to pass the response on byte for byte."""
+        return None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not self.applies(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        raw, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            raw += message.get("body", b"")
+            more = message.get("more_body", False)
+        headers, raw, reply = self.request(scope["path"], list(scope["headers"]), raw)
+        if reply is not None:
+            await _send(send, reply[0], json.dumps(reply[1]).encode(), [(b"content-type", b"application/json")])
+            return
+        delivered = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": raw, "more_body": False}
+            return dict(await receive())
+
+        start: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def capture(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+                return
+            chunks.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            status, content = start["status"], b"".join(chunks)
+            parsed = _json(content)
+            if not isinstance(parsed, dict):
+                await _send(send, status, content, start.get("headers", []))
+                return
+            changed = self.response(scope["path"], status, parsed)
+            if changed is None:
+                await _send(send, status, content, start.get("headers", []))
+                return
+            encoded = json.dumps(changed[1], ensure_ascii=False, separators=(",", ":")).encode()
+            await _send(send, changed[0], encoded, start.get("headers", []))
+
+        await self.app({**scope, "headers": headers}, replay, capture)
+
+
+async def _send(send: Any, status: int, content: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    kept = [(k, v) for k, v in headers if k.lower() != b"content-length"]
+    await send({"type": "http.response.start", "status": status, "headers": [*kept, (b"content-length", str(len(content)).encode())]})
+    await send({"type": "http.response.body", "body": content})
+
+
+def _json(body: bytes) -> Any:
+    """The body as JSON, or None when it is not (a wrapper leaves such bodies to the Core)."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _refusal(message: str) -> Reply:
+    return 400, {"error": "invalid_request", "message": message}
+
+
+# ------------------------------------------------------------ the wrappers
+class DecoratedTitles(Wrapper):
+    """Semantic-style ranking and decorated titles: every hint title gets a prefix, hints come in reverse order."""
+
+    def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
+        if path.endswith("/knowledge/search") and status == 200 and isinstance(body.get("hints"), list):
+            return status, {**body, "hints": [{**h, "title": "Doc: " + h["title"]} for h in reversed(body["hints"])]}
+        return None
+
+
+class OneHint(Wrapper):
+    """Returns only the best hint: "at most three" allows one."""
+
+    def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
+        if path.endswith("/knowledge/search") and status == 200 and isinstance(body.get("hints"), list):
+            return status, {**body, "hints": body["hints"][:1]}
+        return None
+
+
+class RefusesLargeLimit(Wrapper):
+    """Refuses a search ``limit`` above three with 400 instead of clamping it."""
+
+    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+        parsed = _json(body)
+        if path.endswith("/knowledge/search") and isinstance(parsed, dict) and isinstance(parsed.get("limit"), int) and parsed["limit"] > 3:
+            return headers, body, _refusal("limit must be 1..3")
+        return headers, body, None
+
+
+class ClampsMaxBytes(Wrapper):
+    """Clamps a read ``max_bytes`` outside 4096..32768 into the range instead of refusing it."""
+
+    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+        parsed = _json(body)
+        value = parsed.get("max_bytes") if isinstance(parsed, dict) else None
+        if path.endswith("/knowledge/read") and isinstance(value, int) and not isinstance(value, bool):
+            parsed["max_bytes"] = min(max(value, 4096), 32768)
+            body = json.dumps(parsed).encode()
+        return headers, body, None
+
+
+class ErrorsWithoutMessage(Wrapper):
+    """Error bodies carry only ``error`` (and the feedback fields): no ``message``."""
+
+    def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
+        if status >= 400 and "message" in body:
+            return status, {k: v for k, v in body.items() if k != "message"}
+        return None
+
+
+class IgnoresContentType(Wrapper):
+    """Reads every request body as JSON whatever its Content-Type says."""
+
+    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+        return [(k, v) for k, v in headers if k.lower() != b"content-type"] + [(b"content-type", b"application/json")], body, None
+
+
+class LenientSearch(Wrapper):
+    """Repairs a search body it could read (types, lengths, limit, unknown fields) instead of refusing it."""
+
+    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+        parsed = _json(body)
+        if path.endswith("/knowledge/search") and isinstance(parsed, dict) and "run_id" in parsed:
+            query = str(parsed.get("query") or "binding")[:1000]
+            body = json.dumps({"query": query, "run_id": parsed["run_id"]}).encode()
+        return headers, body, None
+
+
+class TurnsOfAnotherSchema(Wrapper):
+    """Turn responses name another schema_version: a WIRE-002 violation only a schema check sees."""
+
+    def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
+        if path.endswith("/turns") and status == 200:
+            return status, {**body, "schema_version": "bailing.agent-turn.v0"}
+        return None
+
+
+class ControlWithoutLegacyStatus(Wrapper):
+    """A control extension that offers legacy mode but not the optional ``legacy_status`` knob."""
+
+    def applies(self, path: str) -> bool:
+        return path.startswith(CONTROL) and path.endswith("/mode")
+
+    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+        parsed = _json(body)
+        if isinstance(parsed, dict) and "legacy_status" in parsed:
+            return headers, body, _refusal("legacy_status: unknown field")
+        return headers, body, None
+
+
+class LegacySearchGone(Wrapper):
+    """A legacy Core whose capabilities answer 404 but whose search answers 410: not a legacy status."""
+
+    def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
+        if path.endswith("/knowledge/search") and status in (404, 405, 501) and body.get("message") == "unknown path":
+            return 410, {"error": "gone", "message": "knowledge search is gone"}
+        return None
+
+
+def core(*wrappers: type[Wrapper]) -> Any:
+    """The simulator (clean, with control) inside the given wrappers, the first outermost."""
+    app: Any = create_app(seed=0, control_token=CONTROL_TOKEN, demo=False)
+    for wrapper in reversed(wrappers):
+        app = wrapper(app)
+    return app
+
+
+# ------------------------------------------------------------ running the suite
+@contextmanager
+def served(app: Any) -> Iterator[str]:
+    """Serve ``app`` on loopback; TCP_NODELAY so small responses are not held back by delayed ACKs."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def run_suite(app: Any, reports: Path, *args: str, strict: bool = False) -> tuple[int, dict[str, Any], str]:
+    """Run the suite against ``app`` as a live Core with control; returns exit code, results and output."""
+    reports.mkdir(parents=True, exist_ok=True)
+    with served(app) as url:
+        config = reports / "target.toml"
+        config.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "KC_SEED_ALLOWED_CONTROL"}}\n'
+                          + ("[wire]\ncodes = {strict = true}\n" if strict else ""), "utf-8")
+        cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--no-shrink",
+               "--target", url, "--target-config", str(config), "--report-dir", str(reports), *args]
+        env = {**os.environ, "KC_SEED_ALLOWED_CONTROL": CONTROL_TOKEN}
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    results = json.loads((reports / "results.json").read_text("utf-8"))
+    return proc.returncode, results, proc.stdout
+
+
+def statuses(results: dict[str, Any]) -> dict[str, str]:
+    return {r["id"]: r["status"] for r in results["requirements"]}
+
+
+def failures(results: dict[str, Any]) -> dict[str, str]:
+    """Failed requirement ID -> the reason the report gives."""
+    return {r["id"]: r["reason"] for r in results["requirements"] if r["status"] == "failed"}
+
+
+def only(*ids: str) -> list[str]:
+    return [a for rid in ids for a in ("--requirement", rid)]

@@ -1,0 +1,175 @@
+"""As strict as the seed, no stricter: Cores that behave in seed-allowed ways pass,
+and only a strict run (`[wire] codes.strict = true`) holds them to this project's choices.
+
+Every suite run below goes against the simulator inside one or more wrappers of
+tests/seed_allowed.py; the runs are started together (module fixture) and each test
+reads the results it is about."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from conformance.transport import InProcessTransport
+from tests.seed_allowed import (
+    CONTROL_TOKEN,
+    ClampsMaxBytes,
+    ControlWithoutLegacyStatus,
+    DecoratedTitles,
+    ErrorsWithoutMessage,
+    IgnoresContentType,
+    LegacySearchGone,
+    LenientSearch,
+    OneHint,
+    RefusesLargeLimit,
+    TurnsOfAnotherSchema,
+    Wrapper,
+    core,
+    failures,
+    only,
+    run_suite,
+    statuses,
+)
+
+ALLOWED = (DecoratedTitles, RefusesLargeLimit, ClampsMaxBytes, ErrorsWithoutMessage, IgnoresContentType,
+           ControlWithoutLegacyStatus, LenientSearch, OneHint)
+ERROR_IDS = ("WIRE-001", "AUTH-001", "AUTH-003", "SRCH-002", "READ-006", "READ-008", "REF-011", "REF-012")
+# name: (wrappers, suite arguments, strict)
+RUNS: dict[str, tuple[tuple[type[Wrapper], ...], list[str], bool]] = {
+    "decorated": ((DecoratedTitles,), [], False),
+    "all-allowed": (ALLOWED, [], False),
+    "one-hint": ((OneHint,), only("SRCH-003", "SRCH-008"), False),
+    "one-hint-strict": ((OneHint,), only("SRCH-003"), True),
+    "limit-refused": ((RefusesLargeLimit,), only("SRCH-001", "SRCH-003"), False),
+    "limit-refused-strict": ((RefusesLargeLimit,), only("SRCH-001", "SRCH-003"), True),
+    "clamped": ((ClampsMaxBytes,), only("READ-006"), False),
+    "clamped-strict": ((ClampsMaxBytes,), only("READ-006"), True),
+    "no-message": ((ErrorsWithoutMessage,), only(*ERROR_IDS), False),
+    "no-message-strict": ((ErrorsWithoutMessage,), [*only("WIRE-001"), "-k", "bad_input"], True),
+    "no-legacy-knob": ((ControlWithoutLegacyStatus,), only("NEG-005"), False),
+    "legacy-search-gone": ((LegacySearchGone,), only("NEG-005"), False),
+    "turn-schema": ((TurnsOfAnotherSchema,), [*only("WIRE-001", "WIRE-002"), "-k", "generated"], False),
+    "lenient": ((LenientSearch,), only("WIRE-001", "WIRE-002"), False),
+    "lenient-strict": ((LenientSearch,), [*only("WIRE-001"), "-k", "generated"], True),
+    "content-type": ((IgnoresContentType,), [*only("WIRE-001"), "-k", "content_type"], False),
+    "content-type-strict": ((IgnoresContentType,), [*only("WIRE-001"), "-k", "content_type"], True),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, dict[str, Any], str]]:
+    reports = tmp_path_factory.mktemp("seed-allowed")
+
+    def one(name: str) -> tuple[int, dict[str, Any], str]:
+        wrappers, args, strict = RUNS[name]
+        return run_suite(core(*wrappers), reports / name, *args, strict=strict)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(RUNS, pool.map(one, RUNS), strict=True))
+
+
+def _failed(runs: dict[str, tuple[int, dict[str, Any], str]], name: str) -> dict[str, str]:
+    return failures(runs[name][1])
+
+
+def _status(runs: dict[str, tuple[int, dict[str, Any], str]], name: str, rid: str) -> str:
+    return statuses(runs[name][1])[rid]
+
+
+def _out(runs: dict[str, tuple[int, dict[str, Any], str]], name: str) -> str:
+    return runs[name][2][-2500:]
+
+
+def test_decorated_titles_and_another_ranking_are_conformant(runs: Any) -> None:
+    """Documents are identified by their content, never by title wording or rank."""
+    code, results, out = runs["decorated"]
+    assert failures(results) == {}, out[-3000:]
+    assert code == 0 and results["verdict"] == "conformant", out[-2000:]
+
+
+def test_every_seed_allowed_behaviour_at_once_is_conformant(runs: Any) -> None:
+    code, results, out = runs["all-allowed"]
+    assert failures(results) == {}, out[-3000:]
+    assert code == 0 and results["verdict"] == "conformant", out[-2000:]
+
+
+def test_fewer_than_three_hints_pass_unless_strict(runs: Any) -> None:
+    assert _failed(runs, "one-hint") == {} and _status(runs, "one-hint", "SRCH-003") == "verified", _out(runs, "one-hint")
+    assert set(_failed(runs, "one-hint-strict")) == {"SRCH-003"}, _out(runs, "one-hint-strict")
+
+
+def test_a_limit_above_three_may_be_refused_unless_strict(runs: Any) -> None:
+    assert _failed(runs, "limit-refused") == {} and _status(runs, "limit-refused", "SRCH-003") == "verified", _out(runs, "limit-refused")
+    failed = _failed(runs, "limit-refused-strict")
+    assert set(failed) == {"SRCH-003"} and "limit" in failed["SRCH-003"], _out(runs, "limit-refused-strict")
+
+
+def test_a_clamped_max_bytes_passes_unless_strict(runs: Any) -> None:
+    assert _status(runs, "clamped", "READ-006") == "verified", _out(runs, "clamped")
+    assert set(_failed(runs, "clamped-strict")) == {"READ-006"}, _out(runs, "clamped-strict")
+
+
+def test_an_error_without_message_passes_unless_strict(runs: Any) -> None:
+    assert _failed(runs, "no-message") == {}, _out(runs, "no-message")
+    assert all(_status(runs, "no-message", rid) == "verified" for rid in ERROR_IDS), _out(runs, "no-message")
+    failed = _failed(runs, "no-message-strict")
+    assert set(failed) == {"WIRE-001"} and "message" in failed["WIRE-001"], _out(runs, "no-message-strict")
+
+
+def test_legacy_status_is_whatever_the_core_answers(runs: Any) -> None:
+    """The suite does not choose the legacy status; it checks what every knowledge endpoint answers."""
+    assert _status(runs, "no-legacy-knob", "NEG-005") == "verified", _out(runs, "no-legacy-knob")
+    failed = _failed(runs, "legacy-search-gone")
+    assert set(failed) == {"NEG-005"} and "410" in failed["NEG-005"], _out(runs, "legacy-search-gone")
+
+
+def test_schema_violations_found_by_schemathesis_are_charged_to_wire_002(runs: Any) -> None:
+    assert set(_failed(runs, "turn-schema")) == {"WIRE-002"}, _out(runs, "turn-schema")
+    assert _status(runs, "turn-schema", "WIRE-001") == "verified", _out(runs, "turn-schema")
+
+
+def test_accepted_negative_data_fails_only_a_strict_run(runs: Any) -> None:
+    assert _failed(runs, "lenient") == {}, _out(runs, "lenient")
+    failed = _failed(runs, "lenient-strict")
+    assert set(failed) == {"WIRE-001"} and "accepted" in failed["WIRE-001"], _out(runs, "lenient-strict")
+
+
+def test_json_under_another_content_type_passes_unless_strict(runs: Any) -> None:
+    assert _status(runs, "content-type", "WIRE-001") == "verified", _out(runs, "content-type")
+    failed = _failed(runs, "content-type-strict")
+    assert set(failed) == {"WIRE-001"} and "415" in failed["WIRE-001"], _out(runs, "content-type-strict")
+
+
+@pytest.mark.parametrize(("rid", "case"), [("REF-003", "other_hub"), ("REF-004", "other_session"),
+                                           ("REF-005", "other_route"), ("REF-009", "other_account")])
+def test_a_case_claims_only_its_own_requirement(rid: str, case: str) -> None:
+    """--requirement selects what claims an ID; a parametrized case must not inherit its siblings' IDs."""
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "--collect-only", "-q", "-p", "no:cacheprovider",
+           "--requirement", rid]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    selected = [line for line in out.splitlines() if "::" in line]
+    assert len(selected) == 1 and "bound_to_their_identity" in selected[0] and case in selected[0], out[-1500:]
+
+
+def test_the_simulator_refuses_a_body_that_is_not_declared_json() -> None:
+    with httpx.Client(transport=InProcessTransport(core()), base_url="http://sim") as http:
+        ctl = {"Authorization": f"Bearer {CONTROL_TOKEN}"}
+        assert http.post("/_control/v1/workspaces", json={"route": "ct"}, headers=ctl).status_code == 201
+        token = http.post("/_control/v1/identities", json={"account": "a", "route": "ct"}, headers=ctl).json()["token"]
+        auth = {"Authorization": f"Bearer {token}"}
+        turn = {"client_conversation_id": "c", "client_turn_id": "t", "user_message_id": "m", "user_input": "x"}
+        run_id = http.post("/agent-api/v1/workspaces/ct/turns", json=turn, headers=auth).json()["run_id"]
+        body = json.dumps({"query": "binding", "run_id": run_id})
+        path = "/agent-api/v1/workspaces/ct/knowledge/search"
+        for media in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
+            response = http.post(path, content=body, headers={**auth, "Content-Type": media})
+            assert response.status_code == 415 and response.json()["error"] == "unsupported_media_type", (media, response.text)
+        for media in ("application/json", "application/json; charset=utf-8", "application/problem+json"):
+            response = http.post(path, content=body, headers={**auth, "Content-Type": media})
+            assert response.status_code == 200, (media, response.text)
