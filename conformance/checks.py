@@ -11,6 +11,7 @@ import httpx
 
 from conformance import contract as C
 from conformance.config import TargetConfig
+from conformance.leaks import DocumentText
 from conformance.names import WireNames
 from knowledge_schemas import load_registry
 
@@ -106,7 +107,7 @@ def page(response: httpx.Response, *, ref: str, max_bytes: int | None, requireme
 
 
 def reference_error(response: httpx.Response, cfg: TargetConfig, kind: str | Collection[str], *, requirement: str,
-                    secret: str | None = None) -> dict[str, Any]:
+                    secret: str | None = None, text: DocumentText | None = None) -> dict[str, Any]:
     """A changed/invalid/expired reference: 4xx, the seed's code family, next_action search_knowledge, no content.
 
     ``kind`` names the cause (``reference_expired``, ``scope_changed``, ...), or
@@ -133,8 +134,12 @@ def reference_error(response: httpx.Response, cfg: TargetConfig, kind: str | Col
         expect(isinstance(body.get("message"), str), "WIRE-001", f"strict: the error body has no message: {describe(body)}")
     actions = [C.json_pointer(body, p) for p in cfg.wire["feedback"]["next_action_pointers"]]
     expect("search_knowledge" in actions, "REF-012", f"next_action is {next((a for a in actions if a is not None), None)!r}, expected 'search_knowledge'")
-    leaked = [s for s in C.strings_in(body) if secret and len(secret) >= 24 and secret[:24] in s]
-    expect(not ({"content", "hints", "knowledge"} & set(body)) and not leaked, "REF-014", "the error carries knowledge content")
+    expect(not ({"content", "hints", "knowledge"} & set(body)), "REF-014", f"the error carries a knowledge member: {describe(body)}")
+    known = text if text is not None else DocumentText()
+    if secret:
+        known.add([secret])
+    leaked = known.leaked(body)
+    expect(leaked is None, "REF-014", f"the error carries document text: {leaked!r}")
     return dict(body)
 
 

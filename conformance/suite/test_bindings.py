@@ -73,7 +73,7 @@ def refused(world: Any, response: Any, rule: str, what: str, *, known: list[str]
     code = body.get("error")
     cfg = world.cfg
     if C.is_reference_error_code(code):
-        checks.reference_error(response, cfg, "reference_mismatch", requirement=rule)
+        checks.reference_error(response, cfg, "reference_mismatch", requirement=rule, text=text)
     elif cfg.strict_codes:
         expect(code == cfg.code("run_not_found") and response.status_code == cfg.status("run_not_found"), "REF-011",
                f"refused with {response.status_code} {code!r}; strict expects {cfg.code('reference_mismatch')!r} or {cfg.code('run_not_found')!r}")

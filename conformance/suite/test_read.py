@@ -107,4 +107,4 @@ def test_oversized_reference_or_cursor_is_refused(world: Any, field: str) -> Non
     if response.status_code == 400 and isinstance(body, dict) and body.get("error") in ("invalid_request", world.cfg.code("invalid_request")):
         checks.error_envelope(response, "READ-008", strict=world.cfg.strict_codes)  # refused by request validation: acceptable
     else:
-        checks.reference_error(response, world.cfg, "reference_invalid", requirement="READ-008")
+        checks.reference_error(response, world.cfg, "reference_invalid", requirement="READ-008", text=world.document_text())

@@ -137,7 +137,7 @@ def _machine(make_world: Any, skew: float, exercised: set[str]) -> type[RuleBase
             extra = {} if max_bytes is None else {"max_bytes": max_bytes}
             response = self.world.read(issued.ref, issued.run_id, **extra)
             if expected == "error":
-                checks.reference_error(response, self.world.cfg, kinds, requirement=rule_id)
+                checks.reference_error(response, self.world.cfg, kinds, requirement=rule_id, text=self.world.document_text())
                 exercised.add(rule_id)
             elif expected == "ok":
                 expect(response.status_code == 200, rule_id, f"a valid reference was refused: HTTP {response.status_code} {response.text[:200]}")
@@ -147,7 +147,7 @@ def _machine(make_world: Any, skew: float, exercised: set[str]) -> type[RuleBase
                 checks.page(response, ref=issued.ref, max_bytes=max_bytes, requirement_bound=bound)
                 exercised.add(bound)
             elif expected == "either":
-                checks.reference_error(response, self.world.cfg, kinds, requirement=rule_id)
+                checks.reference_error(response, self.world.cfg, kinds, requirement=rule_id, text=self.world.document_text())
                 exercised.add(rule_id)
 
         @rule(issued=refs, run=runs)
@@ -155,7 +155,7 @@ def _machine(make_world: Any, skew: float, exercised: set[str]) -> type[RuleBase
             if not isinstance(issued, IssuedRef) or run == issued.run_id:
                 return
             kinds = {"reference_mismatch", *(kind for kind, holds in self._causes(issued).items() if holds)}
-            checks.reference_error(self.world.read(issued.ref, run), self.world.cfg, kinds, requirement="REF-006")
+            checks.reference_error(self.world.read(issued.ref, run), self.world.cfg, kinds, requirement="REF-006", text=self.world.document_text())
             exercised.add("REF-006")
 
         # ------------------------------------------------- state and time
