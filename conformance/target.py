@@ -55,7 +55,8 @@ def _factory(name: str = "sim") -> Any:
     return found[0].load()
 
 
-def _serve_over_loopback(app: Any) -> tuple[str, Any]:
+def serve_over_loopback(app: Any) -> tuple[str, Any]:
+    """Serve an ASGI app on a free loopback port in a thread; returns its URL and a stop function."""
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -97,7 +98,7 @@ def open_target(cfg: TargetConfig) -> Target:
             http = httpx.Client(transport=transport, base_url="http://sim.local", event_hooks=hooks(), timeout=cfg.timeout_seconds)
             return Target("http://sim.local", http, recorder, "http://sim.local" + cfg.wire["paths"]["control_base"], token,
                           "bundled simulator (in-process)", (transport.close,))
-        url, stop = _serve_over_loopback(app)
+        url, stop = serve_over_loopback(app)
         http = _http_client(url, cfg, hooks())
         return Target(url, http, recorder, url + cfg.wire["paths"]["control_base"], token, f"bundled simulator over loopback ({url})", (stop,))
     http = _http_client(cfg.target, cfg, hooks())

@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import uvicorn
-
+from conformance.target import serve_over_loopback
 from simulator import create_app
 
 CONTROL_TOKEN = "seed-allowed-control"
@@ -222,23 +218,12 @@ def core(*wrappers: type[Wrapper]) -> Any:
 # ------------------------------------------------------------ running the suite
 @contextmanager
 def served(app: Any) -> Iterator[str]:
-    """Serve ``app`` on loopback; TCP_NODELAY so small responses are not held back by delayed ACKs."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
+    """Serve ``app`` on loopback for the length of the block."""
+    url, stop = serve_over_loopback(app)
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+        yield url
     finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+        stop()
 
 
 def run_suite(app: Any, reports: Path, *args: str, strict: bool = False) -> tuple[int, dict[str, Any], str]:

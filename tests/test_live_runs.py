@@ -7,11 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 import simulator
 from conformance.report.results import load_waivers
+from conformance.target import serve_over_loopback
 from knowledge_schemas import load_catalogue
 from simulator.config import SimConfig
 
@@ -90,22 +87,7 @@ def _serve(wrap: Callable[[Any, set[str]], Any] | None = None) -> tuple[Served, 
     app = simulator.create_app(SimConfig(control_token=CONTROL_TOKEN, demo=False, seed=3))
     served = Served("", app)
     asgi = wrap(app, served.seen_tokens) if wrap else app
-    sock = socket.socket()
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    served.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-
-    def stop() -> None:
-        server.should_exit = True
-        thread.join(5)
-        sock.close()
-
+    served.url, stop = serve_over_loopback(asgi)
     return served, stop
 
 
