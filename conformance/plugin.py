@@ -184,6 +184,7 @@ def _classify(exc: BaseException | None) -> tuple[str, str | None]:
     import httpx
 
     from conformance.checks import ContractViolation
+    from conformance.client import KnowledgeError
     from conformance.errors import HarnessError
 
     if isinstance(exc, ContractViolation):
@@ -196,8 +197,8 @@ def _classify(exc: BaseException | None) -> tuple[str, str | None]:
         return ("failed", None) if inner and all(o == "failed" for o, _ in inner) else ("error", None)
     if isinstance(exc, (HarnessError, httpx.TransportError)):
         return "error", None
-    if isinstance(exc, (AssertionError, pytest.fail.Exception)):
-        return "failed", None
+    if isinstance(exc, (AssertionError, pytest.fail.Exception, KnowledgeError)):
+        return "failed", None  # KnowledgeError: the target refused what the reference client asked of it
     return "error", None
 
 
