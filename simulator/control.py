@@ -128,8 +128,11 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]]) -> list[Route]
         return json_response(body, 201)
 
     async def lost(request: Request) -> Response:
+        """Each withheld response as it would have gone out: with the app's wire member names."""
         route = request.query_params.get("route")
-        withheld = [{"route": r, "status": status, "body": json.loads(body)} for r, status, body in core.withheld if route in (None, r)]
+        names = request.app.state.wire_names
+        withheld = [{"route": r, "status": status, "body": json.loads(names.turn(body.encode("utf-8")))}
+                    for r, status, body in core.withheld if route in (None, r)]
         return json_response({"responses": withheld})
 
     async def get_transcript(request: Request) -> Response:
