@@ -80,9 +80,19 @@ def search_response(response: httpx.Response, *, what: str = "search") -> dict[s
     return dict(body)
 
 
-def page(response: httpx.Response, *, ref: str, max_bytes: int | None, requirement_bound: str) -> dict[str, Any]:
-    """One read page: fields, trust, byte bound on the raw response, honest flags."""
-    body = ok(response, "READ-001", "read")
+def page(response: httpx.Response, *, ref: str, max_bytes: int | None, requirement_bound: str,
+         accepted: str = "READ-001") -> dict[str, Any]:
+    """One read page: fields, trust, byte bound on the raw response, honest flags.
+
+    ``accepted`` is the rule a refusal breaks (READ-001 for a plain read; a test that
+    knows the read itself works names the rule of what it varied, e.g. READ-005)."""
+    if response.status_code == 200:
+        try:
+            response.content.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ContractViolation("READ-016", f"the page is not valid UTF-8 ({exc.reason} at byte {exc.start}): "
+                                    "a character was cut between its bytes") from None
+    body = ok(response, accepted, "read")
     limit = max_bytes or C.READ_DEFAULT_MAX_BYTES
     expect(len(response.content) <= limit, requirement_bound, f"read JSON is {len(response.content)} bytes, over max_bytes {limit}")
     missing = {"ref", "revision", "content", "next_cursor", "truncated"} - set(body)
@@ -141,6 +151,18 @@ def reference_error(response: httpx.Response, cfg: TargetConfig, kind: str | Col
     leaked = known.leaked(body)
     expect(leaked is None, "REF-014", f"the error carries document text: {leaked!r}")
     return dict(body)
+
+
+def split_in(piece: str, expected: str) -> str | None:
+    """Why ``piece`` (page content) shows a split character where the revision has
+    ``expected``: a lone UTF-16 surrogate (sent as a JSON escape) or a U+FFFD the
+    revision does not have there. None when it shows none (it may still differ)."""
+    lone = next((ch for ch in piece if "\ud800" <= ch <= "\udfff"), None)
+    if lone is not None:
+        return f"a lone surrogate U+{ord(lone):04X} (half of an astral character)"
+    if piece.count("\ufffd") > expected.count("\ufffd"):
+        return "a U+FFFD replacement character the revision does not have"
+    return None
 
 
 def describe(body: Any) -> str:

@@ -25,7 +25,9 @@ SAFE_INTEGER_MAX = 2**53 - 1
 
 
 def utf8_size(text: str) -> int:
-    return len(text.encode("utf-8"))
+    """UTF-8 bytes of ``text``; a lone surrogate (half of an astral character a Core split
+    and sent as a JSON escape) counts the 3 bytes it would take, instead of raising."""
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def json_pointer(doc: Any, pointer: str) -> Any:

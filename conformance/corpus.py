@@ -1,6 +1,12 @@
 """The suite's own test corpus: small, deterministic, and hostile where it matters
 (multi-byte and escaped characters, a document past the read budget, a title and
-summary far past the search bound)."""
+summary far past the search bound), and built for the contract's byte bounds:
+three documents whose titles and summaries are worst cases for the search bound
+when found together, one whose every page cut falls next to an escape, an astral
+character or a combining sequence, and two sized to the read-chain budget.
+
+Each document keeps its unique token (``Doc.token``), so a test finds it by its
+content; nothing here depends on ranking or on how a Core words titles."""
 
 from __future__ import annotations
 
@@ -11,6 +17,16 @@ from typing import Any
 from conformance import contract as C
 
 MAIN_BASE, SECOND_BASE = "kb-main", "kb-second"
+WORST_WORD = "worstcase"  # the one word the three worst-case search documents share, and no other document has
+WORST_KEYS = ("worst1", "worst2", "worst3")
+# Each costs more UTF-8 bytes in JSON than a character count says: escapes (2 or 6 bytes
+# for one character), control characters, line and paragraph separators (which some
+# encoders escape), astral characters (4 bytes, two UTF-16 units), CJK, combining marks.
+_WORST = ["\"", "\\", "\u0001", "\u001f", "\n", "\t", "\u2028", "\u2029", "\U0001F600", "\U0001D11E", "\U00020000",
+          "中", "é", "e\u0301", "€", "</", "\u007f"]
+# Page cuts: every cut of a document made of these falls next to one of them.
+_CUTS = ["\U0001F600", "\U0001D11E", "\U00020000", "\u0001", "\u0002", "\u0010", "\u001e", "\u001f", "\"", "\\", "\n",
+         "e\u0301", "a\u0308\u0301", "\u2028", "中", "€", "é"]
 _ODD = ["é", "€", "😀", "ß", "\"", "\\", "\n", "\t", "\u0001", "中文", "𝄞", " ", "a", "Z", "0", "<", "&", "\u2028"]
 
 
@@ -46,6 +62,25 @@ def _odd_text(rng: Random, chars: int) -> str:
     return "".join(rng.choice(_ODD) for _ in range(chars))
 
 
+def _units(rng: Random, units: list[str], count: int) -> str:
+    return "".join(rng.choice(units) for _ in range(count))
+
+
+def _sized(token: str, size: int, last: str) -> str:
+    """Content of exactly ``size`` UTF-8 bytes ending with ``last``: the token, then lines
+    with multi-byte and escaped characters, then ASCII up to the size."""
+    room = size - C.utf8_size(last)
+    text = f"{token} "
+    i = 0
+    while True:
+        line = f"budget line {i:06d} with é, 😀 and \"quotes\"\n"
+        if C.utf8_size(text) + C.utf8_size(line) > room:
+            break
+        text += line
+        i += 1
+    return text + "." * (room - C.utf8_size(text)) + last
+
+
 def build(seed: int = 7, *, large: bool = True) -> dict[str, Doc]:
     rng = Random(seed)
     docs = [
@@ -58,9 +93,20 @@ def build(seed: int = 7, *, large: bool = True) -> dict[str, Doc]:
         big = "bigdoc " + "".join(f"line {i:06d} of the archive with é and 😀 and \"quotes\"\n" for i in range(3600))
         docs.append(Doc("big", "item-big", MAIN_BASE, "Big archive", big))
         docs.append(Doc("longtitle", "item-longtitle", MAIN_BASE, "Ü€😀" * 700 + " longtitle", "longtitledoc binding " * 40, summary="数据\"\\" * 3000))
+        for key in WORST_KEYS:  # found together by WORST_WORD: three hints at once, each a worst case
+            docs.append(Doc(key, f"item-{key}", MAIN_BASE, _units(rng, _WORST, 900), f"{key}doc {WORST_WORD}. "
+                            + "A document whose title and summary are built to overflow a miscounted search bound. " * 8,
+                            summary=_units(rng, _WORST, 3000)))
+        docs.append(Doc("cuts", "item-cuts", MAIN_BASE, "Page cuts", "cutsdoc " + _units(rng, _CUTS, 30_000)))
+        # The read-chain budget: exactly 131072 content bytes (reads completely), and one byte more,
+        # whose last character straddles the budget (the chain stops before it, budget exhausted).
+        docs.append(Doc("exact", "item-exact", MAIN_BASE, "Budget sized", _sized("exactdoc", C.READ_CHAIN_MAX_BYTES, "😀")))
+        docs.append(Doc("over", "item-over", MAIN_BASE, "Budget plus one", _sized("overdoc", C.READ_CHAIN_MAX_BYTES + 1, "😀")))
     out = {d.key: d for d in docs}
     if large:
         assert C.utf8_size(out["big"].content) > C.READ_CHAIN_MAX_BYTES + C.READ_MAX_MAX_BYTES
+        assert C.utf8_size(out["exact"].content) == C.READ_CHAIN_MAX_BYTES
+        assert C.utf8_size(out["over"].content) == C.READ_CHAIN_MAX_BYTES + 1
     return out
 
 

@@ -129,3 +129,18 @@ class ControlWire:
 
     def fault(self, kind: str, route: str | None = None) -> None:
         self._call("POST", "/faults", {"kind": kind, **({"route": route} if route else {})})
+
+    def lost_responses(self, route: str) -> list[dict[str, Any]] | None:
+        """What the lose faults fired on ``route`` withheld (status and body), oldest first; None when
+        this control extension does not offer it (404, 405 or 501): then nothing can be compared with it."""
+        response = self.http.request("GET", f"{self.base}/faults/lost", params={"route": route}, headers=self._headers,
+                                     extensions={"kc_control": True})
+        if response.status_code in (404, 405, 501):
+            return None
+        if response.status_code >= 300:
+            raise ControlError(f"control GET /faults/lost answered {response.status_code}: {response.text[:300]}")
+        body = response.json()
+        found = body.get("responses") if isinstance(body, dict) else None
+        if not isinstance(found, list):
+            raise ControlError(f"control GET /faults/lost answered without a responses list: {response.text[:300]}")
+        return [dict(r) for r in found if isinstance(r, dict)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import json
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,7 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]]) -> list[Route]
     async def reset(request: Request) -> Response:
         core.store.reset()
         core.faults.clear()
+        core.withheld.clear()
         transcript.clear()
         if core.config.clock_start is not None:
             core.clock.set(core.config.clock_start)
@@ -70,6 +72,7 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]]) -> list[Route]
     async def delete_workspace(request: Request) -> Response:
         route = workspace(request)
         core.store.delete_workspace(route)
+        core.withheld[:] = [w for w in core.withheld if w[0] != route]
         return Response(status_code=204)
 
     async def replace_corpus(request: Request) -> Response:
@@ -124,6 +127,14 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]]) -> list[Route]
         core.faults.append((body["kind"], body.get("route")))
         return json_response(body, 201)
 
+    async def lost(request: Request) -> Response:
+        """Each withheld response as it would have gone out: with the app's wire member names."""
+        route = request.query_params.get("route")
+        names = request.app.state.wire_names
+        withheld = [{"route": r, "status": status, "body": json.loads(names.turn(body.encode("utf-8")))}
+                    for r, status, body in core.withheld if route in (None, r)]
+        return json_response({"responses": withheld})
+
     async def get_transcript(request: Request) -> Response:
         return json_response({"requests": list(transcript)})
 
@@ -139,6 +150,7 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]]) -> list[Route]
         ("/clock/advance", advance, ["POST"]),
         ("/identities", mint, ["POST"]),
         ("/faults", fault, ["POST"]),
+        ("/faults/lost", lost, ["GET"]),
         ("/transcript", get_transcript, ["GET"]),
     ]
     return [Route(path, guarded(handler), methods=methods) for path, handler, methods in table]

@@ -59,6 +59,7 @@ class Core:
         self.clock = clock
         self.signer = Signer(store.signing_key())
         self.faults: list[tuple[str, str | None]] = []
+        self.withheld: list[tuple[str, int, str]] = []  # (route, status, body) of each response a lose fault withheld
 
     # ------------------------------------------------------------ identity
     def authenticate(self, authorization: str | None, route: str, *, knowledge_op: bool) -> Caller:
@@ -133,6 +134,7 @@ class Core:
         }).decode("utf-8")
         self.store.commit_turn(key, fingerprint, run, response, now)
         if self.take_fault("lose_next_turn_response", caller.route):
+            self.withheld.append((caller.route, 200, response))  # control can say what was committed (GET /faults/lost)
             raise ApiError(502, "response_lost", "the turn committed but its response was lost (injected fault)")
         return 200, response.encode("utf-8")
 
@@ -247,9 +249,15 @@ class Core:
             if claims.get(key) != expected:
                 raise self._ref_error(403, "knowledge_reference_mismatch", f"this {kind} belongs to another {label}")
 
-    def _check_age(self, kind: str, claims: dict[str, Any]) -> None:
+    def _age(self, claims: dict[str, Any]) -> float | None:
+        """Seconds since the token was issued; None when it names no issue time."""
         issued = claims.get("t")
-        if not isinstance(issued, (int, float)) or self.clock.now() - issued >= self.reference_ttl:
+        return self.clock.now() - issued if isinstance(issued, (int, float)) else None
+
+    def _check_age(self, kind: str, claims: dict[str, Any]) -> None:
+        """Valid while younger than the TTL, expired from it on (CHOICES.md, expiry edge)."""
+        age = self._age(claims)
+        if age is None or age >= self.reference_ttl:
             raise self._ref_error(410, "knowledge_reference_expired", f"this {kind} expired; search again")
 
     def _check_scope(self, claims: dict[str, Any], current: Revision | None, scope: Scope) -> None:
@@ -309,7 +317,7 @@ class Core:
         }
         room = max_bytes - len(dumps(shell))
         window_text = doc[offset: offset + max(room, 0)]
-        keep = fit_prefix(window_text, room, raw_budget=int(min(remaining, 1 << 40)))
+        keep = self._fit_content(window_text, room, int(min(remaining, 1 << 40)))
         content = window_text[:keep]
         end, size = offset + keep, len(content.encode("utf-8"))
         at_end = end >= len(doc)
@@ -321,6 +329,11 @@ class Core:
         elif not at_end:
             page["next_cursor"] = self._cursor(caller, run, ref, end, consumed + size)
         return page
+
+    def _fit_content(self, text: str, room: int, remaining: int) -> int:
+        """How many characters of ``text`` a page carries: its JSON-escaped UTF-8 bytes within
+        ``room`` and its plain UTF-8 bytes within the ``remaining`` chain budget."""
+        return fit_prefix(text, room, raw_budget=remaining)
 
 
 def binding(caller: Caller, run: Run) -> list[tuple[str, str, str]]:

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from simulator.errors import ApiError
-from simulator.sizing import dumps
+from simulator.sizing import dumps, has_lone_surrogate
 
 
 class Validator(Protocol):
@@ -57,10 +57,8 @@ async def read_json(request: Request, *, max_bytes: int) -> dict[str, Any]:
         raise ApiError(400, "invalid_request", f"request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_request", "request body must be a JSON object")
-    try:
-        dumps(body)
-    except UnicodeEncodeError:
-        raise ApiError(400, "invalid_request", "request body contains unpaired surrogate escapes") from None
+    if has_lone_surrogate(body):
+        raise ApiError(400, "invalid_request", "request body contains unpaired surrogate escapes")
     return body
 
 

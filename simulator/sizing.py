@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def dumps(body: Any) -> bytes:
-    """The simulator's one wire encoding: compact, UTF-8, no ASCII escaping."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """The simulator's one wire encoding: compact, UTF-8, no ASCII escaping.
+
+    A lone UTF-16 surrogate has no UTF-8 form; it is sent as its JSON escape, as
+    JavaScript's ``JSON.stringify`` does. The clean Core never holds one (requests
+    carrying one are refused), but a miniature may put one on the wire."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+
+
+def has_lone_surrogate(body: Any) -> bool:
+    """Whether any string of ``body`` (keys included) holds an unpaired surrogate."""
+    return bool(_LONE_SURROGATE.search(json.dumps(body, ensure_ascii=False)))
 
 
 def escaped_size(text: str) -> int:

@@ -198,6 +198,16 @@ class ControlWithoutLegacyStatus(Wrapper):
         return headers, body, None
 
 
+class ControlWithoutLostReadback(Wrapper):
+    """A control extension whose lose fault works but that cannot say what it withheld (no GET /faults/lost)."""
+
+    def applies(self, path: str) -> bool:
+        return path.startswith(CONTROL) and path.endswith("/faults/lost")
+
+    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+        return headers, body, (404, {"error": "not_found", "message": "unknown path"})
+
+
 class LegacySearchGone(Wrapper):
     """A legacy Core whose capabilities answer 404 but whose search answers 410: not a legacy status."""
 

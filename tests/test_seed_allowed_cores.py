@@ -21,6 +21,7 @@ from tests.seed_allowed import (
     CONTROL_TOKEN,
     ClampsMaxBytes,
     ControlWithoutLegacyStatus,
+    ControlWithoutLostReadback,
     DecoratedTitles,
     ErrorsWithoutMessage,
     IgnoresContentType,
@@ -38,7 +39,7 @@ from tests.seed_allowed import (
 )
 
 ALLOWED = (DecoratedTitles, RefusesLargeLimit, ClampsMaxBytes, ErrorsWithoutMessage, IgnoresContentType,
-           ControlWithoutLegacyStatus, LenientSearch, OneHint)
+           ControlWithoutLegacyStatus, LenientSearch, OneHint, ControlWithoutLostReadback)
 ERROR_IDS = ("WIRE-001", "AUTH-001", "AUTH-003", "SRCH-002", "READ-006", "READ-008", "REF-011", "REF-012")
 # name: (wrappers, suite arguments, strict)
 RUNS: dict[str, tuple[tuple[type[Wrapper], ...], list[str], bool]] = {
@@ -53,6 +54,7 @@ RUNS: dict[str, tuple[tuple[type[Wrapper], ...], list[str], bool]] = {
     "no-message": ((ErrorsWithoutMessage,), only(*ERROR_IDS), False),
     "no-message-strict": ((ErrorsWithoutMessage,), [*only("WIRE-001"), "-k", "bad_input"], True),
     "no-legacy-knob": ((ControlWithoutLegacyStatus,), only("NEG-005"), False),
+    "no-lost-readback": ((ControlWithoutLostReadback,), only("TURN-012", "TURN-004"), False),
     "legacy-search-gone": ((LegacySearchGone,), only("NEG-005"), False),
     "turn-schema": ((TurnsOfAnotherSchema,), [*only("WIRE-001", "WIRE-002"), "-k", "generated"], False),
     "lenient": ((LenientSearch,), only("WIRE-001", "WIRE-002"), False),
@@ -127,6 +129,16 @@ def test_legacy_status_is_whatever_the_core_answers(runs: Any) -> None:
     assert _status(runs, "no-legacy-knob", "NEG-005") == "verified", _out(runs, "no-legacy-knob")
     failed = _failed(runs, "legacy-search-gone")
     assert set(failed) == {"NEG-005"} and "410" in failed["NEG-005"], _out(runs, "legacy-search-gone")
+
+
+def test_a_control_without_lost_readback_leaves_the_committed_run_not_verified_never_failed(runs: Any) -> None:
+    """GET /faults/lost is optional: without it the retry is checked for consistency only, and the
+    comparison with the committed run is skipped as not verified."""
+    code, results, out = runs["no-lost-readback"]
+    assert failures(results) == {} and _status(runs, "no-lost-readback", "TURN-012") == "verified", out[-2500:]
+    compared = [t for t in results["tests"] if "resolves_to_the_committed_run" in t["nodeid"]]
+    assert len(compared) == 2 and all(t["outcome"] == "skipped" and "not verified" in t["message"] for t in compared), compared
+    assert code == 6, out[-2000:]  # incomplete only because the run selected two requirements
 
 
 def test_schema_violations_found_by_schemathesis_are_charged_to_wire_002(runs: Any) -> None:

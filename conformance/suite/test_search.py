@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conformance import checks
+from conformance import checks, corpus
 from conformance import contract as C
 from conformance.checks import expect
 from conformance.client import ReferenceClient
@@ -51,6 +51,20 @@ def test_search_stays_within_4096_bytes_with_huge_multibyte_titles(world: Any) -
         world.not_found(f"no hint of the search for {doc.token!r} reads as the long-title document, so its title was not put to the bound")
 
 
+@R("SRCH-008")
+def test_search_stays_within_4096_bytes_with_three_worst_case_hints_at_once(world: Any) -> None:
+    """Three documents found together whose titles and summaries are all escapes, control and
+    separator characters, astral and CJK characters and combining sequences: a Core that budgets
+    characters, or any hint alone, instead of the UTF-8 bytes of the JSON it sends breaks the bound."""
+    docs = [world.need_doc(key) for key in corpus.WORST_KEYS]
+    run_id = world.start_run()
+    body = checks.search_response(world.search(corpus.WORST_WORD, run_id))
+    found = [doc.key for doc in docs if world.hint_for(body["hints"], doc, run_id) is not None]
+    if len(found) < len(docs):
+        world.not_found(f"the search for {corpus.WORST_WORD!r} returned {len(body['hints'])} hints, reading as {found}: "
+                        "the three worst cases were not put to the bound together")
+
+
 @R("SRCH-005")
 def test_search_without_hits_has_a_contract_status(world: Any) -> None:
     body = checks.search_response(world.search("zqxwvjkdoesnotexist", world.start_run()))
@@ -77,11 +91,16 @@ def test_hints_never_carry_the_full_document(world: Any) -> None:
     checks.search_response(response)
 
 
-@R("SRCH-002", "AUTH-003")
-def test_search_refuses_a_run_that_is_not_the_callers(world: Any) -> None:
+@R("SRCH-002")
+def test_search_refuses_a_run_that_was_never_started(world: Any) -> None:
     unknown = world.search("binding", str(uuid.uuid4()))
     expect(400 <= unknown.status_code < 500, "SRCH-002", f"search with a run that was never started answered HTTP {unknown.status_code}")
-    checks.error_envelope(unknown, "AUTH-003", strict=world.cfg.strict_codes)
+    checks.error_envelope(unknown, "SRCH-002", strict=world.cfg.strict_codes)
+
+
+@R("AUTH-003")
+def test_search_refuses_another_sessions_run(world: Any) -> None:
+    """Its own test: a Core that takes any run at its word fails here too, not only above."""
     other = world.need("other_session")
     foreign = world.search("binding", world.start_run(other))
     expect(400 <= foreign.status_code < 500, "AUTH-003", f"search with another session's run answered HTTP {foreign.status_code}")

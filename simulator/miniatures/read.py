@@ -4,17 +4,20 @@ and references or cursors of the wrong size."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 from typing import Any
 
-from simulator.core import READ_DEFAULT_BYTES, Caller, Core
+from simulator.core import CHAIN_BUDGET, READ_DEFAULT_BYTES, READ_MAX_BYTES, READ_MIN_BYTES, Caller, Core
+from simulator.errors import ApiError
 from simulator.miniatures._asgi import BodyRewrite, Miniature
 from simulator.miniatures.capabilities import EndpointMissing
 from simulator.signing import MAX_TOKEN_BYTES
-from simulator.sizing import dumps
+from simulator.sizing import dumps, fit_prefix
 from simulator.store import Revision, Run
 
 _MAC_CHARS = 24  # a signature: 18 bytes, unpadded base64 (simulator.signing)
+_LONE = re.compile("[\ud800-\udfff]")
 
 
 class ReadMissing(EndpointMissing):
@@ -51,6 +54,42 @@ class MaxBytesUnchecked(BodyRewrite):
         return body
 
 
+class MaxBytesRangeExclusive(Core):
+    """The range check leaves out its ends: max_bytes 4096 and 32768 are refused as out of range."""
+
+    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("max_bytes") in (READ_MIN_BYTES, READ_MAX_BYTES):
+            raise ApiError(400, "invalid_request", f"max_bytes must be greater than {READ_MIN_BYTES} and less than {READ_MAX_BYTES}")
+        return super().read(caller, body)
+
+
+class _LenientTokens(Core):
+    """Reads a ref or cursor up to its signature and ignores what follows it; its size check is ``too_long``."""
+
+    def too_long(self, token: str) -> bool:
+        raise NotImplementedError
+
+    def _claims(self, kind: str, token: str) -> dict[str, Any]:
+        if self.too_long(token):
+            raise self._ref_error(400, "knowledge_reference_invalid", f"the {kind} is too long")
+        head, dot, mac = token.rpartition(".")
+        return super()._claims(kind, head + dot + mac[:_MAC_CHARS])
+
+
+class TokenSizeInCharacters(_LenientTokens):
+    """The 4096 bound of a ref or cursor counts characters, not UTF-8 bytes."""
+
+    def too_long(self, token: str) -> bool:
+        return len(token) > MAX_TOKEN_BYTES
+
+
+class TokenBoundExclusive(_LenientTokens):
+    """A ref or cursor of 4096 bytes is already refused as too long (the bound taken as exclusive)."""
+
+    def too_long(self, token: str) -> bool:
+        return len(token.encode("utf-8", "surrogatepass")) >= MAX_TOKEN_BYTES
+
+
 class LongRefs(Core):
     def _ref(self, caller: Caller, run: Run, rev: Revision) -> str:
         claims = self.signer.verify("ref", super()._ref(caller, run, rev))
@@ -80,6 +119,25 @@ class NoReadBudget(Core):
     chain_budget = math.inf
 
 
+class ReadBudgetOneShort(Core):
+    """The chain budget is one byte short (131071): a revision of exactly 131072 bytes ends budget_exhausted."""
+
+    chain_budget = CHAIN_BUDGET - 1
+
+
+class BudgetEndsOnePageLate(Core):
+    """The page that exhausts the read budget still hands out a next_cursor; the chain stops one
+    request later, with an empty page that says budget_exhausted."""
+
+    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
+        page = super()._page(caller, run, ref, rev, offset, consumed, max_bytes)
+        if page.get("budget_exhausted") is True and page["content"]:
+            size = len(page["content"].encode("utf-8"))
+            page.update(budget_exhausted=False,
+                        next_cursor=self._cursor(caller, run, ref, offset + len(page["content"]), consumed + size))
+        return page
+
+
 class BudgetClaimsComplete(Core):
     def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
         page = super().read(caller, body)
@@ -91,6 +149,38 @@ class BudgetClaimsComplete(Core):
 class WrongTotalBytes(Core):
     def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
         return {**super()._page(caller, run, ref, rev, offset, consumed, max_bytes), "total_content_bytes": len(rev.content)}
+
+
+class PageSizedByRawBytes(Core):
+    """Page content is sized by its plain UTF-8 bytes, with a third of the room kept for JSON
+    escapes: enough for ordinary text, not for text that is mostly escapes."""
+
+    def _fit_content(self, text: str, room: int, remaining: int) -> int:
+        return fit_prefix(text, 1 << 40, raw_budget=min(room * 2 // 3, remaining))
+
+
+class PagesCutInUtf16Units(Core):
+    """Offsets and lengths count UTF-16 code units, as a JavaScript Core's string indexes do: the
+    number of characters that fit is taken as a UTF-16 length, so a page can end between the two
+    halves of an astral character, each half sent as its JSON escape (as JSON.stringify does)."""
+
+    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
+        units = rev.content.encode("utf-16-le")
+        total = len(units) // 2
+
+        def text(start: int, end: int) -> str:
+            return units[2 * start:2 * end].decode("utf-16-le", "surrogatepass")
+
+        view = _LONE.sub("\ufffd", text(offset, total))  # sized as if a leading lone half were a character
+        fitted = super()._page(caller, run, ref, replace(rev, content=view), 0, consumed, max_bytes - 8)  # room for an escaped half
+        end = offset + len(fitted["content"])
+        content = text(offset, end)
+        page = {**fitted, "content": content, "total_content_bytes": len(rev.content.encode("utf-8"))}
+        if page.get("budget_exhausted") is not True:
+            at_end = end >= total
+            page.update(truncated=not at_end, next_cursor=None if at_end else
+                        self._cursor(caller, run, ref, end, consumed + len(content.encode("utf-8", "surrogatepass"))))
+        return page
 
 
 class PagesOverlap(Core):
@@ -135,6 +225,13 @@ MINIATURES: dict[str, Miniature] = {
     "read_default_32k": ReadDefault32k,
     "max_bytes_ignored": MaxBytesIgnored,
     "max_bytes_unchecked": MaxBytesUnchecked,
+    "max_bytes_range_exclusive": MaxBytesRangeExclusive,
+    "token_size_in_characters": TokenSizeInCharacters,
+    "token_bound_exclusive": TokenBoundExclusive,
+    "read_budget_one_short": ReadBudgetOneShort,
+    "budget_ends_one_page_late": BudgetEndsOnePageLate,
+    "page_sized_by_raw_bytes": PageSizedByRawBytes,
+    "pages_cut_in_utf16_units": PagesCutInUtf16Units,
     "long_refs": LongRefs,
     "oversize_ref_accepted": OversizeRefAccepted,
     "truncated_lies": TruncatedLies,

@@ -23,6 +23,34 @@ class RefsExpireEarly(Core):
     reference_ttl = 60.0
 
 
+class ExpiryRoundsAge(Core):
+    """Ages are rounded to whole seconds before the check: from 299.5 s on a reference or cursor is expired."""
+
+    def _check_age(self, kind: str, claims: dict[str, Any]) -> None:
+        age = self._age(claims)
+        if age is not None and round(age) >= self.reference_ttl:
+            raise self._ref_error(410, "knowledge_reference_expired", f"this {kind} expired; search again")
+        super()._check_age(kind, claims)
+
+
+class ExpiryWholeSecondsLate(Core):
+    """Ages are truncated to whole seconds and must pass the TTL: a reference or cursor stays valid until 301 s."""
+
+    def _check_age(self, kind: str, claims: dict[str, Any]) -> None:
+        age = self._age(claims)
+        if age is None or math.floor(age) > self.reference_ttl:
+            raise self._ref_error(410, "knowledge_reference_expired", f"this {kind} expired; search again")
+
+
+class ExpiryAfterEdge(Core):
+    """Expired only once older than the TTL (`age > 300`): at exactly 300 s a reference or cursor still reads."""
+
+    def _check_age(self, kind: str, claims: dict[str, Any]) -> None:
+        age = self._age(claims)
+        if age is None or age > self.reference_ttl:
+            raise self._ref_error(410, "knowledge_reference_expired", f"this {kind} expired; search again")
+
+
 def _accepts_another(claim: str, label: str) -> type[Core]:
     """A Core that accepts a reference whose ``claim`` names another ``label``. Such a
     reference was necessarily issued for another run too, so that is overlooked with it;
@@ -113,6 +141,9 @@ class UnsignedRefs(Core):
 
 
 MINIATURES: dict[str, Miniature] = {
+    "expiry_rounds_age": ExpiryRoundsAge,
+    "expiry_whole_seconds_late": ExpiryWholeSecondsLate,
+    "expiry_after_edge": ExpiryAfterEdge,
     "refs_never_expire": RefsNeverExpire,
     "refs_expire_early": RefsExpireEarly,
     "ref_any_hub": _accepts_another("h", "Hub"),

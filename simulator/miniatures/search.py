@@ -3,9 +3,10 @@ hides what happened, a run that is not checked, a missing endpoint."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from simulator.core import Caller, Core
+from simulator.core import MAX_HINTS, Caller, Core
 from simulator.errors import ApiError
 from simulator.miniatures._asgi import Miniature
 from simulator.miniatures.capabilities import EndpointMissing
@@ -83,6 +84,38 @@ class SearchOversize(Core):
         return {**envelope, key: hints}
 
 
+def _chars(text: str) -> int:
+    """Characters ``text`` takes inside a JSON string: what this miniature counts instead of bytes."""
+    return len(json.dumps(text, ensure_ascii=False)) - 2
+
+
+def _cut_to_chars(text: str, budget: int) -> str:
+    if _chars(text) <= budget:
+        return text
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if _chars(text[:mid]) <= budget - 1 else (lo, mid - 1)
+    return text[:lo] + "…"
+
+
+class SearchCountsCharacters(Core):
+    """Hints are fitted by counting characters of their JSON, not UTF-8 bytes: each hint gets a
+    third of the 4096 bound, a quarter of that for its title. Right for ASCII, and for one hint of
+    any text; three hints of multi-byte text together overflow the bound (turn hints too)."""
+
+    def _fit(self, envelope: dict[str, Any], hints: list[dict[str, Any]], key: str, limit: int) -> dict[str, Any]:
+        fitted = []
+        for hint in hints:
+            bare = {**hint, "title": "", **({"summary": ""} if "summary" in hint else {})}
+            room = limit // MAX_HINTS - len(json.dumps(bare, ensure_ascii=False)) - 16
+            out = {**hint, "title": _cut_to_chars(hint["title"], max(8, room // 4))}
+            if "summary" in hint:
+                out["summary"] = _cut_to_chars(hint["summary"], max(8, room - _chars(out["title"])))
+            fitted.append(out)
+        return {**envelope, key: fitted}
+
+
 class UnavailableAsEmptyOk(Core):
     def search(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
         found = super().search(caller, body)
@@ -110,6 +143,7 @@ MINIATURES: dict[str, Miniature] = {
     "search_full_content": SearchFullContent,
     "trust_missing": TrustMissing,
     "search_oversize": SearchOversize,
+    "search_counts_characters": SearchCountsCharacters,
     "unavailable_as_empty_ok": UnavailableAsEmptyOk,
     "partial_as_ok": PartialAsOk,
 }

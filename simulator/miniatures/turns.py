@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from simulator.clock import Clock
+from simulator.config import SimConfig
 from simulator.core import Caller, Core
+from simulator.errors import ApiError
 from simulator.miniatures._asgi import Miniature
 from simulator.sizing import dumps
-from simulator.store import Run
+from simulator.store import Run, Store
 
 
 class TurnIgnoresDelivery(Core):
@@ -21,6 +24,32 @@ class TurnNoPinning(Core):
 
     def _replay(self, key: str, fingerprint: str) -> bytes | None:
         return None
+
+
+class LostTurnRecommitted(Core):
+    """After a lost response, the retry under that identity is not matched with what was
+    committed: it commits a new run (whatever its payload), and later replays return that
+    new run consistently."""
+
+    def __init__(self, config: SimConfig, store: Store, clock: Clock) -> None:
+        super().__init__(config, store, clock)
+        self._forgotten: set[str] = set()
+        self._last_key = ""
+
+    def start_turn(self, caller: Caller, body: dict[str, Any]) -> tuple[int, bytes]:
+        try:
+            return super().start_turn(caller, body)
+        except ApiError as err:
+            if err.code == "response_lost":
+                self._forgotten.add(self._last_key)
+            raise
+
+    def _replay(self, key: str, fingerprint: str) -> bytes | None:
+        self._last_key = key
+        if key in self._forgotten:
+            self._forgotten.discard(key)
+            return None  # committed again, replacing the turn stored under this identity
+        return super()._replay(key, fingerprint)
 
 
 class TurnDeliveryBadSchema(Core):
@@ -69,6 +98,7 @@ class TurnBadSchemaVersion(Core):
 MINIATURES: dict[str, Miniature] = {
     "turn_ignores_delivery": TurnIgnoresDelivery,
     "turn_no_pinning": TurnNoPinning,
+    "lost_turn_recommitted": LostTurnRecommitted,
     "turn_delivery_bad_schema": TurnDeliveryBadSchema,
     "turn_unbounded_hints": TurnUnboundedHints,
     "turn_bodies_on_demand": TurnBodiesOnDemand,
