@@ -24,6 +24,7 @@ install still serves ``conformance`` and ``knowledge_schemas``.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import json
 import os
@@ -48,6 +49,7 @@ MODULES = ("simulator/core.py", "simulator/sizing.py", "simulator/signing.py")
 # The killer: the conformance suite, in-process against the bundled simulator.
 SUITE = ["-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "-x", "--no-shrink"]
 EXIT_MARK = "mutation-killer exit="
+ANNOTATION = "inside a type annotation"
 VERDICTS = ("equivalent", "out-of-contract", "needs-probe")
 # What each worker copies. pytest puts the root above ``conformance/suite`` first
 # on sys.path, so the suite must come from the copy too or it would import the
@@ -95,6 +97,45 @@ def _config(modules: list[str], timeout: float, urls: list[str], exclude: tuple[
         "",
     ]
     return "\n".join(lines)
+
+
+def _annotation_spans(path: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Where the type annotations of a module are: ``from __future__ import
+    annotations`` keeps them unevaluated, so a mutant inside one is equivalent by construction."""
+    spans = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        found: list[ast.expr | None] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found.append(node.returns)
+        elif isinstance(node, ast.arg | ast.AnnAssign):
+            found.append(node.annotation)
+        for ann in filter(None, found):
+            spans.append(((ann.lineno, ann.col_offset), (ann.end_lineno or ann.lineno, ann.end_col_offset or 0)))
+    return spans
+
+
+def skip_annotations(session: Path, copy: Path) -> int:
+    """Mark the mutants that sit inside a type annotation as skipped (not run, or their result overridden),
+    leaving those already skipped (pragma, narrowed operators) as they are."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    spans: dict[str, list[tuple[tuple[int, int], tuple[int, int]]]] = {}
+    skipped = 0
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        done = dict(db.results)
+        for item in list(db.work_items):
+            if item.job_id in done and done[item.job_id].worker_outcome == WorkerOutcome.SKIPPED:
+                continue
+            (spec,) = item.mutations
+            module = str(spec.module_path)
+            if module not in spans:
+                spans[module] = _annotation_spans(copy / module)
+            start, end = tuple(spec.start_pos), tuple(spec.end_pos)
+            if any(lo <= start and end <= hi for lo, hi in spans[module]):
+                db.set_result(item.job_id, WorkResult(output=ANNOTATION, worker_outcome=WorkerOutcome.SKIPPED))
+                skipped += 1
+    return skipped
 
 
 def _free_port() -> int:
@@ -167,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
     work.mkdir(parents=True, exist_ok=True)
     copies = [work / f"worker{i}" for i in range(args.workers)]
     for copy in copies:
-        shutil.rmtree(copy, ignore_errors=True)
+        shutil.rmtree(copy, ignore_errors=True)  # a resumed run starts from clean copies too
         for package in COPIED:
             shutil.copytree(ROOT / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
     session = work / "session.sqlite"
@@ -179,19 +220,23 @@ def run(args: argparse.Namespace) -> int:
     config.write_text(_config(args.module or list(MODULES), args.timeout, [f"http://127.0.0.1:{p}" for p in ports], exclude, script))
 
     print(f"mutation: work dir {work}", flush=True)
-    subprocess.run(_cosmic_ray("init", str(config), str(session)), cwd=copies[0], check=True)
-    subprocess.run([sys.executable, "-m", "cosmic_ray.tools.filters.pragma_no_mutate", str(session)], cwd=copies[0], check=True)
-    subprocess.run([sys.executable, "-m", "cosmic_ray.tools.filters.operators_filter", str(session), str(config)],
-                   cwd=copies[0], check=True)
+    resume = args.resume and session.exists()
+    if not resume:
+        subprocess.run(_cosmic_ray("init", str(config), str(session)), cwd=copies[0], check=True)
+        subprocess.run([sys.executable, "-m", "cosmic_ray.tools.filters.pragma_no_mutate", str(session)], cwd=copies[0], check=True)
+        subprocess.run([sys.executable, "-m", "cosmic_ray.tools.filters.operators_filter", str(session), str(config)],
+                       cwd=copies[0], check=True)
+    print(f"mutation: {skip_annotations(session, copies[0])} mutant(s) inside type annotations skipped as equivalent", flush=True)
 
-    started = time.monotonic()
-    baseline = _judge(copies[0])
-    baseline_s = time.monotonic() - started
-    if baseline.returncode != 0:
-        print(baseline.stdout[-3000:])
-        raise SystemExit(f"mutation: the suite fails the unmutated simulator (exit {baseline.returncode}); fix that first")
-    print(f"mutation: baseline suite run {baseline_s:.1f} s, timeout per mutant {args.timeout:.0f} s", flush=True)
-    _canary(copies[0])
+    if not resume:
+        started = time.monotonic()
+        baseline = _judge(copies[0])
+        baseline_s = time.monotonic() - started
+        if baseline.returncode != 0:
+            print(baseline.stdout[-3000:])
+            raise SystemExit(f"mutation: the suite fails the unmutated simulator (exit {baseline.returncode}); fix that first")
+        print(f"mutation: baseline suite run {baseline_s:.1f} s, timeout per mutant {args.timeout:.0f} s", flush=True)
+        _canary(copies[0])
 
     started = time.monotonic()
     with _workers(copies, ports):
@@ -258,7 +303,7 @@ def load_mutants(session: Path) -> list[Mutant]:
             if result is None:
                 outcome = "pending"
             elif result.worker_outcome == WorkerOutcome.SKIPPED:
-                outcome = "narrowed" if result.output == "Filtered operator" else "skipped"
+                outcome = {"Filtered operator": "narrowed", ANNOTATION: "annotation"}.get(result.output or "", "skipped")
             elif result.test_outcome == TestOutcome.SURVIVED:
                 outcome = "survived"
             elif result.test_outcome == TestOutcome.KILLED:
@@ -277,6 +322,8 @@ def load_triage(path: Path = TRIAGE) -> dict[tuple[str, str, str, str], dict[str
     entries = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
     table: dict[tuple[str, str, str, str], dict[str, Any]] = {}
     for entry in (entries or {}).get("survivors", []):
+        if entry["verdict"] == "needs-probe" and not entry.get("probe"):
+            raise SystemExit(f"mutation: {path.name}: a needs-probe entry says no probe at {entry['file']}:{entry['line']}")
         if entry["verdict"] not in VERDICTS:
             raise SystemExit(f"mutation: {path.name}: unknown verdict {entry['verdict']!r} at {entry['file']}:{entry['line']}")
         table[(entry["file"], entry["operator"], entry["original"], entry["mutated"])] = entry
@@ -301,33 +348,43 @@ def report(session: Path, *, wall: float | None = None, workers: int | None = No
         print(f"  [{label}] {m.show()}")
         if entry:
             print(f"      why: {entry['reason']}")
+            if entry.get("probe"):
+                print(f"      probe: {entry['probe']}")
     narrowed = re.compile("|".join(NARROWED)) if counts["narrowed"] else None
     stale = {key for key in set(triage) - {m.key() for m in survivors} if not (narrowed and narrowed.match(key[1]))}
     tested = counts["killed"] + counts["timeout"] + counts["survived"]
+    # Mutants inside annotations are equivalent by construction: counted as tested and equivalent.
+    tested += counts["annotation"]
+    verdicts["equivalent"] += counts["annotation"]
     denominator = tested - verdicts["equivalent"] - verdicts["out-of-contract"]
     killed = counts["killed"] + counts["timeout"]
     exits = Counter(m.exit_code for m in mutants if m.outcome == "killed")
     print("\nMutation score of the conformance suite (simulator core, sizing, signing)")
     print(f"  mutants total      {len(mutants)}  (operators left out by the default narrowing: {counts['narrowed']})")
-    print(f"  tested             {tested}  (skipped by pragma {counts['skipped']}, incompetent {counts['incompetent']}, pending {counts['pending']})")
+    print(f"  tested             {tested}  (of which inside type annotations, not run: {counts['annotation']}; "
+          f"skipped by pragma {counts['skipped']}, incompetent {counts['incompetent']}, pending {counts['pending']})")
     print(f"  killed             {killed}  (by a failed test, exit 1: {exits.get(1, 0)}; incomplete, exit 6: {exits.get(6, 0)}; "
           f"harness error, exit 7: {exits.get(7, 0)}; other: {sum(v for k, v in exits.items() if k not in (1, 6, 7))}; "
           f"timeout: {counts['timeout']})")
     print(f"  survived           {counts['survived']}")
     for verdict in (*VERDICTS, "UNTRIAGED"):
-        print(f"    {verdict:<17}{verdicts[verdict]}")
+        extra = f"  (of which {counts['annotation']} inside type annotations)" if verdict == "equivalent" and counts["annotation"] else ""
+        print(f"    {verdict:<17}{verdicts[verdict]}{extra}")
     if denominator:
         print(f"  score              {killed}/{denominator} = {100 * killed / denominator:.1f}%  "
               "(killed / (tested - equivalent - out-of-contract))")
     if wall is not None:
         print(f"  wall time          {wall / 60:.1f} min on {workers} worker(s)")
-    if stale:
+    if stale and not counts["pending"]:  # with mutants still pending, a missing survivor may just not have run yet
         print(f"\n{len(stale)} triage entr{'y' if len(stale) == 1 else 'ies'} match no survivor of this run "
               "(killed now, or the code moved):")
         for key in sorted(stale):
             print(f"  {key[0]} {key[1]}: {key[2]}  ->  {key[3]}")
     if untriaged:
-        print(f"\n{len(untriaged)} survivor(s) not triaged in {TRIAGE.name}: add them.")
+        print(f"\n{len(untriaged)} survivor(s) not triaged in {TRIAGE.name}; stubs to fill in:")
+        stubs = [{"file": m.file, "line": m.line, "operator": m.operator, "original": m.original, "mutated": m.mutated,
+                  "verdict": "needs-probe", "reason": "TODO"} for m in untriaged]
+        print(yaml.safe_dump(stubs, sort_keys=False, allow_unicode=True, width=200))
         return 1
     return 0
 
@@ -342,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant before it counts as a timeout (killed)")
     parser.add_argument("--module", action="append", help=f"mutate only this file (repeatable; default: {', '.join(MODULES)})")
     parser.add_argument("--all-operators", action="store_true", help="also the bitwise/shift/power and is/is-not stand-ins (about 3x longer)")
+    parser.add_argument("--resume", action="store_true", help="continue the session kept in --work-dir (only its pending mutants)")
     parser.add_argument("--work-dir", help="keep the copies and the session here (default: a temporary folder)")
     args = parser.parse_args(argv)
     if args.command == "killer":
