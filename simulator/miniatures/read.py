@@ -115,6 +115,21 @@ class TruncatedLies(Core):
         return {**super().read(caller, body), "truncated": False}
 
 
+class ReadWhileDisabled(Core):
+    """Capabilities and search say disabled, but read still serves pages."""
+
+    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        self.reading = True
+        try:
+            return super().read(caller, body)
+        finally:
+            self.reading = False
+
+    def mode(self, route: str) -> tuple[str, int]:
+        mode, status = super().mode(route)
+        return ("normal", status) if mode == "disabled" and getattr(self, "reading", False) else (mode, status)
+
+
 class NoReadBudget(Core):
     chain_budget = math.inf
 
@@ -235,6 +250,7 @@ MINIATURES: dict[str, Miniature] = {
     "long_refs": LongRefs,
     "oversize_ref_accepted": OversizeRefAccepted,
     "truncated_lies": TruncatedLies,
+    "read_while_disabled": ReadWhileDisabled,
     "no_read_budget": NoReadBudget,
     "budget_claims_complete": BudgetClaimsComplete,
     "wrong_total_bytes": WrongTotalBytes,

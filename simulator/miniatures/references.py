@@ -51,6 +51,41 @@ class ExpiryAfterEdge(Core):
             raise self._ref_error(410, "knowledge_reference_expired", f"this {kind} expired; search again")
 
 
+class ReadRefreshesExpiry(Core):
+    """Each page served restarts its reference's 300 seconds: expiry counts from the latest read."""
+
+    def __init__(self, config: SimConfig, store: Store, clock: Clock) -> None:
+        super().__init__(config, store, clock)
+        self.last_read: dict[str, float] = {}
+
+    def _claims(self, kind: str, token: str) -> dict[str, Any]:
+        claims = super()._claims(kind, token)
+        if kind == "ref" and token in self.last_read:
+            claims = {**claims, "t": max(float(claims.get("t", 0)), self.last_read[token])}
+        return claims
+
+    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        page = super().read(caller, body)
+        self.last_read[body["ref"]] = self.clock.now()
+        return page
+
+
+class CursorOutlivesRevision(Core):
+    """A read with a cursor trusts the chain it continues: the revision check is skipped and the
+    chain goes on in whatever revision is current."""
+
+    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        self.continuing = "cursor" in body
+        try:
+            return super().read(caller, body)
+        finally:
+            self.continuing = False
+
+    def _check_revision(self, claims: dict[str, Any], current: Revision) -> None:
+        if not getattr(self, "continuing", False):
+            super()._check_revision(claims, current)
+
+
 def _accepts_another(claim: str, label: str) -> type[Core]:
     """A Core that accepts a reference whose ``claim`` names another ``label``. Such a
     reference was necessarily issued for another run too, so that is overlooked with it;
@@ -146,6 +181,8 @@ MINIATURES: dict[str, Miniature] = {
     "expiry_after_edge": ExpiryAfterEdge,
     "refs_never_expire": RefsNeverExpire,
     "refs_expire_early": RefsExpireEarly,
+    "read_refreshes_expiry": ReadRefreshesExpiry,
+    "cursor_outlives_revision": CursorOutlivesRevision,
     "ref_any_hub": _accepts_another("h", "Hub"),
     "ref_any_session": _accepts_another("s", "Session"),
     "ref_any_route": _accepts_another("w", "Route"),
