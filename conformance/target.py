@@ -22,8 +22,11 @@ NO_DELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
 def _http_client(base_url: str, cfg: TargetConfig, hooks: dict[str, list[Any]]) -> httpx.Client:
+    """User-info in the URL is dropped: httpx would turn it into Basic auth and replace the
+    configured credential header, and the suite would report the Core's 401 as its failure."""
     transport = httpx.HTTPTransport(socket_options=NO_DELAY)
-    return httpx.Client(base_url=base_url, transport=transport, event_hooks=hooks, timeout=cfg.timeout_seconds)
+    url = httpx.URL(base_url).copy_with(username=None, password=None)
+    return httpx.Client(base_url=url, transport=transport, event_hooks=hooks, timeout=cfg.timeout_seconds)
 
 
 @dataclass
