@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ MODULES = ("simulator/core.py", "simulator/sizing.py", "simulator/signing.py")
 SUITE = ["-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "-x", "--no-shrink"]
 EXIT_MARK = "mutation-killer exit="
 ANNOTATION = "inside a type annotation"
+INVALID = "not valid Python"
 VERDICTS = ("equivalent", "out-of-contract", "needs-probe")
 # What each worker copies. pytest puts the root above ``conformance/suite`` first
 # on sys.path, so the suite must come from the copy too or it would import the
@@ -134,6 +136,44 @@ def skip_annotations(session: Path, copy: Path) -> int:
             start, end = tuple(spec.start_pos), tuple(spec.end_pos)
             if any(lo <= start and end <= hi for lo, hi in spans[module]):
                 db.set_result(item.job_id, WorkResult(output=ANNOTATION, worker_outcome=WorkerOutcome.SKIPPED))
+                skipped += 1
+    return skipped
+
+
+def compiles(source: str, operator: str, occurrence: int) -> bool:
+    """Whether the mutant is valid Python. Cosmic Ray also turns ``**`` unpacking
+    and the ``*`` keyword-only marker into other operators, which is a syntax
+    error: the simulator then fails to import and the suite reports a harness
+    error, which would count as a kill the suite did not earn."""
+    from cosmic_ray.mutating import mutate_code
+    from cosmic_ray.plugins import get_operator
+
+    mutated = mutate_code(source, get_operator(operator)(), occurrence)
+    if mutated is None:
+        return True
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)  # `is` with a literal: valid, if odd
+            compile(mutated, "<mutant>", "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
+def skip_invalid(session: Path, copy: Path) -> int:
+    """Mark the pending mutants that are not valid Python as skipped (never run)."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    sources: dict[str, str] = {}
+    skipped = 0
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in list(db.pending_work_items):
+            (spec,) = item.mutations
+            module = str(spec.module_path)
+            source = sources.setdefault(module, (copy / module).read_text(encoding="utf-8"))
+            if not compiles(source, spec.operator_name, spec.occurrence):
+                db.set_result(item.job_id, WorkResult(output=INVALID, worker_outcome=WorkerOutcome.SKIPPED))
                 skipped += 1
     return skipped
 
@@ -227,6 +267,7 @@ def run(args: argparse.Namespace) -> int:
         subprocess.run([sys.executable, "-m", "cosmic_ray.tools.filters.operators_filter", str(session), str(config)],
                        cwd=copies[0], check=True)
     print(f"mutation: {skip_annotations(session, copies[0])} mutant(s) inside type annotations skipped as equivalent", flush=True)
+    print(f"mutation: {skip_invalid(session, copies[0])} mutant(s) that are not valid Python skipped", flush=True)
 
     if not resume:
         started = time.monotonic()
@@ -288,6 +329,15 @@ def _exit_code(output: str | None) -> int | None:
     return None
 
 
+HARNESS_ERROR = 7
+
+
+def _valid(spec: Any, _sources: dict[str, str] = {}) -> bool:  # noqa: B006 (a cache on purpose)
+    path = ROOT / str(spec.module_path)
+    source = _sources.setdefault(str(path), path.read_text(encoding="utf-8"))
+    return compiles(source, spec.operator_name, spec.occurrence)
+
+
 def load_mutants(session: Path) -> list[Mutant]:
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
@@ -303,11 +353,13 @@ def load_mutants(session: Path) -> list[Mutant]:
             if result is None:
                 outcome = "pending"
             elif result.worker_outcome == WorkerOutcome.SKIPPED:
-                outcome = {"Filtered operator": "narrowed", ANNOTATION: "annotation"}.get(result.output or "", "skipped")
+                outcome = {"Filtered operator": "narrowed", ANNOTATION: "annotation", INVALID: "invalid"}.get(result.output or "", "skipped")
             elif result.test_outcome == TestOutcome.SURVIVED:
                 outcome = "survived"
             elif result.test_outcome == TestOutcome.KILLED:
                 outcome = "timeout" if result.output == "timeout" else "killed"
+                if outcome == "killed" and _exit_code(result.output) == HARNESS_ERROR and not _valid(spec):
+                    outcome = "invalid"  # run before the syntax check existed: its "kill" was an import failure
             else:
                 outcome = "incompetent"  # the mutant could not be made or run: neither killed nor survived
             if result is not None:
@@ -362,7 +414,8 @@ def report(session: Path, *, wall: float | None = None, workers: int | None = No
     print("\nMutation score of the conformance suite (simulator core, sizing, signing)")
     print(f"  mutants total      {len(mutants)}  (operators left out by the default narrowing: {counts['narrowed']})")
     print(f"  tested             {tested}  (of which inside type annotations, not run: {counts['annotation']}; "
-          f"skipped by pragma {counts['skipped']}, incompetent {counts['incompetent']}, pending {counts['pending']})")
+          f"not valid Python, left out: {counts['invalid']}; skipped by pragma {counts['skipped']}; "
+          f"incompetent {counts['incompetent']}; pending {counts['pending']})")
     print(f"  killed             {killed}  (by a failed test, exit 1: {exits.get(1, 0)}; incomplete, exit 6: {exits.get(6, 0)}; "
           f"harness error, exit 7: {exits.get(7, 0)}; other: {sum(v for k, v in exits.items() if k not in (1, 6, 7))}; "
           f"timeout: {counts['timeout']})")
