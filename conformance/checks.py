@@ -13,6 +13,7 @@ from conformance import contract as C
 from conformance.config import TargetConfig
 from conformance.leaks import DocumentText
 from conformance.names import WireNames
+from conformance.secrets import clip
 from knowledge_schemas import load_registry
 
 
@@ -33,7 +34,7 @@ def body_of(response: httpx.Response, requirement: str) -> Any:
     try:
         return response.json()
     except ValueError:
-        raise ContractViolation(requirement, f"HTTP {response.status_code} body is not JSON: {response.text[:200]!r}") from None
+        raise ContractViolation(requirement, f"HTTP {response.status_code} body is not JSON: {clip(response.text, 200)!r}") from None
 
 
 def schema(stem: str, body: Any, requirement: str = "WIRE-002", *, names: WireNames | None = None) -> None:
@@ -43,7 +44,7 @@ def schema(stem: str, body: Any, requirement: str = "WIRE-002", *, names: WireNa
 
 
 def ok(response: httpx.Response, requirement: str, what: str) -> Any:
-    expect(response.status_code == 200, requirement, f"{what} answered HTTP {response.status_code}, expected 200: {response.text[:300]}")
+    expect(response.status_code == 200, requirement, f"{what} answered HTTP {response.status_code}, expected 200: {clip(response.text, 300)}")
     return body_of(response, requirement)
 
 
@@ -52,7 +53,7 @@ def error_envelope(response: httpx.Response, requirement: str = "WIRE-001", *, s
     """A 4xx with the error envelope. The seed names only the error code; ``strict``
     (codes.strict) also demands the vendor's human-readable ``message``."""
     expect(response.status_code in statuses, requirement,
-           f"expected a {statuses.start}-{statuses.stop - 1} error, got HTTP {response.status_code}: {response.text[:200]}")
+           f"expected a {statuses.start}-{statuses.stop - 1} error, got HTTP {response.status_code}: {clip(response.text, 200)}")
     body = body_of(response, requirement)
     errors = load_registry().errors("error", body)
     expect(not errors, requirement, f"the error body is not the error envelope: {'; '.join(errors[:3])}")
@@ -166,4 +167,4 @@ def split_in(piece: str, expected: str) -> str | None:
 
 
 def describe(body: Any) -> str:
-    return json.dumps(body, ensure_ascii=False)[:300]
+    return clip(json.dumps(body, ensure_ascii=False), 300)

@@ -21,6 +21,7 @@ import httpx
 
 from conformance import contract as C
 from conformance.names import WireNames
+from conformance.secrets import clip
 from knowledge_schemas import load_registry
 
 UNSUPPORTED_STATUSES = frozenset({404, 405, 501})
@@ -112,7 +113,7 @@ class ReferenceClient:
         if action is None and isinstance(body, dict) and isinstance(body.get("feedback"), dict):
             action = body["feedback"].get("next_action")
         return KnowledgeError(feedback(operation, code or f"http_{response.status_code}",
-                                       (body.get("message") if isinstance(body, dict) else None) or response.text[:200],
+                                       (body.get("message") if isinstance(body, dict) else None) or clip(response.text, 200),
                                        next_action=action))
 
     # -------------------------------------------------------- negotiation

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from conformance.options import option
 from conformance.state import EXERCISED, STATE
 
 
@@ -57,7 +58,7 @@ def _provisioner(kc_target: Any, pytestconfig: pytest.Config) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def control(_provisioner: Any, pytestconfig: pytest.Config) -> Any:
     """Control for tests; None when the target has none or --no-control is given."""
-    return None if pytestconfig.getoption("--no-control") else _provisioner
+    return None if option(pytestconfig, "--no-control") else _provisioner
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,9 @@ its marker, fixtures, fail-early checks, result bookkeeping and reports.
 
 A session asks for the suite by naming it (``--pyargs conformance.suite`` or its folder)
 or by giving ``--target``. Any other pytest session in an environment where this
-package is installed sees the options and nothing else: no marker, no fixtures, no
-network, no exit-code changes.
+package sees the options (added so that they never take a name that session already
+uses, see conformance.options) and the marker's description, and nothing else: no
+fixtures, no network, no exit-code changes.
 
 Reports are written by the main process only; under pytest-xdist the workers'
 results reach it through each report's ``user_properties``.
@@ -26,32 +27,20 @@ from typing import Any
 import pytest
 
 from conformance import __version__
-from conformance.secrets import SECRETS, scrub
+from conformance.options import add_options, option
+from conformance.secrets import SECRETS, clip, scrub
 from conformance.state import EXERCISED, MARKER, STATE
 
 RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 SUITE_FLAG = "KNOWLEDGE_CONFORMANCE_SUITE"  # a package that sets it to True holds suite tests
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("knowledge-conformance", "knowledge contract conformance")
-    group.addoption("--target", default=None, help="sim (in-process, default), sim+http (loopback) or the URL of a live Core")
-    group.addoption("--target-config", default=None, help="TOML file: route, identities, control, wire overrides, tolerances")
-    group.addoption("--run-id", default=None, help="namespace of every workspace and turn identity the run creates (default: random); "
-                    "give a failed run's ID back to replay it")
-    group.addoption("--sim-quirk", action="append", default=[], help="run the bundled simulator with this deliberate deviation")
-    group.addoption("--sim-seed", type=int, default=0, help="seed of the bundled simulator")
-    group.addoption("--no-control", action="store_true", help="do not use the test-control extension during tests")
-    group.addoption("--realtime", action="store_true", help="wait real seconds for expiry when there is no control")
-    group.addoption("--rate-limit", type=float, default=0.0, help="at most this many requests per second to the target")
-    group.addoption("--reports", "--report-dir", dest="reports", default="reports", help="folder for results.json, report.md, report.html, junit.xml")
-    group.addoption("--fail-on", choices=("must", "should"), default="must", help="which failures make the run non-conformant")
-    group.addoption("--waivers", default=None, help="TOML file of [[waiver]] id, justification, expires")
-    group.addoption("--requirement", action="append", default=[], help="run only tests tagged with this requirement ID")
-    group.addoption("--stateful-examples", type=int, default=None, help="examples of the stateful model (default 20; deep: 200)")
-    group.addoption("--stateful-steps", type=int, default=None, help="steps per example of the stateful model (default 25; deep: 60)")
-    group.addoption("--deep", action="store_true", help="release-gating depth for the stateful model and negative testing")
-    group.addoption("--no-shrink", action="store_true", help="report the first failing generated sequence without minimising it (faster)")
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> Any:
+    """Options are added once the session's own conftest files have added theirs (see conformance.options)."""
+    result = yield
+    add_options(parser)
+    return result
 
 
 def _suite_dir() -> Path:
@@ -62,7 +51,7 @@ def _suite_dir() -> Path:
 
 def wants_suite(config: pytest.Config) -> bool:
     """Did this session ask for the suite? An explicit --target, or the suite among the paths."""
-    if config.getoption("--target") is not None:
+    if option(config, "--target") is not None:
         return True
     suite = _suite_dir()
     for arg in config.args:
@@ -80,11 +69,12 @@ def _is_worker(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Always registered: a project that imports suite modules (to list their IDs) runs under --strict-markers.
+    config.addinivalue_line("markers", f"{MARKER}(*ids): requirement IDs of the catalogue that this test verifies")
     if not wants_suite(config):
         return
     from conformance import fixtures
 
-    config.addinivalue_line("markers", f"{MARKER}(*ids): requirement IDs of the catalogue that this test verifies")
     config.stash[STATE] = {"started": time.time(), "pending": [], "requests": 0}
     _prepare(config)
     config.pluginmanager.register(fixtures, "knowledge-conformance-fixtures")
@@ -109,18 +99,18 @@ def _prepare(config: pytest.Config) -> None:
         run_id = str(config.workerinput.get("kc_run_id", "local"))  # type: ignore[attr-defined]
         worker = str(config.workerinput.get("workerid", "w"))  # type: ignore[attr-defined]
     else:
-        run_id = config.getoption("--run-id") or secrets.token_hex(4)
+        run_id = option(config, "--run-id") or secrets.token_hex(4)
         worker = ""
         if not RUN_ID.match(run_id):
             _fail(f"--run-id {run_id!r}: use 1-32 lowercase letters, digits and hyphens")
     try:
-        cfg = load_config(config.getoption("--target-config"), target=config.getoption("--target"))
+        cfg = load_config(option(config, "--target-config"), target=option(config, "--target"))
     except ConfigError as exc:
         _fail(str(exc))
-    cfg.sim_quirks = tuple(config.getoption("--sim-quirk"))
-    cfg.sim_seed = config.getoption("--sim-seed")
-    cfg.realtime = config.getoption("--realtime")
-    cfg.rate_limit = config.getoption("--rate-limit")
+    cfg.sim_quirks = tuple(option(config, "--sim-quirk"))
+    cfg.sim_seed = option(config, "--sim-seed")
+    cfg.realtime = option(config, "--realtime")
+    cfg.rate_limit = option(config, "--rate-limit")
     cfg.run_id, cfg.worker = run_id, worker
     if cfg.sim_quirks and not cfg.is_sim:
         _fail("--sim-quirk applies to the bundled simulator only (--target sim or sim+http)")
@@ -128,15 +118,15 @@ def _prepare(config: pytest.Config) -> None:
     if _is_worker(config):
         return
     catalogue = load_catalogue()
-    bad = sorted(set(config.getoption("--requirement")) - set(catalogue.ids))
+    bad = sorted(set(option(config, "--requirement")) - set(catalogue.ids))
     if bad:
         _fail(f"--requirement: unknown ID(s) {', '.join(bad)}")
     try:
-        state["waivers"] = load_waivers(config.getoption("--waivers"), catalogue)
+        state["waivers"] = load_waivers(option(config, "--waivers"), catalogue)
     except ValueError as exc:
         _fail(str(exc))
     if not config.option.collectonly:
-        _check_report_dir(Path(config.getoption("--reports")))
+        _check_report_dir(Path(option(config, "--reports")))
 
 
 def _check_report_dir(directory: Path) -> None:
@@ -249,7 +239,7 @@ class SuiteSession:
         unknown = sorted({rid for i in suite for rid in _ids(i) if rid not in catalogue})
         if unknown:
             _fail(f"tests name requirement IDs missing from the catalogue: {', '.join(unknown)}")
-        wanted = set(config.getoption("--requirement"))
+        wanted = set(option(config, "--requirement"))
         if wanted:
             keep = [i for i in items if wanted & set(_ids(i))]
             config.hook.pytest_deselected(items=[i for i in items if i not in keep])
@@ -315,7 +305,7 @@ class SuiteSession:
             if report.failed:  # a crashed worker, or a test outside the suite that ran in its session
                 self.state["pending"].append(TestResult(report.nodeid, "error", [], None, scrub(
                     f"failed outside the suite's requirement bookkeeping: {(report.longreprtext.strip().splitlines() or ['?'])[-1]}")[:2000],
-                    detail=scrub(report.longreprtext[-4000:])))
+                    detail=clip(report.longreprtext, -4000)))
             return
         detail = ""
         if report.skipped:
@@ -323,7 +313,7 @@ class SuiteSession:
             message = (longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)).removeprefix("Skipped: ")
             outcome = "skipped"
         elif report.failed:
-            detail = report.longreprtext[-4000:]
+            detail = clip(report.longreprtext, -4000)
             message = props.get("message") or (detail.strip().splitlines() or ["test failed"])[-1]
             outcome = props.get("kc_outcome", "error")
             if report.when != "call" and outcome == "failed" and "violated" not in props:
@@ -369,7 +359,7 @@ class SuiteSession:
             configuration=self._configuration(), hypothesis=_hypothesis(config),
             started=dt.datetime.fromtimestamp(self.state["started"], dt.UTC).isoformat(timespec="seconds"),
             duration_seconds=time.time() - self.state["started"], requests=self.state["requests"] + (recorder.count if recorder else 0),
-            fail_on=config.getoption("--fail-on"), run_id=self.state["run_id"],
+            fail_on=option(config, "--fail-on"), run_id=self.state["run_id"],
             interrupted=exitstatus == pytest.ExitCode.INTERRUPTED and not errored,
         )
         run = aggregate(load_catalogue(), list(pending), info, waivers=self.state.get("waivers", []), today=dt.date.today())
@@ -377,7 +367,7 @@ class SuiteSession:
         if kept:
             run.warnings.append(f"the control extension kept {len(kept)} workspace(s) of run {run.run_id} (no delete): {', '.join(sorted(kept)[:5])}")
         try:
-            self.state["paths"] = write_all(run, Path(config.getoption("--reports")), scrub)
+            self.state["paths"] = write_all(run, Path(option(config, "--reports")), scrub)
         except OSError as exc:
             self.state["write_error"] = f"could not write the reports: {exc}"
             session.exitstatus = VERDICT_EXIT["error"]
@@ -391,11 +381,11 @@ class SuiteSession:
     def _configuration(self) -> dict[str, Any]:
         """The run's settings, as a reader needs them to reproduce it; never a secret."""
         config, cfg = self.config, self.state["config"]
-        options = {name: config.getoption(name) for name in ("--no-control", "--realtime", "--rate-limit", "--deep", "--no-shrink",
+        options = {name: option(config, name) for name in ("--no-control", "--realtime", "--rate-limit", "--deep", "--no-shrink",
                                                              "--stateful-examples", "--stateful-steps", "--requirement", "--sim-quirk",
                                                              "--sim-seed", "--waivers")}
         out: dict[str, Any] = {name.lstrip("-").replace("-", "_"): value for name, value in options.items()}
-        out["target_config"] = config.getoption("--target-config")
+        out["target_config"] = option(config, "--target-config")
         out["control_available"] = bool(cfg.is_sim or (cfg.control_url and cfg.control_token))
         out["strict_codes"] = cfg.strict_codes
         out["clock_skew_seconds"] = cfg.clock_skew_seconds
@@ -419,9 +409,9 @@ class SuiteSession:
             f"tests failed {s['tests_failed']}, harness errors {s['tests_errored']}; {run.requests} requests; run {run.run_id})"))
         for r in run.requirements:
             if r.status in ("failed", "waived"):
-                terminalreporter.write_line(scrub(f"  {r.status.upper():7} {r.id} {r.title}: {r.reason[:160]}"))
+                terminalreporter.write_line(scrub(f"  {r.status.upper():7} {r.id} {r.title}: {clip(r.reason, 160)}"))
         for w in run.warnings:
-            terminalreporter.write_line(scrub(f"  warning: {w[:300]}"))
+            terminalreporter.write_line(scrub(f"  warning: {clip(w, 300)}"))
         for kind, path in self.state.get("paths", {}).items():
             terminalreporter.write_line(f"  {kind:8} {path}")
 

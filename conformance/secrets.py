@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 MASK = "***"
 MIN_LENGTH = 6  # shorter values are too likely to be ordinary words to mask safely
+FRAGMENT = 8  # a secret's first or last characters, at least this many, are masked on their own too
 
 
 class Scrubber:
@@ -54,10 +55,14 @@ class Scrubber:
             return frozenset(self._values)
 
     def text(self, text: str) -> str:
+        values = sorted(self.values, key=len, reverse=True)
         # Longest first, so a value never leaves a tail of a longer one behind.
-        for value in sorted(self.values, key=len, reverse=True):
+        for value in values:
             if value in text:
                 text = text.replace(value, MASK)
+        for value in values:
+            if len(value) > FRAGMENT:
+                text = _mask_fragments(text, value)
         return text
 
     def data(self, node: Any) -> Any:
@@ -71,6 +76,26 @@ class Scrubber:
         return node
 
 
+def _mask_fragments(text: str, value: str) -> str:
+    """Mask what a cut left of ``value``: a run of its first characters (the text was cut
+    after them) or of its last ones (cut before them). :func:`clip` cuts after scrubbing,
+    so this is the safety net for a cut made anywhere else, a Core's own included."""
+    head, tail = value[:FRAGMENT], value[-FRAGMENT:]
+    start = 0
+    while (i := text.find(head, start)) != -1:
+        end, k = i + FRAGMENT, FRAGMENT
+        while end < len(text) and k < len(value) and text[end] == value[k]:
+            end, k = end + 1, k + 1
+        text, start = text[:i] + MASK + text[end:], i + len(MASK)
+    start = len(text)
+    while (i := text.rfind(tail, 0, start)) != -1:
+        begin, k = i, len(value) - FRAGMENT
+        while begin > 0 and k > 0 and text[begin - 1] == value[k - 1]:
+            begin, k = begin - 1, k - 1
+        text, start = text[:begin] + MASK + text[i + FRAGMENT:], begin
+    return text
+
+
 SECRETS = Scrubber()
 """The process-wide scrubber: the target configuration, the control wire and the
 target loader add to it; the reports, the console and the recorder read it."""
@@ -78,3 +103,10 @@ target loader add to it; the reports, the console and the recorder read it."""
 
 def scrub(text: str) -> str:
     return SECRETS.text(text)
+
+
+def clip(text: str, limit: int) -> str:
+    """The first ``limit`` characters of ``text`` (negative: the last), scrubbed before the cut so
+    that no part of a secret survives it."""
+    clean = scrub(text)
+    return clean[limit:] if limit < 0 else clean[:limit]

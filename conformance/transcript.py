@@ -22,6 +22,7 @@ from conformance.checks import ContractViolation, expect
 from conformance.config import TargetConfig
 from conformance.leaks import DocumentText
 from conformance.model import HOME, OTHER_KINDS, REFERENCE_KINDS, Model, ModelError, PageOutcome, Prediction, build_docs
+from conformance.secrets import clip
 
 FORMAT = "knowledge-conformance.transcript.v1"
 
@@ -152,7 +153,7 @@ class Checker:
             return None
         if response.status_code != 200:
             expect(predicted.verdict != "page", "READ-001" if event.get("identify") else "REF-002",
-                   f"a valid reference ({predicted.age:g} s old) was refused: HTTP {response.status_code} {response.text[:200]}")
+                   f"a valid reference ({predicted.age:g} s old) was refused: HTTP {response.status_code} {clip(response.text, 200)}")
             self._refusal(predicted, response)
             if predicted.single is not None:
                 self.exercised.add(predicted.single)

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from conformance.secrets import SECRETS
+from conformance.secrets import SECRETS, scrub
 
 REDACTED = "Bearer ***"
 BODY_KEEP = 2048
@@ -59,7 +59,7 @@ class Exchange:
 
 def _shorten(raw: bytes) -> str:
     """A body for a report: cut on a character boundary, with the size it had."""
-    text = raw[: BODY_KEEP * 4].decode("utf-8", "replace")
+    text = scrub(raw[: BODY_KEEP * 4].decode("utf-8", "replace"))  # before the cut: no part of a secret survives it
     if len(raw) <= BODY_KEEP and len(text.encode("utf-8")) == len(raw):
         return text
     return text[:BODY_KEEP] + f"… ({len(raw)} bytes in all)"

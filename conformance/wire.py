@@ -9,7 +9,7 @@ import httpx
 
 from conformance.config import TargetConfig
 from conformance.errors import HarnessError
-from conformance.secrets import SECRETS
+from conformance.secrets import SECRETS, clip
 
 
 class CoreWire:
@@ -73,7 +73,7 @@ class ControlWire:
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         response = self.http.request(method, self.base + path, json=body, headers=self._headers, extensions={"kc_control": True})
         if response.status_code >= 300:
-            raise ControlError(f"control {method} {path} answered {response.status_code}: {response.text[:300]}")
+            raise ControlError(f"control {method} {path} answered {response.status_code}: {clip(response.text, 300)}")
         return response.json() if response.content else None
 
     def create_workspace(self, route: str, mode: str = "normal") -> None:
@@ -138,9 +138,9 @@ class ControlWire:
         if response.status_code in (404, 405, 501):
             return None
         if response.status_code >= 300:
-            raise ControlError(f"control GET /faults/lost answered {response.status_code}: {response.text[:300]}")
+            raise ControlError(f"control GET /faults/lost answered {response.status_code}: {clip(response.text, 300)}")
         body = response.json()
         found = body.get("responses") if isinstance(body, dict) else None
         if not isinstance(found, list):
-            raise ControlError(f"control GET /faults/lost answered without a responses list: {response.text[:300]}")
+            raise ControlError(f"control GET /faults/lost answered without a responses list: {clip(response.text, 300)}")
         return [dict(r) for r in found if isinstance(r, dict)]

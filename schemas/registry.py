@@ -43,7 +43,7 @@ class SchemaRegistry:
         return [_describe(e) for e in found]
 
     def is_valid(self, stem: str, instance: Any) -> bool:
-        return self.validator(stem).is_valid(instance)
+        return bool(self.validator(stem).is_valid(instance))
 
 
 def _describe(error: ValidationError) -> str:

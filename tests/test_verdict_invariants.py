@@ -153,6 +153,27 @@ def test_the_plugin_stays_out_of_other_sessions(tmp_path: Path) -> None:
     assert proc.returncode == 1, "the plugin must not rewrite another session's exit status"
 
 
+def test_a_project_with_its_own_target_option_keeps_it(tmp_path: Path) -> None:
+    """Another project's conftest owns --target and --deep: it runs, gets its own values, and the
+    suite stays reachable there under --kc-target."""
+    (tmp_path / "conftest.py").write_text(textwrap.dedent("""
+        def pytest_addoption(parser):
+            parser.addoption("--target", default="theirs")
+            parser.addoption("--deep", action="store_true")
+    """), "utf-8")
+    (tmp_path / "test_own.py").write_text(textwrap.dedent("""
+        def test_own(pytestconfig):
+            assert pytestconfig.getoption("--target") == "staging"
+            assert pytestconfig.getoption("--deep") is True
+    """), "utf-8")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    proc = subprocess.run([*cmd, "--target", "staging", "--deep"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0 and "VERDICT" not in proc.stdout, proc.stdout[-1500:] + proc.stderr[-800:]
+    proc = subprocess.run([*cmd, "--pyargs", "conformance.suite", "--kc-target", "sim", "--requirement", "CAP-001",
+                           "--report-dir", str(tmp_path / "out")], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert "VERDICT: INCOMPLETE" in proc.stdout and (tmp_path / "out" / "results.json").is_file(), proc.stdout[-1500:]
+
+
 def test_collect_only_touches_no_network_and_writes_nothing(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "--collect-only", "-q", "-p", "no:cacheprovider",
            "--target", "http://127.0.0.1:9", "--target-config", str(_live_config(tmp_path)), "--report-dir", str(tmp_path / "out")]

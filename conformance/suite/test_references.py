@@ -12,6 +12,7 @@ import pytest
 from conformance import checks
 from conformance import contract as C
 from conformance.checks import expect
+from conformance.secrets import clip
 
 R = pytest.mark.requirement
 ERROR_RULES = ("REF-011", "REF-012", "REF-014")
@@ -70,7 +71,7 @@ def test_references_and_cursors_stay_valid_just_before_300_seconds(world: Any, w
     age = C.REFERENCE_TTL_SECONDS - STEP - world.cfg.clock_skew_seconds
     _age(world, age)
     response = world.read(ref, run_id, **extra)
-    expect(response.status_code == 200, "REF-002", f"a {what} {age:g} s old was refused: HTTP {response.status_code} {response.text[:200]}")
+    expect(response.status_code == 200, "REF-002", f"a {what} {age:g} s old was refused: HTTP {response.status_code} {clip(response.text, 200)}")
 
 
 @R("REF-016", *ERROR_RULES)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
+from conformance.options import option
 from conformance.stateful import CLAIMS, machine, walk_settings
 from conformance.world import provision
 
@@ -25,10 +26,10 @@ def test_stateful_model_agrees_with_the_target(kc_config: Any, core: Any, contro
     """Only the IDs whose checks the random walk reached on a definite prediction count as verified."""
     if control is None:
         pytest.skip("not verified: the stateful model drives time and state through the test-control extension")
-    deep = pytestconfig.getoption("--deep")
-    examples = pytestconfig.getoption("--stateful-examples") or (200 if deep else 20)
-    steps = pytestconfig.getoption("--stateful-steps") or (60 if deep else 25)
+    deep = option(pytestconfig, "--deep")
+    examples = option(pytestconfig, "--stateful-examples") or (200 if deep else 20)
+    steps = option(pytestconfig, "--stateful-steps") or (60 if deep else 25)
     exercised: set[str] = set()
     walk = machine(lambda: provision(kc_config, core, control, large=False), kc_config, exercised)
     record_exercised(exercised)
-    run_state_machine_as_test(walk, settings=walk_settings(examples, steps, shrink=not pytestconfig.getoption("--no-shrink")))
+    run_state_machine_as_test(walk, settings=walk_settings(examples, steps, shrink=not option(pytestconfig, "--no-shrink")))

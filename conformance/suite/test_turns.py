@@ -13,6 +13,7 @@ from conformance import contract as C
 from conformance.checks import expect
 from conformance.client import KnowledgeError, ReferenceClient
 from conformance.errors import HarnessError
+from conformance.secrets import clip
 from conformance.wire import CoreWire
 from knowledge_schemas import load_registry
 
@@ -51,7 +52,7 @@ def test_on_demand_turn_keeps_knowledge_and_refs_present_and_empty(world: Any) -
     knowledge, refs = member["knowledge"], member["knowledge_refs"]
     _, context = _on_demand_context(world)
     expect(context.get(knowledge) == [] and context.get(refs) == [], "TURN-008",
-           f"{knowledge}/{refs} must be present and empty: {knowledge}={str(context.get(knowledge))[:120]} {refs}={str(context.get(refs))[:120]}")
+           f"{knowledge}/{refs} must be present and empty: {knowledge}={clip(str(context.get(knowledge)), 120)} {refs}={clip(str(context.get(refs)), 120)}")
 
 
 @R("TURN-007", "TURN-003")
