@@ -49,6 +49,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--requirement", (), {"action": "append", "default": [], "help": "run only tests tagged with this requirement ID"}),
     Option("--stateful-examples", (), {"type": int, "default": None, "help": "examples of the stateful model (default 20; deep: 200)"}),
     Option("--stateful-steps", (), {"type": int, "default": None, "help": "steps per example of the stateful model (default 25; deep: 60)"}),
+    Option("--stateful-seed", (), {"type": int, "default": None, "help": "seed of the stateful model's random walk (default: fixed, "
+                                                                         "so a run replays; any seed reaches every rule)"}),
     Option("--deep", (), {"action": "store_true", "help": "release-gating depth for the stateful model and negative testing"}),
     Option("--no-shrink", (), {"action": "store_true", "help": "report the first failing generated sequence without minimising it (faster)"}),
 )

@@ -382,7 +382,7 @@ class SuiteSession:
         """The run's settings, as a reader needs them to reproduce it; never a secret."""
         config, cfg = self.config, self.state["config"]
         options = {name: option(config, name) for name in ("--no-control", "--realtime", "--rate-limit", "--deep", "--no-shrink",
-                                                             "--stateful-examples", "--stateful-steps", "--requirement", "--sim-quirk",
+                                                             "--stateful-examples", "--stateful-steps", "--stateful-seed", "--requirement", "--sim-quirk",
                                                              "--sim-seed", "--waivers")}
         out: dict[str, Any] = {name.lstrip("-").replace("-", "_"): value for name, value in options.items()}
         out["target_config"] = option(config, "--target-config")

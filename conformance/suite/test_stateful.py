@@ -14,7 +14,7 @@ import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
 from conformance.options import option
-from conformance.stateful import CLAIMS, machine, walk_settings
+from conformance.stateful import CLAIMS, WALK_SEED, machine, tour, walk_settings
 from conformance.world import provision
 
 R = pytest.mark.requirement
@@ -23,13 +23,16 @@ R = pytest.mark.requirement
 @R(*CLAIMS)
 def test_stateful_model_agrees_with_the_target(kc_config: Any, core: Any, control: Any, pytestconfig: pytest.Config,
                                                record_exercised: Any) -> None:
-    """Only the IDs whose checks the random walk reached on a definite prediction count as verified."""
+    """A scripted tour through the rules first (it reaches every claimed rule, whatever the walk draws),
+    then the random walk. Only the IDs whose checks ran on a definite prediction count as verified."""
     if control is None:
         pytest.skip("not verified: the stateful model drives time and state through the test-control extension")
     deep = option(pytestconfig, "--deep")
     examples = option(pytestconfig, "--stateful-examples") or (200 if deep else 20)
     steps = option(pytestconfig, "--stateful-steps") or (60 if deep else 25)
     exercised: set[str] = set()
-    walk = machine(lambda: provision(kc_config, core, control, large=False), kc_config, exercised)
+    walk = machine(lambda: provision(kc_config, core, control, large=False), kc_config, exercised,
+                   walk_seed=option(pytestconfig, "--stateful-seed") or WALK_SEED)
     record_exercised(exercised)
+    tour(walk)
     run_state_machine_as_test(walk, settings=walk_settings(examples, steps, shrink=not option(pytestconfig, "--no-shrink")))
