@@ -178,6 +178,15 @@ def skip_invalid(session: Path, copy: Path) -> int:
     return skipped
 
 
+def forget_survivors(session: Path) -> int:
+    """Make the kept session's survivors pending again: after the suite gained probes, only
+    they can change outcome (a killed mutant stays killed by a stronger suite)."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(session)) as db, db:
+        return db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'").rowcount
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -266,6 +275,8 @@ def run(args: argparse.Namespace) -> int:
         subprocess.run([sys.executable, "-m", "cosmic_ray.tools.filters.pragma_no_mutate", str(session)], cwd=copies[0], check=True)
         subprocess.run([sys.executable, "-m", "cosmic_ray.tools.filters.operators_filter", str(session), str(config)],
                        cwd=copies[0], check=True)
+    if resume and args.rerun_survivors:
+        print(f"mutation: {forget_survivors(session)} survivor(s) of the kept session judged again by today's suite", flush=True)
     print(f"mutation: {skip_annotations(session, copies[0])} mutant(s) inside type annotations skipped as equivalent", flush=True)
     print(f"mutation: {skip_invalid(session, copies[0])} mutant(s) that are not valid Python skipped", flush=True)
 
@@ -453,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--module", action="append", help=f"mutate only this file (repeatable; default: {', '.join(MODULES)})")
     parser.add_argument("--all-operators", action="store_true", help="also the bitwise/shift/power and is/is-not stand-ins (about 3x longer)")
     parser.add_argument("--resume", action="store_true", help="continue the session kept in --work-dir (only its pending mutants)")
+    parser.add_argument("--rerun-survivors", action="store_true", help="with --resume: judge the kept session's survivors again")
     parser.add_argument("--work-dir", help="keep the copies and the session here (default: a temporary folder)")
     args = parser.parse_args(argv)
     if args.command == "killer":
