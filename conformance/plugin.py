@@ -75,7 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from conformance import fixtures
 
-    config.stash[STATE] = {"started": time.time(), "pending": [], "requests": 0}
+    config.stash[STATE] = {"started": time.time(), "pending": [], "worker_requests": {}}
     _prepare(config)
     config.pluginmanager.register(fixtures, "knowledge-conformance-fixtures")
     config.pluginmanager.register(SuiteSession(config), "knowledge-conformance-session")
@@ -259,6 +259,9 @@ class SuiteSession:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
         outcome: Any = yield
         report = outcome.get_result()
+        if report.when == "teardown" and _is_worker(self.config) and self.state.get("recorder") is not None:
+            # The worker's running total rides on every test: an interrupted run's workers never report at the end.
+            report.user_properties.append(("kc_worker_requests", self.state["recorder"].count))
         exercised = item.stash.get(EXERCISED, None)
         if report.when == "call" and exercised is not None:
             report.user_properties.append(("exercised", json.dumps(sorted(exercised))))
@@ -297,6 +300,11 @@ class SuiteSession:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from conformance.report.results import TestResult
 
+        counted: Any = dict(report.user_properties).get("kc_worker_requests")
+        if counted is not None and not _is_worker(self.config):
+            worker = str(getattr(report, "worker_id", "?"))  # set by pytest-xdist on every report a worker sends
+            seen = self.state.setdefault("worker_requests", {})
+            seen[worker] = max(seen.get(worker, 0), int(counted))
         relevant = report.when == "call" or (report.when == "setup" and not report.passed) or (report.when == "teardown" and report.failed)
         if not relevant:
             return
@@ -358,7 +366,7 @@ class SuiteSession:
             suite_version=__version__, catalogue_version=catalogue_version(), target=_target_description(cfg),
             configuration=self._configuration(), hypothesis=_hypothesis(config),
             started=dt.datetime.fromtimestamp(self.state["started"], dt.UTC).isoformat(timespec="seconds"),
-            duration_seconds=time.time() - self.state["started"], requests=self.state["requests"] + (recorder.count if recorder else 0),
+            duration_seconds=time.time() - self.state["started"], requests=sum(self.state.get("worker_requests", {}).values()) + (recorder.count if recorder else 0),
             fail_on=option(config, "--fail-on"), run_id=self.state["run_id"],
             interrupted=exitstatus == pytest.ExitCode.INTERRUPTED and not errored,
         )
@@ -427,7 +435,9 @@ class XdistController:
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", {}) or {}
-        self.state["requests"] += int(output.get("kc_requests", 0))
+        if "kc_requests" in output:
+            seen = self.state.setdefault("worker_requests", {})
+            seen[str(node.gateway.id)] = max(seen.get(str(node.gateway.id), 0), int(output["kc_requests"]))
         self.state.setdefault("kept_workspaces", []).extend(output.get("kc_kept", []))
 
 

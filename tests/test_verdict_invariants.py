@@ -194,3 +194,38 @@ def test_an_interrupted_or_collection_broken_run_is_not_a_verdict(tmp_path: Path
     (pkg / "test_broken.py").write_text("import not_a_module_anywhere\n", "utf-8")
     code, out, results = _run(tmp_path, "--target", "sim", "kc_extra")
     assert results is not None and results["verdict"] == "error" and code == 7, out[-1500:]
+
+
+def test_an_interrupted_xdist_run_is_interrupted_and_counts_the_requests_made(tmp_path: Path) -> None:
+    """Ctrl-C under -n 2: the verdict says interrupted (exit 2), and the requests the workers made
+    before it are counted (their end-of-run report never comes)."""
+    import os
+    import signal
+    import time
+
+    done = tmp_path / "done"
+    done.mkdir()
+    _package(tmp_path, "\n".join([f"""
+@R('CAP-001')
+def test_requests_{i}(world):
+    for _ in range(5):
+        world.core.capabilities(world.primary.token, world.route)
+    open({str(done / str(i))!r}, "w").close()
+""" for i in range(4)] + [f"""
+@R('CAP-002')
+def test_waits_{i}():
+    import time
+    time.sleep(20)
+""" for i in range(2)]))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--report-dir", str(tmp_path / "out"),
+           "--target", "sim", "kc_extra"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 240
+    while len(list(done.iterdir())) < 4 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    time.sleep(1.0)  # the last fast test's teardown report reaches the controller
+    os.kill(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    results = json.loads((tmp_path / "out" / "results.json").read_text("utf-8"))
+    assert proc.returncode == 2 and results["verdict"] == "interrupted", out[-1500:]
+    assert results["requests"] >= 20, results["requests"]
