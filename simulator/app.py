@@ -7,8 +7,10 @@ branch in here or in the Core.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import secrets
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -150,9 +152,12 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     config = SimConfig(**{**(config.__dict__ if config else {}), **options})
     parse_quirks(list(config.quirks))
     wire_names = WireNames(config.wire_names)
-    rng = Random(config.seed)
-    clock = Clock(config.clock_start, frozen=config.frozen_clock)
-    store = Store(config.database, rng)
+    # A seed makes the whole instance reproducible (IDs, tokens, signing key); without one, IDs come
+    # from a random seed and the signing key from the operating system's secret source.
+    rng = Random(config.seed if config.seed is not None else secrets.randbits(64))
+    key_source = None if config.seed is None else (lambda: hashlib.sha256(f"knowledge-sim signing key {config.seed}".encode()).digest())
+    clock = Clock(config.clock_start, frozen=config.frozen_clock, **({'source': config.clock_source} if config.clock_source else {}))
+    store = Store(config.database, rng, key_source=key_source)
     core_class, wrappers = compose(config.quirks)
     core = core_class(config, store, clock)
     transcript: deque[dict[str, Any]] = deque(maxlen=10_000)

@@ -17,17 +17,31 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument("--database", default=":memory:", help="SQLite file to persist the store (default: in memory)")
-    serve.add_argument("--seed", type=int, default=0, help="seed of every random choice (ids, tokens, signing key)")
+    serve.add_argument("--seed", type=int, default=None,
+                       help="make IDs, demo tokens and the signing key reproducible (default: random, the key from a secret source)")
     serve.add_argument("--corpus", help="folder of .md/.txt files or a .jsonl file for the demo workspace")
     serve.add_argument("--quirk", action="append", default=[], metavar="NAME", help="deviate on purpose (repeatable); see `quirks`")
     serve.add_argument("--no-control", action="store_true", help="do not expose the test-control extension")
-    serve.add_argument("--control-token", default="sim-control-token", help="credential of the control extension")
+    serve.add_argument("--control-token", default=None,
+                       help=f"credential of the control extension (default {SimConfig.control_token!r}, loopback only)")
     serve.add_argument("--frozen-clock", action="store_true", help="the clock moves only through control")
     serve.add_argument("--wire-names", metavar="FILE.toml",
                        help="serve other member names: [names.capabilities|limits|turn_context] tables, as in wire-defaults.toml")
     serve.add_argument("--log-level", default="info")
     sub.add_parser("quirks", help="list the quirks and the requirements each violates")
     return parser
+
+
+def _loopback(host: str) -> bool:
+    """Is ``host`` reachable from this machine only? (A name other than localhost counts as public.)"""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,11 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     from simulator.corpus import load_corpus, seed_demo
     from simulator.wire_names import load_wire_names
 
+    if args.control_token is None and not args.no_control and not _loopback(args.host):
+        print(f"knowledge-sim: refusing to serve the control extension on {args.host} with the default credential; "
+              "give --control-token (or --no-control)", file=sys.stderr)
+        return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(message)s", stream=sys.stderr)
     try:
         app = create_app(
             SimConfig(seed=args.seed, database=args.database, control_enabled=not args.no_control,
-                      control_token=args.control_token, frozen_clock=args.frozen_clock,
+                      control_token=args.control_token or SimConfig.control_token, frozen_clock=args.frozen_clock,
                       clock_start=None if not args.frozen_clock else SimConfig.clock_start, demo=args.corpus is None,
                       wire_names=load_wire_names(args.wire_names) if args.wire_names else {}),
             quirks=args.quirk,

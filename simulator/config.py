@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class SimConfig:
-    seed: int = 0
+    seed: int | None = 0  # None: IDs and tokens from a random seed, the signing key from a secret source
     database: str = ":memory:"
     quirks: frozenset[str] = field(default_factory=frozenset)
     control_enabled: bool = True
@@ -16,6 +16,7 @@ class SimConfig:
     hub: str = "https://hub.knowledge-sim.example"
     clock_start: float | None = 1_767_225_600.0  # 2026-01-01T00:00:00Z; None follows the host clock
     frozen_clock: bool = True
+    clock_source: Callable[[], float] | None = None  # the time a moving clock follows (default: the host's)
     demo: bool = True
     demo_route: str = "demo"
     max_body_bytes: int = 1 << 20

@@ -297,11 +297,11 @@ class Core:
             offset, consumed = cursor["o"], cursor["b"]
         return self._page(caller, run, ref, current, offset, consumed, int(body.get("max_bytes", READ_DEFAULT_BYTES)))
 
-    def _cursor(self, caller: Caller, run: Run, ref: str, offset: int, consumed: int) -> str:
+    def _cursor(self, caller: Caller, run: Run, ref: str, offset: int, consumed: int, issued_at: float) -> str:
         ident = caller.identity
         return self.signer.sign("cursor", {
             "w": caller.route, "h": ident.hub, "s": ident.session_id, "a": ident.account, "r": run.run_id,
-            "p": digest(ref), "o": offset, "b": consumed, "t": self.clock.now(),
+            "p": digest(ref), "o": offset, "b": consumed, "t": issued_at,
         })
 
     def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
@@ -309,9 +309,12 @@ class Core:
         doc = rev.content
         doc_bytes = len(doc.encode("utf-8"))
         remaining = self.chain_budget - consumed
+        # One instant for the page: the placeholder cursor the page is sized with and the real one must
+        # differ only in offsets no longer than the placeholder's, never in a timestamp of another length.
+        now = self.clock.now()
         shell: dict[str, Any] = {
             "schema_version": KNOWLEDGE_SCHEMA, "ref": ref, "revision": rev.revision_id, "content": "",
-            "next_cursor": self._cursor(caller, run, ref, doc_bytes, 10 * CHAIN_BUDGET),
+            "next_cursor": self._cursor(caller, run, ref, doc_bytes, 10 * CHAIN_BUDGET, now),
             "truncated": False, "budget_exhausted": False, "trust": "reference_only",
             "total_content_bytes": doc_bytes, "read_chain_max_bytes": CHAIN_BUDGET,
         }
@@ -327,7 +330,7 @@ class Core:
         if exhausted:
             page["budget_exhausted"] = True
         elif not at_end:
-            page["next_cursor"] = self._cursor(caller, run, ref, end, consumed + size)
+            page["next_cursor"] = self._cursor(caller, run, ref, end, consumed + size, now)
         return page
 
     def _fit_content(self, text: str, room: int, remaining: int) -> int:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from random import Random
@@ -88,12 +89,23 @@ class ItemInput:
 class Store:
     """Thread-safe access to one SQLite database; every write is one transaction."""
 
-    def __init__(self, path: str, rng: Random) -> None:
+    def __init__(self, path: str, rng: Random, *, key_source: Callable[[], bytes] | None = None) -> None:
+        """``rng`` draws IDs and tokens; ``key_source`` makes the signing key the first time the
+        store is opened (default: the operating system's secret source). The key is never drawn
+        from ``rng``: IDs are public, and a generator's outputs reveal its state."""
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
         self._lock = threading.RLock()
-        self._rng = rng
+        self._key_source = key_source or (lambda: secrets.token_bytes(32))
         self._db.executescript(_SCHEMA)
+        # Reopening a kept store must not replay the ID stream of an earlier start (IDs would collide
+        # with stored ones): each start of the same store draws from its own stream, still a function
+        # of the seed and of how many times the store was opened, so a replay stays a replay.
+        with self.transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key='opened'").fetchone()
+            opened = int(row["value"]) + 1 if row is not None else 1
+            db.execute("INSERT OR REPLACE INTO meta VALUES('opened', ?)", (str(opened),))
+        self._rng = rng if opened == 1 else Random(f"{rng.getrandbits(64)}:{opened}")
 
     # ------------------------------------------------------------ plumbing
     @contextmanager
@@ -123,7 +135,7 @@ class Store:
         with self.transaction() as db:
             row = db.execute("SELECT value FROM meta WHERE key='signing_key'").fetchone()
             if row is None:
-                key = self._rng.getrandbits(256).to_bytes(32, "big")
+                key = self._key_source()
                 db.execute("INSERT INTO meta VALUES('signing_key', ?)", (key.hex(),))
                 return key
             return bytes.fromhex(row["value"])

@@ -149,7 +149,7 @@ class BudgetEndsOnePageLate(Core):
         if page.get("budget_exhausted") is True and page["content"]:
             size = len(page["content"].encode("utf-8"))
             page.update(budget_exhausted=False,
-                        next_cursor=self._cursor(caller, run, ref, offset + len(page["content"]), consumed + size))
+                        next_cursor=self._cursor(caller, run, ref, offset + len(page["content"]), consumed + size, self.clock.now()))
         return page
 
 
@@ -194,7 +194,7 @@ class PagesCutInUtf16Units(Core):
         if page.get("budget_exhausted") is not True:
             at_end = end >= total
             page.update(truncated=not at_end, next_cursor=None if at_end else
-                        self._cursor(caller, run, ref, end, consumed + len(content.encode("utf-8", "surrogatepass"))))
+                        self._cursor(caller, run, ref, end, consumed + len(content.encode("utf-8", "surrogatepass")), self.clock.now()))
         return page
 
 
@@ -227,7 +227,7 @@ class SplitCharacters(Core):
             exhausted = not at_end and budget - delivered < 4  # room for not even one more character
             page = {**shell, "content": content, "truncated": not at_end, "budget_exhausted": exhausted, "next_cursor": None}
             if not at_end and not exhausted:
-                page["next_cursor"] = self._cursor(caller, run, ref, end, consumed + delivered)
+                page["next_cursor"] = self._cursor(caller, run, ref, end, consumed + delivered, self.clock.now())
             excess = max(len(dumps(page)) - max_bytes, delivered - budget)
             if excess <= 0 or size == 1:
                 return page
