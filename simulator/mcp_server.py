@@ -125,10 +125,10 @@ class _Deferred:
 
 
 # ----------------------------------------------------------------- stdio
-def stdio_command(path: str = "agent", *, core_url: str | None = None, route: str | None = None,
-                  quirks: list[str] | tuple[str, ...] = (), job_seconds: float | None = None) -> list[str]:
-    """The argv that serves the simulator's MCP path over stdio (the suite finds this through
-    the ``knowledge_conformance.targets`` entry point, never by import)."""
+def stdio_command(path: str = "agent", *, core_url: str | None = None, route: str | None = None, token: str | None = None,
+                  quirks: list[str] | tuple[str, ...] = (), job_seconds: float | None = None) -> tuple[list[str], dict[str, str]]:
+    """The argv and extra environment that serve the simulator's MCP path over stdio (the suite
+    finds this through the ``knowledge_conformance.targets`` entry point, never by import)."""
     argv = [sys.executable, "-m", "simulator.cli", "mcp", "--path", path]
     if core_url:
         argv += ["--core-url", core_url]
@@ -138,7 +138,7 @@ def stdio_command(path: str = "agent", *, core_url: str | None = None, route: st
         argv += ["--job-seconds", str(job_seconds)]
     for quirk in quirks:
         argv += ["--quirk", quirk]
-    return argv
+    return argv, ({TOKEN_ENV: token} if token else {})
 
 
 async def _serve_stdio(server: Server[Any]) -> None:
@@ -172,3 +172,9 @@ def run_stdio(path: str, *, core_url: str | None, route: str | None, quirks: lis
     anyio.run(_serve_stdio, server)
     return 0
 
+
+
+def http_endpoint(base_url: str, route: str) -> str:
+    """The streamable-HTTP URL of the Agent Session path for ``route`` on a simulator at ``base_url``
+    (found by the suite through the ``knowledge_conformance.targets`` entry point)."""
+    return base_url.rstrip("/") + MCP_PATH.format(route=route)
