@@ -72,6 +72,7 @@ class TargetConfig:
     sim_seed: int = 0
     run_id: str = "local"
     worker: str = ""  # the pytest-xdist worker ID, "" in a serial run
+    mcp: dict[str, Any] = field(default_factory=dict)  # the [mcp] table: transport, command, url, token, jobs_command
 
     @property
     def namespace(self) -> str:
@@ -132,6 +133,34 @@ def _overlay(base: dict[str, Any], extra: dict[str, Any], where: str, prefix: st
                 base[table][key] = value
 
 
+MCP_KEYS = ("transport", "command", "url", "token", "jobs_command")
+
+
+def _mcp_table(table: Any, where: str) -> dict[str, Any]:
+    """The [mcp] table: the Agent Session MCP server as a command (stdio) or a URL (streamable
+    HTTP, with its bearer token), and the Fixed Client Token stdio server's command."""
+    if not isinstance(table, dict) or set(table) - set(MCP_KEYS):
+        raise ConfigError(f"{where}: [mcp] takes only {', '.join(MCP_KEYS)}")
+    out: dict[str, Any] = {}
+    for key in ("command", "jobs_command"):
+        if key in table:
+            value = table[key]
+            if not (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
+                raise ConfigError(f"{where}: [mcp].{key} must be a non-empty list of strings (the argv)")
+            out[key] = list(value)
+    if "url" in table:
+        if not str(table["url"]).startswith(("http://", "https://")):
+            raise ConfigError(f"{where}: [mcp].url must be an http(s):// URL")
+        out["url"] = str(table["url"])
+        SECRETS.add_url(out["url"])
+    transport = table.get("transport", "http" if "url" in out else "stdio" if "command" in out else None)
+    if transport not in (None, "stdio", "http", "both"):
+        raise ConfigError(f"{where}: [mcp].transport must be stdio, http or both")
+    out["transport"] = transport
+    out["token"] = _secret(table.get("token"), f"{where} [mcp].token")
+    return out
+
+
 def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
     """Build the configuration from an optional TOML file and the --target value."""
     cfg = TargetConfig()
@@ -160,6 +189,7 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
         cfg.control_url = control.get("url")
         SECRETS.add_url(cfg.control_url)
         cfg.control_token = _secret(control.get("token"), f"{where} [control].token")
+        cfg.mcp = _mcp_table(data.get("mcp", {}), where)
         for name, ident in data.get("identities", {}).items():
             token = _secret(ident.get("token"), f"{where} [identities.{name}].token")
             if token is None:

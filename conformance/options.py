@@ -35,6 +35,9 @@ class Option(NamedTuple):
 
 OPTIONS: tuple[Option, ...] = (
     Option("--target", (), {"default": None, "help": "sim (in-process, default), sim+http (loopback) or the URL of a live Core"}),
+    Option("--mcp-target", (), {"default": None, "help": "the Agent Session MCP server to check: an http(s) URL (streamable HTTP) "
+                                                         "or a command (stdio); default: [mcp] of the target config, or "
+                                                         "the bundled simulator's over both; none: no MCP checks"}),
     Option("--target-config", (), {"default": None, "help": "TOML file: route, identities, control, wire overrides, tolerances"}),
     Option("--run-id", (), {"default": None, "help": "namespace of every workspace and turn identity the run creates "
                                                      "(default: random); give a failed run's ID back to replay it"}),

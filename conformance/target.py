@@ -40,6 +40,7 @@ class Target:
     control_token: Secret | None
     description: str
     _closers: tuple[Any, ...] = ()
+    app: Any = None  # the bundled simulator's ASGI app (sim targets only): its MCP path is served beside it
 
     @property
     def has_control(self) -> bool:
@@ -100,9 +101,10 @@ def open_target(cfg: TargetConfig) -> Target:
             transport = InProcessTransport(app)
             http = httpx.Client(transport=transport, base_url="http://sim.local", event_hooks=hooks(), timeout=cfg.timeout_seconds)
             return Target("http://sim.local", http, recorder, "http://sim.local" + cfg.wire["paths"]["control_base"], token,
-                          "bundled simulator (in-process)", (transport.close,))
+                          "bundled simulator (in-process)", (transport.close,), app)
         url, stop = serve_over_loopback(app)
         http = _http_client(url, cfg, hooks())
-        return Target(url, http, recorder, url + cfg.wire["paths"]["control_base"], token, f"bundled simulator over loopback ({url})", (stop,))
+        return Target(url, http, recorder, url + cfg.wire["paths"]["control_base"], token, f"bundled simulator over loopback ({url})",
+                      (stop,), app)
     http = _http_client(cfg.target, cfg, hooks())
     return Target(cfg.target, http, recorder, cfg.control_url, cfg.control_token, f"live Core at {redact_url(cfg.target)}")

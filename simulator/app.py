@@ -33,7 +33,9 @@ from simulator.core import Caller, Core
 from simulator.corpus import seed_demo
 from simulator.errors import ApiError
 from simulator.http import error_response, json_response, read_json, validate
+from simulator.mcp_server import MCP_PATH, mount
 from simulator.miniatures import compose
+from simulator.miniatures.mcp import agent_class
 from simulator.quirks import parse_quirks
 from simulator.store import Store
 from simulator.wire_names import WireNames
@@ -169,6 +171,9 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
         Route(f"{BASE}/knowledge/read", _endpoint(core, _read, knowledge=True), methods=["POST"]),
         Route(f"{BASE}/turns", _endpoint(core, _turn, knowledge=False), methods=["POST"]),
     ]
+    holder: dict[str, Starlette] = {}
+    # The Agent Session MCP path (streamable HTTP) beside the Core API: its Core requests come back through this app.
+    routes.append(Route(MCP_PATH, mount(lambda: holder["app"], agent_class(config.quirks))))
     if config.control_enabled:
         routes.append(Mount("/_control/v1", routes=control_routes(core, transcript)))
     app = Starlette(
@@ -180,4 +185,5 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     )
     app.state.core = core
     app.state.wire_names = wire_names
+    holder["app"] = app
     return app

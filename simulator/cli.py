@@ -28,6 +28,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--wire-names", metavar="FILE.toml",
                        help="serve other member names: [names.capabilities|limits|turn_context] tables, as in wire-defaults.toml")
     serve.add_argument("--log-level", default="info")
+    mcp = sub.add_parser("mcp", help="serve an MCP path over stdio (the Agent Session path also rides `serve`, "
+                                     "as streamable HTTP at /agent-api/v1/workspaces/<route>/mcp)")
+    mcp.add_argument("--path", choices=("agent", "jobs"), default="agent",
+                     help="agent: the Agent Session knowledge tools; jobs: the Fixed Client Token job tools")
+    mcp.add_argument("--core-url", help="the Core to act on (default: an in-process simulator with the demo workspace)")
+    mcp.add_argument("--route", help="the workspace route of the session (default: the demo workspace)")
+    mcp.add_argument("--seed", type=int, default=0, help="seed of the in-process simulator")
+    mcp.add_argument("--job-seconds", type=float, default=1.5, help="how long a governed job stays pending")
+    mcp.add_argument("--quirk", action="append", default=[], metavar="NAME", help="deviate on purpose (repeatable)")
     sub.add_parser("quirks", help="list the quirks and the requirements each violates")
     return parser
 
@@ -51,6 +60,17 @@ def main(argv: list[str] | None = None) -> int:
             strict = "  (seed-allowed: caught with [wire] codes.strict = true)" if quirk.strict_only else ""
             print(f"{quirk.name:32} {','.join(quirk.violates):28} {quirk.description}{strict}")
         return 0
+    if args.command == "mcp":
+        from simulator.mcp_server import run_stdio
+        from simulator.quirks import parse_quirks
+
+        try:
+            parse_quirks(args.quirk)
+        except ValueError as exc:
+            print(f"knowledge-sim: {exc}", file=sys.stderr)
+            return 2
+        return run_stdio(args.path, core_url=args.core_url, route=args.route, quirks=args.quirk,
+                         job_seconds=args.job_seconds, seed=args.seed)
     import uvicorn
 
     from simulator.app import create_app
@@ -84,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  route {route}: account {ident.account}, session {ident.session_id}: {ident.token}", file=sys.stderr)
     if not args.no_control:
         print("  control extension at /_control/v1 (Authorization: Bearer <control token>)", file=sys.stderr)
+    print("  Agent Session MCP (streamable HTTP) at /agent-api/v1/workspaces/<route>/mcp (Authorization: Bearer <token>)",
+          file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 

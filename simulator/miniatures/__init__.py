@@ -14,19 +14,19 @@ from collections.abc import Iterable
 from functools import cache
 
 from simulator.core import Core
-from simulator.miniatures import capabilities, read, references, search, turns, wire
+from simulator.miniatures import capabilities, mcp, read, references, search, turns, wire
 from simulator.miniatures._asgi import Miniature, Wrapper
 
 MINIATURES: dict[str, Miniature] = {
     **capabilities.MINIATURES, **turns.MINIATURES, **search.MINIATURES,
-    **read.MINIATURES, **references.MINIATURES, **wire.MINIATURES,
+    **read.MINIATURES, **references.MINIATURES, **wire.MINIATURES, **mcp.MINIATURES,
 }
 
 
 def compose(quirks: Iterable[str]) -> tuple[type[Core], list[type[Wrapper]]]:
     """The Core class with the named Core miniatures mixed in (the clean ``Core`` when
     there are none) and the named wrappers, outermost first; names in a stable order."""
-    chosen = [MINIATURES[name] for name in sorted(set(quirks))]
+    chosen = [MINIATURES[name] for name in sorted(set(quirks))]  # MCP miniatures are neither: see miniatures.mcp
     cores = tuple(m for m in chosen if issubclass(m, Core))
     return _mixed(cores), [m for m in chosen if issubclass(m, Wrapper)]
 

@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from simulator.core import Core
+from simulator.mcp_jobs import JobTools
+from simulator.mcp_tools import AgentTools
 
 _PATH = re.compile(r"^/agent-api/v1/workspaces/(?P<route>[^/]+)/(?P<tail>knowledge/[a-z]+|turns)$")
 _OPERATIONS = {("GET", "knowledge/capabilities"): "capabilities", ("POST", "knowledge/search"): "search",
@@ -130,5 +132,6 @@ class BodyRewrite(Wrapper):
         raise NotImplementedError
 
 
-# A miniature: a Core subclass overriding one behaviour, or a Wrapper around the clean app.
-Miniature = type[Core] | type[Wrapper]
+# A miniature: a Core subclass overriding one behaviour, a Wrapper around the clean app, or a
+# subclass of the clean MCP tools (simulator.miniatures.mcp).
+Miniature = type[Core] | type[Wrapper] | type[AgentTools] | type[JobTools]

@@ -1,0 +1,86 @@
+"""A synchronous MCP client for the suite, on the official ``mcp`` SDK: one event loop in a
+helper thread per connection, and raw tool results (the SDK's own client-side validation of
+``structuredContent`` is bypassed: judging the result is the suite's job, with a named
+requirement, not an exception of the client library)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio.from_thread
+import httpx2
+import mcp_types as types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where an MCP path is: a command to spawn (stdio) or a streamable-HTTP URL with its bearer token."""
+
+    transport: str  # "stdio" or "http"
+    argv: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    url: str = ""
+    token: str = ""
+
+    def describe(self) -> str:
+        return f"stdio: {self.argv[0].rsplit('/', 1)[-1]} …" if self.transport == "stdio" else f"streamable HTTP: {self.url}"
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A tools/call result as the server sent it."""
+
+    is_error: bool
+    structured: Any  # None when the result carries no structuredContent
+    has_structured: bool
+    texts: tuple[str, ...]
+
+    def text_json(self) -> Any:
+        """The first text block parsed as JSON, or None when there is none or it is not JSON."""
+        for text in self.texts:
+            try:
+                return json.loads(text)
+            except ValueError:
+                continue
+        return None
+
+
+class McpSession:
+    """One connected MCP client session."""
+
+    def __init__(self, portal: Any, client: Client) -> None:
+        self.portal, self.client = portal, client
+
+    def tools(self) -> list[types.Tool]:
+        result = self.portal.call(self.client.session.list_tools)
+        return list(result.tools)
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments))
+        raw = self.portal.call(self.client.session.send_request, request, types.CallToolResult)
+        texts = tuple(block.text for block in raw.content if isinstance(block, types.TextContent))
+        present = "structured_content" in raw.model_fields_set and raw.structured_content is not None
+        return ToolResult(bool(raw.is_error), raw.structured_content, present, texts)
+
+
+@contextmanager
+def connect(endpoint: Endpoint, timeout: float = 30.0) -> Iterator[McpSession]:
+    """A session on ``endpoint`` for the duration of the block."""
+    with ExitStack() as stack:
+        portal = stack.enter_context(anyio.from_thread.start_blocking_portal())
+        if endpoint.transport == "stdio":
+            params = StdioServerParameters(command=endpoint.argv[0], args=list(endpoint.argv[1:]), env=dict(endpoint.env) or None)
+            client = Client(params, read_timeout_seconds=timeout, cache=None)
+        else:
+            headers = {"Authorization": f"Bearer {endpoint.token}"} if endpoint.token else {}
+            http = httpx2.AsyncClient(headers=headers, timeout=timeout)
+            client = Client(streamable_http_client(endpoint.url, http_client=http), read_timeout_seconds=timeout, cache=None)
+        stack.enter_context(portal.wrap_async_context_manager(client))
+        yield McpSession(portal, client)
