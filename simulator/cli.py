@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import logging.handlers
+import queue
 import sys
 
 from simulator.config import SimConfig
@@ -27,7 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--frozen-clock", action="store_true", help="the clock moves only through control")
     serve.add_argument("--wire-names", metavar="FILE.toml",
                        help="serve other member names: [names.capabilities|limits|turn_context] tables, as in wire-defaults.toml")
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--log-level", default="warning", help="info logs one line per request (never blocking: dropped when stderr "
+                                                                "is not read); default warning")
+    serve.add_argument("--timeout-keep-alive", type=float, default=5.0, help="seconds an idle kept-alive connection stays open")
     mcp = sub.add_parser("mcp", help="serve an MCP path over stdio (the Agent Session path also rides `serve`, "
                                      "as streamable HTTP at /agent-api/v1/workspaces/<route>/mcp)")
     mcp.add_argument("--path", choices=("agent", "jobs"), default="agent",
@@ -39,6 +43,41 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_argument("--quirk", action="append", default=[], metavar="NAME", help="deviate on purpose (repeatable)")
     sub.add_parser("quirks", help="list the quirks and the requirements each violates")
     return parser
+
+
+class _DroppingQueueHandler(logging.handlers.QueueHandler):
+    """Hands records to the writer thread; when stderr is not read and the queue is full, the
+    record is dropped: a log line never stalls serving."""
+
+    dropped = 0
+
+    def enqueue(self, record: logging.LogRecord) -> None:
+        try:
+            self.queue.put_nowait(record)
+        except queue.Full:
+            type(self).dropped += 1
+
+
+def _log_without_blocking(level: str) -> None:
+    records: queue.Queue[logging.LogRecord] = queue.Queue(maxsize=10_000)
+    writer = logging.StreamHandler(sys.stderr)
+    writer.setFormatter(logging.Formatter("%(message)s"))
+    logging.handlers.QueueListener(records, writer).start()  # a daemon thread: it may block, serving does not
+    root = logging.getLogger()
+    root.handlers[:] = [_DroppingQueueHandler(records)]
+    root.setLevel(level)
+
+
+def _raise_open_file_limit() -> None:
+    """Idle connections cost a file each: use the hard limit, not the (often 1024) soft one."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
+    except (ImportError, ValueError, OSError):
+        pass  # not on this platform, or not allowed: keep the soft limit
 
 
 def _loopback(host: str) -> bool:
@@ -81,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"knowledge-sim: refusing to serve the control extension on {args.host} with the default credential; "
               "give --control-token (or --no-control)", file=sys.stderr)
         return 2
-    logging.basicConfig(level=args.log_level.upper(), format="%(message)s", stream=sys.stderr)
+    _log_without_blocking(args.log_level.upper())
+    _raise_open_file_limit()
     try:
         app = create_app(
             SimConfig(seed=args.seed, database=args.database, control_enabled=not args.no_control,
@@ -106,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         print("  control extension at /_control/v1 (Authorization: Bearer <control token>)", file=sys.stderr)
     print("  Agent Session MCP (streamable HTTP) at /agent-api/v1/workspaces/<route>/mcp (Authorization: Bearer <token>)",
           file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=int(args.timeout_keep_alive))
     return 0
 
 
