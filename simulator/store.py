@@ -8,6 +8,7 @@ published revision; older revisions stay addressable by ID, so the
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import secrets
@@ -29,8 +30,6 @@ CREATE TABLE IF NOT EXISTS items(route TEXT NOT NULL, item_id TEXT NOT NULL, bas
   current_revision TEXT NOT NULL, PRIMARY KEY(route, item_id));
 CREATE TABLE IF NOT EXISTS revisions(revision_id TEXT PRIMARY KEY, route TEXT NOT NULL, item_id TEXT NOT NULL,
   title TEXT NOT NULL, summary TEXT, content TEXT NOT NULL, published_at REAL NOT NULL);
-CREATE VIRTUAL TABLE IF NOT EXISTS current_fts USING fts5(
-  title, content, route UNINDEXED, item_id UNINDEXED, base_id UNINDEXED, tokenize='unicode61');
 CREATE TABLE IF NOT EXISTS scopes(route TEXT NOT NULL, account TEXT NOT NULL, bases TEXT, version INTEGER NOT NULL,
   PRIMARY KEY(route, account));
 CREATE TABLE IF NOT EXISTS identities(token TEXT PRIMARY KEY, account TEXT NOT NULL, hub TEXT NOT NULL,
@@ -40,8 +39,14 @@ CREATE TABLE IF NOT EXISTS runs(run_id TEXT PRIMARY KEY, route TEXT NOT NULL, se
 CREATE TABLE IF NOT EXISTS turns(turn_key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, run_id TEXT NOT NULL,
   response TEXT NOT NULL);
 """
-_DATA_TABLES = ("workspaces", "bases", "items", "revisions", "current_fts", "scopes", "identities", "runs", "turns")
+_DATA_TABLES = ("workspaces", "bases", "items", "revisions", "scopes", "identities", "runs", "turns")
 _WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _index_name(route: str) -> str:
+    """The full-text index of one workspace: its own table, so ranking statistics (document
+    frequencies, average lengths) come from that workspace alone, never from another tenant's."""
+    return '"fts_' + hashlib.sha256(route.encode("utf-8")).hexdigest()[:24] + '"'
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,9 @@ class Store:
         with self.transaction() as db:
             for table in _DATA_TABLES:
                 db.execute(f"DELETE FROM {table}")
+            indexes = [r["name"] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND sql LIKE 'CREATE VIRTUAL TABLE%'")]
+            for name in indexes:
+                db.execute(f'DROP TABLE IF EXISTS "{name}"')
 
     # ---------------------------------------------------------- workspaces
     def create_workspace(self, route: str, mode: str = "normal") -> bool:
@@ -155,8 +163,9 @@ class Store:
         """Remove a workspace and everything in it (corpus, scopes, identities, runs, turns)."""
         with self.transaction() as db:
             db.execute("DELETE FROM turns WHERE run_id IN (SELECT run_id FROM runs WHERE route=?)", (route,))
-            for table in ("bases", "items", "revisions", "current_fts", "scopes", "identities", "runs"):
+            for table in ("bases", "items", "revisions", "scopes", "identities", "runs"):
                 db.execute(f"DELETE FROM {table} WHERE route=?", (route,))
+            db.execute(f"DROP TABLE IF EXISTS {_index_name(route)}")
             return db.execute("DELETE FROM workspaces WHERE route=?", (route,)).rowcount == 1
 
     def workspace(self, route: str) -> tuple[str, int] | None:
@@ -179,8 +188,9 @@ class Store:
         """Swap a workspace's whole corpus atomically; returns item -> current revision."""
         published: dict[str, str] = {}
         with self.transaction() as db:
-            for table in ("bases", "items", "revisions", "current_fts"):
+            for table in ("bases", "items", "revisions"):
                 db.execute(f"DELETE FROM {table} WHERE route=?", (route,))
+            db.execute(f"DROP TABLE IF EXISTS {_index_name(route)}")
             db.execute("UPDATE scopes SET version = version + 1 WHERE route=?", (route,))
             for base_id, name, items in bases:
                 db.execute("INSERT INTO bases VALUES(?, ?, ?)", (route, base_id, name))
@@ -198,10 +208,10 @@ class Store:
             "INSERT INTO revisions VALUES(?, ?, ?, ?, ?, ?, ?)",
             (rev, route, item.item_id, item.title, item.summary, item.content, now),
         )
-        db.execute(
-            "INSERT INTO current_fts(title, content, route, item_id, base_id) VALUES(?, ?, ?, ?, ?)",
-            (item.title, item.content, route, item.item_id, base_id),
-        )
+        index = _index_name(route)
+        db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {index} USING fts5("
+                   "title, content, item_id UNINDEXED, base_id UNINDEXED, tokenize='unicode61')")
+        db.execute(f"INSERT INTO {index}(title, content, item_id, base_id) VALUES(?, ?, ?, ?)", (item.title, item.content, item.item_id, base_id))
 
     def publish_revision(self, route: str, item_id: str, content: str, title: str | None, summary: str | None, now: float) -> str | None:
         with self.transaction() as db:
@@ -213,7 +223,7 @@ class Store:
             if row is None:
                 return None
             rev = self.new_id("rev_")
-            db.execute("DELETE FROM current_fts WHERE route=? AND item_id=?", (route, item_id))  # only the current revision is searchable
+            db.execute(f"DELETE FROM {_index_name(route)} WHERE item_id=?", (item_id,))  # only the current revision is searchable
             item = ItemInput(item_id, title if title is not None else row["title"], content,
                              summary if summary is not None else (row["summary"] if title is None else None))
             self._insert_revision(db, route, row["base_id"], item, rev, now)
@@ -246,15 +256,21 @@ class Store:
         if not words or limit <= 0 or (bases is not None and not bases):
             return []
         match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words[:32])
-        sql = "SELECT item_id FROM current_fts WHERE current_fts MATCH ? AND route=?"
-        args: list[object] = [match, route]
+        index = _index_name(route)
+        sql = f"SELECT item_id FROM {index} WHERE {index} MATCH ?"
+        args: list[object] = [match]
         if bases is not None:
             sql += f" AND base_id IN ({','.join('?' * len(bases))})"
             args.extend(bases)
-        sql += " ORDER BY bm25(current_fts, 2.0, 1.0), item_id LIMIT ?"
+        sql += f" ORDER BY bm25({index}, 2.0, 1.0), item_id LIMIT ?"
         args.append(limit)
         with self._lock:
-            ids = [r["item_id"] for r in self._db.execute(sql, args)]
+            try:
+                ids = [r["item_id"] for r in self._db.execute(sql, args)]
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):
+                    return []  # a workspace that never had a document
+                raise
         found = (self.current_revision(route, i) for i in ids)
         return [r for r in found if r is not None]
 
