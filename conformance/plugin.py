@@ -168,8 +168,8 @@ def _check_control(cfg: Any) -> None:
     url = httpx.URL(cfg.control_url.rstrip("/") + "/clock").copy_with(username=None, password=None)
     try:
         response = httpx.get(url, headers={"Authorization": f"Bearer {cfg.control_token}"}, timeout=min(cfg.timeout_seconds, 10.0))
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        _fail(f"{where}: cannot reach it ({type(exc).__name__}: {exc})")
+    except httpx.HTTPError:
+        return  # control that cannot be reached stays a harness error of the tests that need it (exit 7), as documented
     if response.status_code in (401, 403):
         _fail(f"{where}: the control extension refused the [control] token ({response.status_code}); check that credential")
 
