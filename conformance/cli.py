@@ -5,13 +5,26 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 VERDICT_HELP = ("exit codes: 0 conformant, 1 non-conformant, 2 interrupted, 3 internal error, 4 usage error (found before any test), "
                 "6 incomplete (a MUST not verified), 7 harness error (the suite could not judge; see the report)")
 
 
+USAGE_ERROR = 4
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on a bad option; this command's usage errors exit 4, as a suite run's do
+    (2 means interrupted here)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="knowledge-conformance", description="Knowledge contract conformance suite.", epilog=VERDICT_HELP)
+    parser = _Parser(prog="knowledge-conformance", description="Knowledge contract conformance suite.", epilog=VERDICT_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the suite and write reports", epilog=VERDICT_HELP)
     run.add_argument("--target", default=None, help="sim (default), sim+http, or the URL of a live Core")
@@ -44,13 +57,14 @@ def main(argv: list[str] | None = None) -> int:
             old, new = load(args.old), load(args.new)
         except ValueError as exc:
             print(f"knowledge-conformance: {exc}", file=sys.stderr)
-            return 4
+            return USAGE_ERROR
         diff = compare(old, new)
         print(render(diff, old, new))
         return 1 if args.fail_on_new_failures and regressed(diff) else 0
     import pytest
 
-    options = ["--pyargs", "conformance.suite", "-p", "no:cacheprovider", "-q",
+    # Not -q: the header line names the target and the run ID before any test runs.
+    options = ["--pyargs", "conformance.suite", "-p", "no:cacheprovider",
                "--reports", args.reports, "--fail-on", args.fail_on, "--rate-limit", str(args.rate_limit)]
     if args.target:  # otherwise the configuration file's [target] url, or the bundled simulator
         options += ["--target", args.target]

@@ -12,10 +12,14 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import SplitResult, urlsplit, urlunsplit
+
+import httpx
+from jsonschema.exceptions import ValidationError
 
 from conformance.names import WireNames, check_names
 from conformance.secrets import SECRETS
-from knowledge_schemas import load_wire_defaults
+from knowledge_schemas import load_registry, load_wire_defaults
 
 
 class ConfigError(ValueError):
@@ -104,14 +108,41 @@ class TargetConfig:
 
 def redact_url(url: str) -> str:
     """A URL without user-info credentials or query string (tokens sometimes ride there)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
+    parts = urlsplit_checked(url)
+    if parts is None:
+        return "<not a valid URL>"
     if not parts.scheme:
         return url
     host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def urlsplit_checked(url: str) -> SplitResult | None:
+    """``urlsplit`` of a URL whose host and port parse, else None (``http://[::1`` raises in urlsplit)."""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a port that is not a number in range raises here, not in urlsplit
+    except ValueError:
+        return None
+    return parts
+
+
+def check_http_url(url: str, what: str) -> None:
+    """An http(s) URL with a host, that both the standard library and httpx can parse.
+
+    The message never repeats a URL that does not parse: its credentials could not be told apart."""
+    parts = urlsplit_checked(url)
+    if parts is None or any(c.isspace() for c in url):
+        raise ConfigError(f"{what}: not a valid URL (check for spaces, the brackets of an IPv6 host and the port)")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{what} {redact_url(url)!r}: expected an http:// or https:// URL with a host")
+    try:
+        httpx.URL(url)
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise ConfigError(f"{what} {redact_url(url)!r}: not a valid URL ({type(exc).__name__})") from None
 
 
 def _overlay(base: dict[str, Any], extra: dict[str, Any], where: str, prefix: str = "") -> None:
@@ -161,18 +192,95 @@ def _mcp_table(table: Any, where: str) -> dict[str, Any]:
     return out
 
 
+_TYPE_WORDS = {"string": "a string", "number": "a number", "integer": "an integer", "boolean": "a boolean (true or false)",
+               "object": "a table", "array": "an array", "null": "nothing"}
+
+
+def _toml_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return "a date or time"
+
+
+def _key(path: list[str | int]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _describe(error: ValidationError) -> str:
+    """One schema violation in a TOML writer's words: the key, what it must be; never the value
+    (a mistyped token is still a secret)."""
+    path = list(error.absolute_path)
+    key, kind, expected = _key(path), str(error.validator), error.validator_value
+    if kind == "additionalProperties" and isinstance(error.instance, dict):
+        known = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(known))
+        if not path:
+            hint = [t for t in unknown if t in load_wire_defaults()]
+            tip = f" (wire tables go under [wire]: write [wire.{hint[0]}])" if hint else ""
+            return f"unknown table(s) {', '.join(f'[{t}]' for t in unknown)}; known: {', '.join(f'[{t}]' for t in known)}{tip}"
+        return f"[{key}]: unknown key(s) {', '.join(unknown)}; known: {', '.join(known)}"
+    if kind == "enum" and "propertyNames" in error.schema_path:
+        return f"[{key}.{error.instance}]: unknown name {error.instance!r}; known: {', '.join(map(str, expected))}"
+    if kind == "type":
+        types = [str(t) for t in (expected if isinstance(expected, list) else [expected])]
+        return f"{key}: expected {' or '.join(_TYPE_WORDS.get(t, t) for t in types)}, got {_toml_type(error.instance)}"
+    if kind in ("oneOf", "anyOf") and "description" in error.schema:
+        return f"{key}: expected {error.schema['description']}, got {_toml_type(error.instance)}"
+    if kind == "required":
+        missing = [r for r in expected if isinstance(error.instance, dict) and r not in error.instance]
+        return f"[{key}]: missing {', '.join(missing)}" if key else f"missing {', '.join(missing)}"
+    words = {"minLength": "must not be empty", "minimum": f"must be at least {expected}", "maximum": f"must be at most {expected}",
+             "exclusiveMinimum": f"must be greater than {expected}", "pattern": f"must match {expected}"}
+    return f"{key}: {words.get(kind, error.message)}"
+
+
+def validate_config_data(data: Any, where: str) -> None:
+    """Check a parsed target configuration against schemas/target-config.schema.json; the first
+    violation (by position in the file's tree) becomes the one-line ConfigError."""
+    validator = load_registry().validator("target-config")
+    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), [str(p) for p in e.absolute_path]))
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ConfigError(f"{where}: {_describe(errors[0])}{more}")
+
+
+def _read_toml(path: str, flag: str) -> dict[str, Any]:
+    """A TOML file's tables, or a ConfigError naming the file and what is wrong with it."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"{flag} {path}: no such file")
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{flag} {path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        reason = " ".join(str(exc).split())
+        raise ConfigError(f"{flag} {path}: not valid TOML ({reason})") from None
+
+
 def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
     """Build the configuration from an optional TOML file and the --target value."""
     cfg = TargetConfig()
+    source = "--target"
     if path:
-        file = Path(path)
-        if not file.is_file():
-            raise ConfigError(f"--target-config {path}: no such file")
-        try:
-            data = tomllib.loads(file.read_text("utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-        where = str(file)
+        data = _read_toml(path, "--target-config")
+        where = str(path)
+        validate_config_data(data, where)
         if "wire" in data:
             _overlay(cfg.wire, data["wire"], where)
             try:
@@ -181,6 +289,7 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
                 raise ConfigError(str(exc)) from None
         tgt = data.get("target", {})
         cfg.target = tgt.get("url", cfg.target)
+        source = f"{path} [target].url"
         cfg.route = tgt.get("route", "")
         cfg.probe_query = tgt.get("probe_query", cfg.probe_query)
         cfg.timeout_seconds = float(tgt.get("timeout_seconds", cfg.timeout_seconds))
@@ -190,17 +299,22 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
         SECRETS.add_url(cfg.control_url)
         cfg.control_token = _secret(control.get("token"), f"{where} [control].token")
         cfg.mcp = _mcp_table(data.get("mcp", {}), where)
+        if (cfg.control_url is None) != (cfg.control_token is None):
+            raise ConfigError(f"{where}: [control] needs both url and token (or neither)")
+        if cfg.control_url is not None:
+            check_http_url(cfg.control_url, f"{where} [control].url")
         for name, ident in data.get("identities", {}).items():
             token = _secret(ident.get("token"), f"{where} [identities.{name}].token")
             if token is None:
                 raise ConfigError(f"{where}: [identities.{name}] needs a token")
             cfg.identities[name] = IdentityConfig(name, token, ident.get("route", cfg.route), ident.get("account", ""), ident.get("session", ""))
     if target:
-        cfg.target = target
+        cfg.target, source = target, "--target"
     SECRETS.add_url(cfg.target)
     if not cfg.is_sim:
         if not cfg.target.startswith(("http://", "https://")):
-            raise ConfigError(f"--target {redact_url(cfg.target)!r}: expected sim, sim+http or an http(s):// URL")
+            raise ConfigError(f"{source} {redact_url(cfg.target)!r}: expected sim, sim+http or an http(s):// URL")
+        check_http_url(cfg.target, source)
         if "primary" not in cfg.identities and cfg.control_url is None:
             raise ConfigError("a live target needs [identities.primary] (token and route) or a [control] url to mint identities")
         if "primary" in cfg.identities and not cfg.route:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -83,7 +83,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(XdistController(config), "knowledge-conformance-xdist")
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     raise pytest.UsageError(scrub(message))
 
 
@@ -114,6 +114,8 @@ def _prepare(config: pytest.Config) -> None:
     cfg.run_id, cfg.worker = run_id, worker
     if cfg.sim_quirks and not cfg.is_sim:
         _fail("--sim-quirk applies to the bundled simulator only (--target sim or sim+http)")
+    if cfg.sim_quirks:
+        _check_quirks(cfg.sim_quirks)
     state["config"], state["run_id"] = cfg, run_id
     if _is_worker(config):
         return
@@ -129,6 +131,22 @@ def _prepare(config: pytest.Config) -> None:
         _check_report_dir(Path(option(config, "--reports")))
 
 
+def _check_quirks(names: tuple[str, ...]) -> None:
+    """An unknown quirk is a usage error now, not a harness error in every test later."""
+    import difflib
+
+    from conformance.target import known_quirks
+
+    known = known_quirks()
+    if known is None:
+        return
+    unknown = sorted(set(names) - known)
+    if unknown:
+        near = sorted({m for n in unknown for m in difflib.get_close_matches(n, known, n=3)})
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        _fail(f"--sim-quirk: unknown quirk(s) {', '.join(unknown)}{hint} (knowledge-sim quirks lists them)")
+
+
 def _check_report_dir(directory: Path) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -137,6 +155,23 @@ def _check_report_dir(directory: Path) -> None:
         probe.unlink()
     except OSError as exc:
         _fail(f"--report-dir {directory}: cannot write reports there ({exc.strerror or exc})")
+
+
+def _check_control(cfg: Any) -> None:
+    """One read of the control extension (GET /clock) with the configured credential: a wrong
+    control token is a usage error now, not a harness error in every test that provisions."""
+    import httpx
+
+    from conformance.config import redact_url
+
+    where = f"[control] url {redact_url(cfg.control_url)}"
+    url = httpx.URL(cfg.control_url.rstrip("/") + "/clock").copy_with(username=None, password=None)
+    try:
+        response = httpx.get(url, headers={"Authorization": f"Bearer {cfg.control_token}"}, timeout=min(cfg.timeout_seconds, 10.0))
+    except httpx.HTTPError:
+        return  # control that cannot be reached stays a harness error of the tests that need it (exit 7), as documented
+    if response.status_code in (401, 403):
+        _fail(f"{where}: the control extension refused the [control] token ({response.status_code}); check that credential")
 
 
 def _target_description(cfg: Any) -> str:
@@ -220,8 +255,10 @@ class SuiteSession:
 
         try:
             httpx.get(cfg.target, timeout=min(cfg.timeout_seconds, 10.0))
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             _fail(f"--target {redact_url(cfg.target)}: cannot reach it ({type(exc).__name__}: {exc})")
+        if cfg.control_url is not None and cfg.control_token is not None:
+            _check_control(cfg)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         cfg = self.state["config"]

@@ -40,7 +40,15 @@ class Scrubber:
         """The user-info password and every query value of a URL are secrets."""
         if not url:
             return
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError:  # e.g. an unclosed IPv6 bracket: take the user-info by hand
+            netloc = url.partition("//")[2].split("/", 1)[0]
+            userinfo = netloc.rpartition("@")[0]
+            self.add(userinfo.partition(":")[2])
+            self.add(unquote(userinfo.partition(":")[2]))
+            self.add(userinfo)
+            return
         if parts.password:
             self.add(parts.password)
             self.add(unquote(parts.password))

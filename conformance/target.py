@@ -59,6 +59,15 @@ def _factory(name: str = "sim") -> Any:
     return found[0].load()
 
 
+def known_quirks(name: str = "sim") -> frozenset[str] | None:
+    """The quirk names a bundled target knows (entry point ``<name>.quirks`` of the same group),
+    or None when the installed target does not say (then the target itself refuses unknown ones)."""
+    found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == f"{name}.quirks"]
+    if not found:
+        return None
+    return frozenset(str(q) for q in found[0].load()())
+
+
 def serve_over_loopback(app: Any) -> tuple[str, Any]:
     """Serve an ASGI app on a free loopback port in a thread; returns its URL and a stop function."""
     import uvicorn

@@ -46,6 +46,13 @@ def load_quirks(data: object) -> dict[str, Quirk]:
 QUIRKS: dict[str, Quirk] = load_quirks(yaml.safe_load((SCHEMA_DIR / OUTCOMES_FILE).read_text("utf-8")))
 
 
+def quirk_names() -> frozenset[str]:
+    """Every quirk's name. The suite reaches it through the ``sim.quirks`` entry point of the
+    ``knowledge_conformance.targets`` group (it never imports the simulator), to refuse an
+    unknown ``--sim-quirk`` before any test runs."""
+    return frozenset(QUIRKS)
+
+
 def parse_quirks(names: list[str] | tuple[str, ...]) -> frozenset[str]:
     """Validate quirk names, with the known list in the error."""
     unknown = sorted(set(names) - QUIRKS.keys())

@@ -21,7 +21,7 @@ import simulator
 from conformance.report.results import load_waivers
 from conformance.secrets import FRAGMENT
 from conformance.target import serve_over_loopback
-from knowledge_schemas import load_catalogue
+from knowledge_schemas import SCHEMA_DIR, load_catalogue
 from simulator.config import SimConfig
 
 CONTROL_TOKEN = "ctl-" + "k" * 28
@@ -234,9 +234,13 @@ def test_an_unwritable_report_folder_fails_before_any_test(tmp_path: Path) -> No
 
 
 def test_compare_reports_lost_coverage_as_a_regression(tmp_path: Path) -> None:
-    def results(statuses: dict[str, str]) -> Path:
+    example = json.loads((SCHEMA_DIR / "examples" / "results" / "valid-non-conformant.json").read_text("utf-8"))
+    row = next(r for r in example["requirements"] if r["status"] == "failed")
+
+    def results(statuses: dict[str, str]) -> Path:  # compare reads only files that are valid results.json
         path = tmp_path / f"{len(list(tmp_path.iterdir()))}.json"
-        path.write_text(json.dumps({"verdict": "x", "requirements": [{"id": k, "status": v} for k, v in statuses.items()]}), "utf-8")
+        rows = [{**row, "id": k, "status": v, "failures": row["failures"] if v == "failed" else []} for k, v in statuses.items()]
+        path.write_text(json.dumps({**example, "requirements": rows}), "utf-8")
         return path
 
     old = results({"A-001": "failed", "A-002": "verified", "A-003": "failed"})

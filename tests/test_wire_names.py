@@ -45,10 +45,10 @@ def test_a_configuration_overrides_single_names_and_keeps_the_rest(tmp_path: Pat
 @pytest.mark.parametrize(("text", "message"), [
     ('[wire.names.capabilities]\ncolour = "x"\n', "unknown key(s) ['colour'] in [names.capabilities]"),
     ('[wire.names.hints]\ntitle = "x"\n', "unknown key(s) ['hints'] in [names]"),
-    ('[wire]\nnames = "x"\n', "[names] must be a table"),
+    ('[wire]\nnames = "x"\n', "wire.names: expected a table, got a string"),
     ('[wire.names.limits]\nsearch_max_hints = "same"\nsearch_max_bytes = "same"\n', "the same name 'same'"),
-    ('[wire.names.turn_context]\nknowledge = ""\n', "must be a non-empty string"),
-    ('[wire.names.turn_context]\nknowledge = 3\n', "must be a non-empty string"),
+    ('[wire.names.turn_context]\nknowledge = ""\n', "wire.names.turn_context.knowledge: must not be empty"),
+    ('[wire.names.turn_context]\nknowledge = 3\n', "wire.names.turn_context.knowledge: expected a string, got a number"),
 ])
 def test_bad_names_are_configuration_errors(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as info:

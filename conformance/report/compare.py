@@ -6,8 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from conformance.secrets import clip
+from knowledge_schemas import load_registry
+
 
 def load(path: str) -> dict[str, Any]:
+    """A results.json that validates against schemas/results.schema.json, or a ValueError in one line."""
     file = Path(path)
     if not file.is_file():
         raise ValueError(f"{path}: no such file")
@@ -15,9 +19,12 @@ def load(path: str) -> dict[str, Any]:
         data = json.loads(file.read_text("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("requirements"), list):
-        raise ValueError(f"{path}: not a results.json of this suite")
-    return dict(data)
+    errors = load_registry().errors("results", data)
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ValueError(f"{path}: not a results.json of this suite ({clip(' '.join(errors[0].split()), 200)}{more})")
+    assert isinstance(data, dict)  # the schema says so
+    return data
 
 
 REGRESSIONS = ("new_failures", "coverage_lost")

@@ -115,12 +115,17 @@ def load_waivers(path: str | None, catalogue: Catalogue | None = None) -> list[W
         raise ValueError(f"--waivers {path}: expected only [[waiver]] entries")
     out = []
     for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise ValueError(f"--waivers {path}: waiver {i + 1} is not a table; write each as a [[waiver]] entry with id, justification, expires")
         missing = {"id", "justification", "expires"} - set(entry)
         if missing:
             raise ValueError(f"{path}: waiver {i + 1} lacks {sorted(missing)}")
         unknown = set(entry) - {"id", "justification", "expires"}
         if unknown:
             raise ValueError(f"{path}: waiver {i + 1} has unknown key(s) {sorted(unknown)}")
+        for key in ("id", "justification"):
+            if not isinstance(entry[key], str):
+                raise ValueError(f"{path}: waiver {i + 1} {key} must be a string")
         rid, expires = str(entry["id"]), entry["expires"]
         if catalogue is not None and rid not in catalogue:
             raise ValueError(f"{path}: waiver {i + 1} names {rid!r}, which is not a requirement of the catalogue")

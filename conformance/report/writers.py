@@ -45,6 +45,7 @@ def write_junit(run: RunResult, path: Path) -> None:
                        errors=str(sum(t.outcome == "error" for t in run.tests)),
                        skipped=str(sum(t.outcome == "skipped" for t in run.tests)), time=str(run.duration_seconds))
     props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="run_id", value=run.run_id)
     ET.SubElement(props, "property", name="verdict", value=run.verdict)
     ET.SubElement(props, "property", name="target", value=run.target)
     for t in run.tests:
