@@ -107,7 +107,7 @@ def test_a_configuration_file_that_is_not_toml_is_named(tmp_path: Path) -> None:
     ('[wire.legacy]\nunsupported_statuses = [404, "405"]\n', "wire.legacy.unsupported_statuses[1]: expected an integer"),
     ("[wire.paths]\nsearch = 7\n", "wire.paths.search: expected a string, got a number"),
     ("[wire]\nauth = {header = 1}\n", "wire.auth.header: expected a string, got a number"),
-    ('[identites.primary]\ntoken = "tok-abcdefgh"\n', "unknown table(s) [identites]; known: [control], [identities], [target]"),
+    ('[identites.primary]\ntoken = "tok-abcdefgh"\n', "unknown table(s) [identites]; known: [control], [identities], [mcp], [target]"),
     ('[paths]\nsearch = "/s"\n', "write [wire.paths]"),
     ('[control]\nurl = "http://core.example/_control/v1"\n', "[control] needs both url and token"),
 ])
