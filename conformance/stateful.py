@@ -402,7 +402,8 @@ def tour(walk: type[RuleBasedStateMachine]) -> None:
     """One scripted example through the same rules, model and checker: every claimed rule is
     reached whatever the random walk's seed drew, and the walk is left to explore around it.
     The order matters only so that each step finds what it needs (a young reference, a cursor)."""
-    state: Any = walk()
+    machine_state = walk()
+    state: Any = _Steps(machine_state)
     try:
         state.setup()
         medium = state.first_reference()
@@ -431,8 +432,27 @@ def tour(walk: type[RuleBasedStateMachine]) -> None:
         state.publish_revision(0, "short")
         state.scope_change(1, False)
         state.chains_within_the_budget_and_one_revision_each()
+    except Exception as exc:
+        exc.add_note("\n".join(["The scripted tour, up to the failing step:", *state.lines]))
+        raise
     finally:
-        state.teardown()
+        machine_state.teardown()
+
+
+class _Steps:
+    """The tour's machine, keeping each call as a line of the program Hypothesis prints for a
+    failing walk, so a report shows the tour's steps the same way."""
+
+    def __init__(self, state: RuleBasedStateMachine) -> None:
+        self._state = state
+        self.lines = [f"state = {type(state).__name__}()"]
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any) -> Any:
+            self.lines.append(f"state.{name}({', '.join(map(repr, args))})")
+            return getattr(self._state, name)(*args)
+
+        return call
 
 
 def walk_settings(examples: int, steps: int, *, shrink: bool = True) -> settings:
