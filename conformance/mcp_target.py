@@ -39,12 +39,18 @@ def agent_endpoints(cfg: TargetConfig, target: Target, chosen: str | None, token
         found["http"] = Endpoint("http", url=cfg.mcp["url"], token=str(cfg.mcp.get("token") or token))
     if cfg.mcp.get("command"):
         found["stdio"] = Endpoint("stdio", argv=tuple(cfg.mcp["command"]))
+    found = {k: v for k, v in found.items() if _wanted(cfg, k)}
     if found or not cfg.is_sim or target.app is None:
         return found
     base = _loopback(target)
     argv, env = _factory("sim-mcp-stdio")("agent", core_url=base, route=route, token=token, quirks=list(cfg.sim_quirks))
     return {"http": Endpoint("http", url=_factory("sim-mcp-http")(base, route), token=token),
             "stdio": Endpoint("stdio", argv=tuple(argv), env=tuple(sorted(env.items())))}
+
+
+def _wanted(cfg: TargetConfig, transport: str) -> bool:
+    """``[mcp].transport`` picks stdio or http when the table gives both (``both``, or unset: every one given)."""
+    return cfg.mcp.get("transport") in (None, "both", transport)
 
 
 def skipped(chosen: str | None) -> bool:
@@ -80,6 +86,7 @@ def planned_surfaces(cfg: TargetConfig, chosen: str | None) -> list[dict[str, An
             agent["http"] = "[mcp].url"
         if cfg.mcp.get("command"):
             agent["stdio"] = "[mcp].command"
+        agent = {k: v for k, v in agent.items() if _wanted(cfg, k)}
         if not agent and cfg.is_sim:
             agent = {"http": "bundled simulator", "stdio": "bundled simulator"}
     jobs = "[mcp].jobs_command" if cfg.mcp.get("jobs_command") else \
