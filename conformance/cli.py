@@ -29,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the suite and write reports", epilog=VERDICT_HELP)
     run.add_argument("--target", default=None, help="sim (default), sim+http, or the URL of a live Core")
     run.add_argument("--run-id", help="namespace of what the run creates on the target (default: random)")
+    run.add_argument("--mcp-target", help="the Agent Session MCP server: an http(s) URL (streamable HTTP), a command (stdio) "
+                                          "or none (default: [mcp] of the target config, or the bundled simulator's)")
     run.add_argument("--target-config", help="TOML file with route, identities, control and wire overrides")
     run.add_argument("--report-dir", "--reports", dest="reports", default="reports", help="output folder (default: reports)")
     run.add_argument("--fail-on", choices=("must", "should"), default="must")
@@ -68,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                "--reports", args.reports, "--fail-on", args.fail_on, "--rate-limit", str(args.rate_limit)]
     if args.target:  # otherwise the configuration file's [target] url, or the bundled simulator
         options += ["--target", args.target]
-    for flag, value in (("--target-config", args.target_config), ("--waivers", args.waivers), ("--run-id", args.run_id)):
+    for flag, value in (("--target-config", args.target_config), ("--waivers", args.waivers), ("--run-id", args.run_id),
+                        ("--mcp-target", args.mcp_target)):
         if value:
             options += [flag, value]
     for quirk in args.sim_quirk:

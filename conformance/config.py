@@ -184,7 +184,7 @@ def _mcp_table(table: Any, where: str) -> dict[str, Any]:
             raise ConfigError(f"{where}: [mcp].url must be an http(s):// URL")
         out["url"] = str(table["url"])
         SECRETS.add_url(out["url"])
-    transport = table.get("transport", "http" if "url" in out else "stdio" if "command" in out else None)
+    transport = table.get("transport")  # unset: every path given is checked
     if transport not in (None, "stdio", "http", "both"):
         raise ConfigError(f"{where}: [mcp].transport must be stdio, http or both")
     out["transport"] = transport

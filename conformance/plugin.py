@@ -263,7 +263,12 @@ class SuiteSession:
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         cfg = self.state["config"]
         quirks = f" quirks={','.join(cfg.sim_quirks)}" if cfg.sim_quirks else ""
-        return [f"knowledge-conformance {__version__}: target={_target_description(cfg)} run_id={self.state['run_id']}{quirks}"]
+        from conformance.mcp_target import planned_surfaces
+        from conformance.report.results import surfaces_line
+
+        surfaces = surfaces_line(planned_surfaces(cfg, option(config, "--mcp-target")))
+        return [f"knowledge-conformance {__version__}: target={_target_description(cfg)} run_id={self.state['run_id']}{quirks}",
+                f"surfaces: {surfaces}"]
 
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
         from knowledge_schemas import load_catalogue
@@ -391,6 +396,7 @@ class SuiteSession:
             return
         if config.option.collectonly or exitstatus == pytest.ExitCode.USAGE_ERROR:
             return
+        from conformance.mcp_target import planned_surfaces
         from conformance.report.results import VERDICT_EXIT, RunInfo, aggregate
         from conformance.report.writers import write_all
         from knowledge_schemas import load_catalogue
@@ -406,6 +412,7 @@ class SuiteSession:
             duration_seconds=time.time() - self.state["started"], requests=sum(self.state.get("worker_requests", {}).values()) + (recorder.count if recorder else 0),
             fail_on=option(config, "--fail-on"), run_id=self.state["run_id"],
             interrupted=exitstatus == pytest.ExitCode.INTERRUPTED and not errored,
+            surfaces=tuple(planned_surfaces(cfg, option(config, "--mcp-target"))),
         )
         run = aggregate(load_catalogue(), list(pending), info, waivers=self.state.get("waivers", []), today=dt.date.today())
         kept = self.state.get("kept_workspaces", [])
@@ -449,7 +456,7 @@ class SuiteSession:
         s = run.summary
         terminalreporter.section("knowledge contract verdict")
         terminalreporter.write_line(scrub(
-            f"VERDICT: {run.verdict.upper()}  (server MUSTs verified {s['server_must_verified']}/{s['server_must_total']}; "
+            f"VERDICT: {run.verdict.upper()}  (surfaces: {run.surfaces_line}; server MUSTs verified {s['server_must_verified']}/{s['server_must_total']}; "
             f"requirements verified {s['verified']}, failed {s['failed']}, waived {s['waived']}, not verified {s['not_verified']}; "
             f"tests failed {s['tests_failed']}, harness errors {s['tests_errored']}; {run.requests} requests; run {run.run_id})"))
         for r in run.requirements:

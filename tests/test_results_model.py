@@ -54,3 +54,38 @@ def test_waivers_apply_until_they_expire_and_should_gating() -> None:
     should = [passing(*SERVER_MUSTS), TestResult("t::s", "failed", ["SRCH-011"], "SRCH-011", "ok instead of partial")]
     assert run(should)["verdict"] == "conformant"
     assert run(should, fail_on="should")["verdict"] == "non-conformant"
+
+
+def _surfaces_run(surfaces: list[dict[str, object]], tests: list[TestResult]) -> object:
+    info = RunInfo(**{**INFO.__dict__, "surfaces": tuple(surfaces)})
+    return aggregate(load_catalogue(), tests, info, waivers=[], today=TODAY)
+
+
+HTTP = {"surface": "http", "label": "Core HTTP", "checked": True, "detail": "the Core API"}
+MCP_BOTH = [HTTP, {"surface": "mcp-stdio", "label": "MCP stdio", "checked": True, "detail": "bundled simulator"},
+            {"surface": "mcp-http", "label": "MCP streamable HTTP", "checked": True, "detail": "bundled simulator"}]
+
+
+def test_the_surfaces_line_and_not_verified_reasons_say_what_was_checked() -> None:
+    from conformance.report.results import RunResult
+
+    skipped = [HTTP, {"surface": "mcp", "label": "MCP", "checked": False, "detail": "MCP checks skipped: --mcp-target none"}]
+    run_ = _surfaces_run(skipped, [passing(*SERVER_MUSTS)])
+    assert isinstance(run_, RunResult) and run_.verdict == "conformant"
+    assert run_.surfaces_line == "Core HTTP; MCP not checked (MCP checks skipped: --mcp-target none)"
+    reasons = {r.id: r.reason for r in run_.requirements}
+    assert reasons["MCP-001"] == "MCP checks skipped: --mcp-target none"
+    assert reasons["MCP-007"].startswith("client surface: checked by the client harness")
+    assert not any("drives the Core HTTP surface only" in why for why in reasons.values())
+    run_ = _surfaces_run(MCP_BOTH, [passing(*SERVER_MUSTS, "MCP-001")])
+    assert isinstance(run_, RunResult) and run_.surfaces_line == "Core HTTP + MCP stdio + MCP streamable HTTP"
+
+
+def test_mcp_surfaces_where_no_mcp_check_ran_are_not_called_checked() -> None:
+    from conformance.report.results import RunResult
+
+    run_ = _surfaces_run(MCP_BOTH, [passing(*SERVER_MUSTS), TestResult("t::m", "skipped", ["MCP-001"], None, "not verified: x")])
+    assert isinstance(run_, RunResult)
+    assert [s["checked"] for s in run_.surfaces] == [True, False, False]
+    assert run_.surfaces_line.startswith("Core HTTP; MCP stdio not checked (bundled simulator: no MCP check ran")
+    assert {r.id: r.reason for r in run_.requirements}["MCP-001"] == "not verified: x"

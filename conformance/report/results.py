@@ -73,6 +73,7 @@ class RunInfo:
     fail_on: str
     run_id: str = "local"
     interrupted: bool = False
+    surfaces: tuple[dict[str, Any], ...] = ()  # what the run was set up to check (conformance.mcp_target.planned_surfaces)
 
 
 @dataclass
@@ -94,6 +95,12 @@ class RunResult:
     warnings: list[str]
     requirements: list[RequirementResult]
     tests: list[TestResult]
+    surfaces: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def surfaces_line(self) -> str:
+        """The surfaces in one phrase, for the verdict line and every report's header."""
+        return surfaces_line(self.surfaces)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -139,16 +146,45 @@ def load_waivers(path: str | None, catalogue: Catalogue | None = None) -> list[W
     return out
 
 
-def _why_not(req: Requirement, skips: list[str]) -> str:
+MCP_SURFACES = ("mcp", "mcp-stdio", "mcp-http")
+
+
+def surfaces_line(surfaces: list[dict[str, Any]]) -> str:
+    """``HTTP + MCP stdio + MCP streamable HTTP``, or what was not checked and why."""
+    checked = [s["label"] for s in surfaces if s["checked"]]
+    missed = [f"{s['label']} not checked ({s['detail']})" for s in surfaces if not s["checked"]]
+    return "; ".join([" + ".join(checked) or "none", *missed]) if surfaces else "Core HTTP"
+
+
+def _mcp_unchecked(surfaces: list[dict[str, Any]]) -> str | None:
+    """Why no MCP check ran, when none did."""
+    mcp = [s for s in surfaces if s["surface"] in MCP_SURFACES]
+    if not mcp or any(s["checked"] for s in mcp):
+        return None
+    return str(mcp[0]["detail"])
+
+
+def _why_not(req: Requirement, skips: list[str], surfaces: list[dict[str, Any]]) -> str:
     if skips:
         return "; ".join(sorted(set(skips)))
     if req.via == "none":
         return "not observable on any wire: a statement about channels or intent outside this contract's messages"
-    if req.surface in ("client", "host"):
-        return "a rule for SDKs and hosts: a Core cannot show it, and this suite does not drive a client or host yet"
-    if req.surface in ("mcp", "tool"):
-        return "an MCP/tool surface rule: this suite drives the Core HTTP surface only"
+    if req.surface == "client":
+        return "client surface: checked by the client harness (not yet available); a Core cannot show it"
+    if req.surface == "host":
+        return "host surface: checked by a host harness (not yet available); a Core cannot show it"
+    if req.surface == "tool":
+        return "search_knowledge tool surface (seed 003): this suite has no check of that tool yet"
+    unchecked = _mcp_unchecked(surfaces)
+    if req.surface == "mcp" and unchecked:
+        return unchecked
     return "no test of this suite verifies it"
+
+
+def _ran_mcp(catalogue: Catalogue, tests: list[TestResult]) -> bool:
+    """Whether any test of an MCP-surface requirement ran to a judgement (passed or failed)."""
+    mcp = {r.id for r in catalogue if r.surface == "mcp"}
+    return any(t.outcome in ("passed", "failed") and mcp & set(t.requirements) for t in tests)
 
 
 def _first_line(message: str, fallback: str) -> str:
@@ -170,6 +206,11 @@ def aggregate(catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, w
         named = [t.violated] if t.violated is not None and t.violated in catalogue else []
         for rid in dict.fromkeys([*t.requirements, *named]):
             by_req.setdefault(rid, []).append(t)
+    surfaces = [dict(s) for s in info.surfaces]
+    if not _ran_mcp(catalogue, tests):  # set up, but no MCP check ran: say so, never "checked"
+        for s in surfaces:
+            if s["surface"] in MCP_SURFACES and s["checked"]:
+                s["checked"], s["detail"] = False, f"{s['detail']}: no MCP check ran (see the MCP area)"
     active = {w.id: w for w in waivers if w.active(today)}
     warnings = [f"waiver for {w.id} expired on {w.expires.isoformat()} and no longer applies" for w in waivers if not w.active(today)]
     results: list[RequirementResult] = []
@@ -195,7 +236,7 @@ def aggregate(catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, w
         elif unreached:
             status, reason = "not_verified", "the generated steps of its test never reached this rule; raise --stateful-examples"
         else:
-            status, reason = "not_verified", _why_not(req, skips)
+            status, reason = "not_verified", _why_not(req, skips, surfaces)
         waiver = None
         if status == "failed" and req.id in active:
             w = active[req.id]
@@ -241,4 +282,4 @@ def aggregate(catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, w
     summary["tests_skipped"] = sum(t.outcome == "skipped" for t in tests)
     return RunResult(RESULTS_SCHEMA, info.run_id, info.suite_version, info.catalogue_version, info.target, info.configuration,
                      info.hypothesis, info.started, round(info.duration_seconds, 3), info.requests, info.fail_on, verdict, summary,
-                     by_level, warnings, results, tests)
+                     by_level, warnings, results, tests, surfaces)

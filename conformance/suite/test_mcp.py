@@ -23,6 +23,7 @@ from jsonschema.exceptions import SchemaError
 from conformance import checks
 from conformance.checks import expect
 from conformance.mcp_client import McpSession, ToolResult, connect
+from conformance.mcp_target import skipped
 from conformance.options import option
 from knowledge_schemas import load_registry
 from knowledge_schemas.mcp import IDENTITY_ARGUMENTS, JOB_TOOLS, KNOWLEDGE_TOOLS
@@ -84,6 +85,8 @@ def mcp_agents(world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.
 def agent(request: pytest.FixtureRequest, mcp_agents: dict[str, Agent]) -> Agent:
     found = mcp_agents.get(str(request.param))
     if found is None:
+        if skipped(option(request.config, "--mcp-target")):
+            pytest.skip("not verified: MCP checks skipped: --mcp-target none")
         pytest.skip(f"not verified: no Agent Session MCP server over {request.param} (--mcp-target or [mcp])")
     if found.turn is None:
         found.turn = found.start_turn("knowledge")
@@ -239,11 +242,64 @@ def test_mcp_and_http_read_chains_agree(agent: Agent, world: Any) -> None:
     checks.expect(mcp_text == doc.content, "MCP-011", "the MCP chain does not rebuild the stored document")
 
 
+def _call(session: McpSession, name: str, arguments: dict[str, Any]) -> ToolResult | str:
+    """A tool call's result, or what went wrong when none came back: a protocol error or a
+    dropped session is the server crashing where it owes the agent an ``isError`` result."""
+    try:
+        return session.call(name, arguments)
+    except Exception as exc:  # any exception here is the server crashing (a protocol error, a dropped session)
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+@R("MCP-005", "MCP-006", "MCP-007", "MCP-010")
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_legacy_core_behind_the_tools_is_not_supported(transport: str, fresh_world: Any, kc_config: Any, kc_target: Any,
+                                                         pytestconfig: pytest.Config) -> None:
+    """The tools stay listed in front of a Core that does not speak the knowledge protocol, and
+    their presence proves nothing: a search or read is a clear failure with feedback, never a
+    success and never a crash. Legacy mode is switched on through control for a workspace of
+    this test alone, so the check needs an MCP server that can act on any route (the bundled
+    simulator's); a configured server is bound to its own route and identity."""
+    from conformance.mcp_target import agent_endpoints
+
+    chosen = option(pytestconfig, "--mcp-target")
+    if skipped(chosen):
+        pytest.skip("not verified: MCP checks skipped: --mcp-target none")
+    if chosen or kc_config.mcp.get("url") or kc_config.mcp.get("command"):
+        pytest.skip("not verified: the configured MCP server acts on its own route; a legacy workspace needs one on any route")
+    who = fresh_world.primary
+    endpoint = agent_endpoints(kc_config, kc_target, None, str(who.token), fresh_world.route).get(transport)
+    if endpoint is None:
+        pytest.skip(f"not verified: no Agent Session MCP server over {transport} for a fresh workspace")
+    fresh_world.control.set_mode(fresh_world.route, "legacy")
+    what = f"behind a legacy Core ({transport})"
+    calls = ((TURN, {"user_input": "knowledge"}), (SEARCH, {"query": kc_config.probe_query}),
+             (READ, {"ref": "kc-ref-of-an-old-core"}))
+    with connect(endpoint, kc_config.timeout_seconds) as session:  # judged after the block: a check failing inside
+        listed = {t.name for t in session.tools()}                   # would reach pytest wrapped in a task group
+        results = [(name, _call(session, name, arguments)) for name, arguments in calls]
+    expect(set(KNOWLEDGE_TOOLS) <= listed, "MCP-005", f"{what} the tools are {sorted(listed)}")
+    for name, result in results:
+        if isinstance(result, str):
+            expect(False, "MCP-010", f"{what} {name} crashed instead of answering isError with feedback ({result})")
+            continue
+        if name == TURN:
+            if result.is_error:  # a turn the old Core refused is a failure like any other
+                _failure(TURN, result)
+            continue
+        expect(result.is_error, "MCP-007", f"{what} {name} answered as a success, taking the tools' presence as "
+               f"knowledge support: {_clip(result)}")
+        _failure(name, result)
+
+
 @R("MCP-002")
-def test_client_token_stdio_exposes_exactly_the_job_tools(kc_config: Any, kc_target: Any) -> None:
+def test_client_token_stdio_exposes_exactly_the_job_tools(kc_config: Any, kc_target: Any, pytestconfig: pytest.Config) -> None:
     from conformance.mcp_target import job_endpoint
 
-    endpoint = job_endpoint(kc_config, kc_target)
+    chosen = option(pytestconfig, "--mcp-target")
+    endpoint = job_endpoint(kc_config, kc_target, chosen)
+    if skipped(chosen):
+        pytest.skip("not verified: MCP checks skipped: --mcp-target none")
     if endpoint is None:
         pytest.skip("not verified: no Fixed Client Token stdio server ([mcp].jobs_command)")
     with connect(endpoint, kc_config.timeout_seconds) as session:
