@@ -107,6 +107,9 @@ def _prepare(config: pytest.Config) -> None:
         cfg = load_config(option(config, "--target-config"), target=option(config, "--target"))
     except ConfigError as exc:
         _fail(str(exc))
+    mcp_target = option(config, "--mcp-target")
+    if mcp_target and str(mcp_target).startswith(("http://", "https://")):
+        SECRETS.add_url(mcp_target)  # its user-info and query values never reach a report
     cfg.sim_quirks = tuple(option(config, "--sim-quirk"))
     cfg.sim_seed = option(config, "--sim-seed")
     cfg.realtime = option(config, "--realtime")
@@ -434,7 +437,7 @@ class SuiteSession:
         """The run's settings, as a reader needs them to reproduce it; never a secret."""
         config, cfg = self.config, self.state["config"]
         options = {name: option(config, name) for name in ("--no-control", "--realtime", "--rate-limit", "--deep", "--no-shrink",
-                                                             "--stateful-examples", "--stateful-steps", "--stateful-seed", "--requirement", "--sim-quirk",
+                                                             "--stateful-examples", "--stateful-steps", "--stateful-seed", "--requirement", "--sim-quirk", "--mcp-target",
                                                              "--sim-seed", "--waivers")}
         out: dict[str, Any] = {name.lstrip("-").replace("-", "_"): value for name, value in options.items()}
         out["target_config"] = option(config, "--target-config")
