@@ -24,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--control-token", default="sim-control-token", help="credential of the control extension")
     serve.add_argument("--frozen-clock", action="store_true", help="the clock moves only through control")
     serve.add_argument("--wire-names", metavar="FILE.toml",
-                       help="serve other member names: [names.capabilities|limits|turn_context] tables, as in wire-defaults.toml")
+                       help="serve other member names: [names.capabilities|limits|turn_context|knowledge_delivery] tables, as in wire-defaults.toml")
     serve.add_argument("--log-level", default="info")
     sub.add_parser("quirks", help="list the quirks and the requirements each violates")
     return parser
