@@ -32,7 +32,7 @@ def _on_demand_context(world: Any, text: str = "how is the homepage binding done
 def test_on_demand_turn_carries_bounded_hints(world: Any) -> None:
     """Context members are looked up by their configured names ([wire.names.turn_context], and
     [wire.names.knowledge_delivery] for the delivery object's own members). The seed does not forbid
-    members beyond the delivery schema's: they pass, unless they carry document text ("only bounded
+    members beyond the delivery schema's: they pass, unless they carry a whole document ("only bounded
     hints"); strict accepts only the schema's members (CHOICES.md)."""
     names = world.cfg.names
     field = names.turn_context["knowledge_delivery"]
@@ -45,8 +45,9 @@ def test_on_demand_turn_carries_bounded_hints(world: Any) -> None:
     expect(len(C.canonical(sent).encode()) <= C.SEARCH_MAX_BYTES, "TURN-007", f"context.{field} is larger than a search response may be")
     known = set(load_registry().contents["knowledge-delivery.schema.json"]["properties"])
     extras = {name: value for name, value in delivery.items() if name not in known}
-    leaked = world.document_text().leaked(extras)
-    expect(leaked is None, "TURN-007", f"context.{field} carries document text outside its hints, in {sorted(extras)}: {leaked!r}")
+    whole = world.document_text().whole(extras)
+    expect(whole is None, "TURN-007", f"context.{field} carries a whole document ({len(whole or '')} characters) outside its hints, "
+           f"in {sorted(extras)}")
     errors = load_registry().errors("knowledge-delivery", delivery)
     expect(not errors, "TURN-006", f"context.{field} does not match the delivery schema: {'; '.join(errors[:3])}")
     if world.cfg.strict_codes:
