@@ -82,11 +82,12 @@ def search_response(response: httpx.Response, *, what: str = "search") -> dict[s
 
 
 def page(response: httpx.Response, *, ref: str, max_bytes: int | None, requirement_bound: str,
-         accepted: str = "READ-001") -> dict[str, Any]:
+         accepted: str = "READ-001", strict: bool = False) -> dict[str, Any]:
     """One read page: fields, trust, byte bound on the raw response, honest flags.
 
     ``accepted`` is the rule a refusal breaks (READ-001 for a plain read; a test that
-    knows the read itself works names the rule of what it varied, e.g. READ-005)."""
+    knows the read itself works names the rule of what it varied, e.g. READ-005).
+    ``strict`` (codes.strict) also holds the page to this project's choices: a string revision."""
     if response.status_code == 200:
         try:
             response.content.decode("utf-8")
@@ -99,6 +100,8 @@ def page(response: httpx.Response, *, ref: str, max_bytes: int | None, requireme
     missing = {"ref", "revision", "content", "next_cursor", "truncated"} - set(body)
     expect(not missing, "READ-002", f"page lacks {sorted(missing)}")
     expect(body["ref"] == ref, "READ-002", "page ref is not the original ref")
+    if strict:
+        expect(isinstance(body["revision"], str), "READ-002", f"strict: revision {body['revision']!r} is not a string (CHOICES.md)")
     expect(body.get("trust") == "reference_only", "READ-003", f"trust is {body.get('trust')!r}, expected 'reference_only'")
     cursor = body["next_cursor"]
     if cursor is not None:

@@ -21,6 +21,7 @@ class DocumentText:
 
     def __init__(self, texts: Iterable[str] = ()) -> None:
         self._windows: set[str] = set()
+        self._texts: list[str] = []  # whole, to tell "some document text" from "a full document"
         self._seen: set[int] = set()
         self.add(texts)
 
@@ -29,6 +30,7 @@ class DocumentText:
             if id(text) in self._seen or len(text) < WINDOW:
                 continue
             self._seen.add(id(text))
+            self._texts.append(text)
             self._windows.update(text[i:i + WINDOW] for i in range(0, len(text) - WINDOW + 1))
 
     def __len__(self) -> int:
@@ -41,4 +43,14 @@ class DocumentText:
                 window = string[i:i + WINDOW]
                 if window in self._windows:
                     return window
+        return None
+
+    def whole(self, body: Any) -> str | None:
+        """The first known text found whole (stripped) in any string of ``body``, or None: a
+        hint may quote a document (its summary often does), never carry all of it (SRCH-006)."""
+        strings = C.strings_in(body)
+        for text in self._texts:
+            core = text.strip()
+            if len(core) >= WINDOW and any(core in string for string in strings):
+                return core
         return None

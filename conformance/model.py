@@ -44,7 +44,9 @@ IDENTITIES: Mapping[str, frozenset[str]] = {
 """The binding dimensions in which each identity of the world differs from primary."""
 DIMENSION_RULES = (("hub", "REF-003"), ("session", "REF-004"), ("route", "REF-005"), ("account", "REF-009"))
 MAX_CHAIN_PAGES = 256
-"""A chain still offering a cursor after this many pages never stops (READ-010)."""
+"""A chain still offering a cursor after this many pages, on a page without content, makes no progress
+and never stops (READ-010). Pages that carry content are bounded by the byte budget, not counted:
+a Core may page far smaller than asked."""
 Verdict = Literal["page", "refused", "either"]
 
 
@@ -417,8 +419,8 @@ class Model:
         elif after > self.budget:
             return Violation("READ-011", f"the chain delivered {after} content bytes, past {self.budget}, and still offers a next_cursor "
                                          "instead of stopping with budget_exhausted")
-        elif expect.depth + 1 >= MAX_CHAIN_PAGES:
-            return Violation("READ-010", f"the chain still offers a next_cursor after {expect.depth + 1} pages")
+        elif not content and expect.depth + 1 >= MAX_CHAIN_PAGES:
+            return Violation("READ-010", f"the chain still offers a next_cursor after {expect.depth + 1} pages, this one empty: it makes no progress")
         total = body.get("total_content_bytes")
         if total is not None and total != C.utf8_size(text):
             return Violation("READ-014", f"total_content_bytes is {total!r}, the revision has {C.utf8_size(text)} bytes")

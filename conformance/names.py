@@ -1,7 +1,7 @@
 """Member names the seeds leave open: the ``[names.*]`` tables of the wire configuration.
 
-A Core may call the capabilities members, the limits and the members of a
-turn's ``context`` by other names. Checks look members up by their configured
+A Core may call the capabilities members, the limits, the members of a
+turn's ``context`` and those of its ``knowledge_delivery`` object by other names. Checks look members up by their configured
 names; schema validation first maps a body back to the canonical names, so the
 JSON Schemas stay the single source of truth for the shapes.
 """
@@ -16,7 +16,7 @@ from typing import Any
 from knowledge_schemas import load_wire_defaults
 from knowledge_schemas.openapi import load_document
 
-TABLES = ("capabilities", "limits", "turn_context")
+TABLES = ("capabilities", "limits", "turn_context", "knowledge_delivery")
 
 
 def check_names(names: Mapping[str, Any], where: str) -> None:
@@ -71,6 +71,17 @@ class WireNames:
         return self.tables["turn_context"]
 
     @property
+    def knowledge_delivery(self) -> dict[str, str]:
+        return self.tables["knowledge_delivery"]
+
+    def delivery(self, context: Any) -> Any:
+        """A turn context's delivery object (looked up by its configured name) with canonical
+        member names; None when the context has none, the value as sent when it is not an object."""
+        if not isinstance(context, dict):
+            return None
+        return _rename(context.get(self.turn_context["knowledge_delivery"]), self._back["knowledge_delivery"])
+
+    @property
     def is_default(self) -> bool:
         return not any(self._back.values())
 
@@ -82,7 +93,10 @@ class WireNames:
                 caps["limits"] = _rename(caps["limits"], self._back["limits"])
             return caps
         if stem == "turn-response" and isinstance(body, dict) and "context" in body:
-            return {**body, "context": _rename(body["context"], self._back["turn_context"])}
+            context = _rename(body["context"], self._back["turn_context"])
+            if isinstance(context, dict) and "knowledge_delivery" in context:
+                context["knowledge_delivery"] = _rename(context["knowledge_delivery"], self._back["knowledge_delivery"])
+            return {**body, "context": context}
         return body
 
     def canonical_content(self, stem: str | None, content: bytes) -> bytes:

@@ -11,12 +11,14 @@ from typing import Any, NoReturn
 import pytest
 
 from conformance import checks, corpus
+from conformance import contract as C
 from conformance.checks import ok
 from conformance.config import TargetConfig
 from conformance.leaks import DocumentText
 from conformance.wire import ControlWire, CoreWire
 
 OTHER_HUB = "https://other-hub.knowledge-conformance.example"
+STALLED_PAGES = 8  # pages in a row without content after which a chain is taken not to stop (the seed bounds bytes, not pages)
 _routes = itertools.count(1)  # unique within a process; cfg.namespace makes it unique across runs and workers
 
 
@@ -144,21 +146,31 @@ class World:
         if response.status_code != 200 and max_bytes is not None and self.read(ref, run_id, **extra).status_code == 200:
             accepted = "READ-005"
         return checks.page(response, ref=ref, max_bytes=max_bytes, requirement_bound="READ-004" if max_bytes is None else "READ-005",
-                           accepted=accepted)
+                           accepted=accepted, strict=self.cfg.strict_codes)
 
-    def follow(self, ref: str, run_id: str, max_bytes: int | None = None, limit: int = 64) -> list[dict[str, Any]]:
-        """Every page of a chain, each checked as a page on the way."""
+    def follow(self, ref: str, run_id: str, max_bytes: int | None = None) -> list[dict[str, Any]]:
+        """Every page of a chain, each checked as a page on the way.
+
+        Bounded by what the contract bounds, never by a page count (a Core may answer with
+        pages much smaller than asked): a chain stops after at most 131072 content bytes
+        (READ-010), so one that still offers a next_cursor past them, or that offers one
+        page after page without delivering a byte, does not stop."""
         pages: list[dict[str, Any]] = []
         cursor: str | None = None
-        for _ in range(limit):
+        delivered, stalled = 0, 0
+        while True:
             body = self.page(ref, run_id, max_bytes, cursor)
             pages.append(body)
+            size = C.utf8_size(body["content"]) if isinstance(body["content"], str) else 0
+            delivered += size
             cursor = body["next_cursor"]
             if cursor is None:
                 return pages
-        checks.expect(False, "READ-010", f"read chain still had a next_cursor after {limit} pages")
-        return pages
-
+            checks.expect(delivered <= C.READ_CHAIN_MAX_BYTES, "READ-010", f"the chain delivered {delivered} content bytes in "
+                          f"{len(pages)} pages, over {C.READ_CHAIN_MAX_BYTES}, and still offers a next_cursor")
+            stalled = 0 if size else stalled + 1
+            checks.expect(stalled < STALLED_PAGES, "READ-010", f"{stalled} pages in a row carried no content and offered a next_cursor "
+                          f"(after {delivered} content bytes): the chain makes no progress and never stops")
 
 def provision(cfg: TargetConfig, core: CoreWire, control: ControlWire | None, *, large: bool = True,
               mode: str = "normal") -> World:

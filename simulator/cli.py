@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"credential of the control extension (default {SimConfig.control_token!r}, loopback only)")
     serve.add_argument("--frozen-clock", action="store_true", help="the clock moves only through control")
     serve.add_argument("--wire-names", metavar="FILE.toml",
-                       help="serve other member names: [names.capabilities|limits|turn_context] tables, as in wire-defaults.toml")
+                       help="serve other member names: [names.capabilities|limits|turn_context|knowledge_delivery] tables, as in wire-defaults.toml")
     serve.add_argument("--log-level", default="warning", help="info logs one line per request (never blocking: dropped when stderr "
                                                                 "is not read); default warning")
     serve.add_argument("--timeout-keep-alive", type=float, default=5.0, help="seconds an idle kept-alive connection stays open")

@@ -1,7 +1,7 @@
 """Serve the open member names under other spellings.
 
-The seeds leave the member names of the capabilities body, its limits and a
-turn's ``context`` open (``[names.*]`` of wire-defaults.toml). The Core
+The seeds leave the member names of the capabilities body, its limits, a
+turn's ``context`` and its ``knowledge_delivery`` object open (``[names.*]`` of wire-defaults.toml). The Core
 produces canonical bodies; this step renames members where a response is
 serialised, so a simulator can stand in for a Core that chose other names.
 """
@@ -44,7 +44,7 @@ def _rename(body: Any, mapping: Mapping[str, str]) -> Any:
 
 
 class WireNames:
-    """Canonical -> served member names for capabilities, limits and turn context."""
+    """Canonical -> served member names for capabilities, limits, turn context and its delivery object."""
 
     def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
         self.tables = _checked(overrides or {})
@@ -63,12 +63,16 @@ class WireNames:
         return dict(out)
 
     def turn(self, raw: bytes) -> bytes:
-        """A serialised turn response (as stored for replays) with its context members renamed."""
-        if self.is_default or not self._changed["turn_context"]:
+        """A serialised turn response (as stored for replays) with its context members, and those
+        of its delivery object, renamed."""
+        if self.is_default or not (self._changed["turn_context"] or self._changed["knowledge_delivery"]):
             return raw
         body = json.loads(raw)
         if isinstance(body, dict) and isinstance(body.get("context"), dict):
-            body["context"] = _rename(body["context"], self._changed["turn_context"])
+            context = body["context"]
+            if isinstance(context.get("knowledge_delivery"), dict):
+                context["knowledge_delivery"] = _rename(context["knowledge_delivery"], self._changed["knowledge_delivery"])
+            body["context"] = _rename(context, self._changed["turn_context"])
         return dumps(body)
 
 

@@ -8,17 +8,21 @@ for strict codes, so the project's tests run the suite against them over loopbac
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from conformance.target import serve_over_loopback
 from simulator import create_app
+from simulator.core import Caller, Core
+from simulator.store import Revision, Run
 
 CONTROL_TOKEN = "seed-allowed-control"
 CONTROL = "/_control/"
@@ -217,6 +221,97 @@ class LegacySearchGone(Wrapper):
         return None
 
 
+class _SmallPagesCore(Core):
+    """The clean Core, but every page is at most ``SmallPages.PAGE_BYTES`` of JSON, whatever was asked."""
+
+    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
+        return super()._page(caller, run, ref, rev, offset, consumed, min(max_bytes, SmallPages.PAGE_BYTES))
+
+
+class SmallPages(Wrapper):
+    """Answers every read with pages far smaller than asked (the seed bounds a page from above only):
+    a budget-sized chain takes a few hundred pages. Not a rewrite on the way: the Core itself pages
+    small, so its cursors, expiry and binding stay its own (the wrapped app's Core becomes one that does)."""
+
+    PAGE_BYTES = 1400  # complete JSON of a page: a few hundred content bytes next to the ref and cursor
+
+    def __init__(self, app: Any) -> None:
+        super().__init__(app)
+        inner = app
+        while not hasattr(inner, "state"):
+            inner = inner.app
+        inner.state.core.__class__ = _SmallPagesCore
+
+    def applies(self, path: str) -> bool:
+        return False
+
+
+class ForbiddenWithoutToken(Wrapper):
+    """A missing or unknown token gets 403 instead of 401: the seed says only "authenticated"."""
+
+    def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
+        return (403, body) if status == 401 else None
+
+
+class IntegerRevisions(Wrapper):
+    """Read pages name their revision by a number, not a string: the seed does not say which."""
+
+    def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
+        if path.endswith("/knowledge/read") and status == 200 and isinstance(body.get("revision"), str):
+            return status, {**body, "revision": int(hashlib.sha256(body["revision"].encode()).hexdigest()[:12], 16)}
+        return None
+
+
+class FeedbackNextActionOnly(Wrapper):
+    """Error bodies carry next_action inside a feedback object that has nothing else (CHOICES.md accepts it)."""
+
+    def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
+        if status >= 400 and "next_action" in body:
+            rest = {k: v for k, v in body.items() if k != "next_action"}
+            return status, {**rest, "feedback": {"next_action": body["next_action"]}}
+        return None
+
+
+class DeliveryExtraMember(Wrapper):
+    """An on_demand turn's knowledge_delivery object carries a member the delivery schema does not name."""
+
+    def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
+        context = body.get("context")
+        if path.endswith("/turns") and status == 200 and isinstance(context, dict) and isinstance(context.get("knowledge_delivery"), dict):
+            delivery = {**context["knowledge_delivery"], "generated_by": "hint index v2"}
+            return status, {**body, "context": {**context, "knowledge_delivery": delivery}}
+        return None
+
+
+# Where OtherPaths serves search, read and turns (capabilities stays where the seed puts it).
+OTHER_PATHS = {"search": "/kapi/{route}/find", "read": "/kapi/{route}/page", "turns": "/kapi/{route}/turn"}
+_DEFAULT_TAILS = {"search": "/knowledge/search", "read": "/knowledge/read", "turns": "/turns"}
+
+
+class OtherPaths(Wrapper):
+    """Serves search, read and turns at other paths (a target configuration's ``[paths]`` says where) and
+    answers the default ones 404. Every request that still reaches a default path is kept in ``strays``."""
+
+    strays: ClassVar[list[str]] = []
+
+    def applies(self, path: str) -> bool:
+        return True
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        for name, template in OTHER_PATHS.items():
+            found = re.fullmatch(re.escape(template).replace(re.escape("{route}"), "(?P<route>[^/]+)"), path)
+            if found:
+                moved = f"/agent-api/v1/workspaces/{found['route']}{_DEFAULT_TAILS[name]}"
+                await self.app({**scope, "path": moved, "raw_path": moved.encode()}, receive, send)
+                return
+        if path.startswith("/agent-api/") and path.endswith(tuple(_DEFAULT_TAILS.values())):
+            self.strays.append(f"{scope['method']} {path}")
+            await _send(send, 404, b'{"error":"not_found","message":"unknown path"}', [(b"content-type", b"application/json")])
+            return
+        await self.app(scope, receive, send)
+
+
 def core(*wrappers: type[Wrapper]) -> Any:
     """The simulator (clean, with control) inside the given wrappers, the first outermost."""
     app: Any = create_app(seed=0, control_token=CONTROL_TOKEN, demo=False)
@@ -236,15 +331,16 @@ def served(app: Any) -> Iterator[str]:
         stop()
 
 
-def run_suite(app: Any, reports: Path, *args: str, strict: bool = False) -> tuple[int, dict[str, Any], str]:
-    """Run the suite against ``app`` as a live Core with control; returns exit code, results and output."""
+def run_suite(app: Any, reports: Path, *args: str, strict: bool = False, config: str = "") -> tuple[int, dict[str, Any], str]:
+    """Run the suite against ``app`` as a live Core with control; returns exit code, results and output.
+    ``config`` is more of the target configuration (TOML tables after [control] and [wire])."""
     reports.mkdir(parents=True, exist_ok=True)
     with served(app) as url:
-        config = reports / "target.toml"
-        config.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "KC_SEED_ALLOWED_CONTROL"}}\n'
-                          + ("[wire]\ncodes = {strict = true}\n" if strict else ""), "utf-8")
+        target = reports / "target.toml"
+        target.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "KC_SEED_ALLOWED_CONTROL"}}\n'
+                          + ("[wire]\ncodes = {strict = true}\n" if strict else "") + config, "utf-8")
         cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--no-shrink",
-               "--target", url, "--target-config", str(config), "--report-dir", str(reports), *args]
+               "--target", url, "--target-config", str(target), "--report-dir", str(reports), *args]
         env = {**os.environ, "KC_SEED_ALLOWED_CONTROL": CONTROL_TOKEN}
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     results = json.loads((reports / "results.json").read_text("utf-8"))

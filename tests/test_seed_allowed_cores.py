@@ -19,18 +19,24 @@ import pytest
 from conformance.transport import InProcessTransport
 from tests.seed_allowed import (
     CONTROL_TOKEN,
+    OTHER_PATHS,
     ClampsMaxBytes,
     ControlWithoutLegacyStatus,
     ControlWithoutLostReadback,
     DecoratedTitles,
+    DeliveryExtraMember,
     ErrorsWithoutMessage,
+    FeedbackNextActionOnly,
+    ForbiddenWithoutToken,
     IgnoresContentType,
+    IntegerRevisions,
     LegacySearchGone,
     LenientSearch,
     OneHint,
+    OtherPaths,
     RefusesLargeLimit,
+    SmallPages,
     TurnsOfAnotherSchema,
-    Wrapper,
     core,
     failures,
     only,
@@ -39,10 +45,13 @@ from tests.seed_allowed import (
 )
 
 ALLOWED = (DecoratedTitles, RefusesLargeLimit, ClampsMaxBytes, ErrorsWithoutMessage, IgnoresContentType,
-           ControlWithoutLegacyStatus, LenientSearch, OneHint, ControlWithoutLostReadback)
+           ControlWithoutLegacyStatus, LenientSearch, OneHint, ControlWithoutLostReadback, SmallPages, ForbiddenWithoutToken,
+           IntegerRevisions, FeedbackNextActionOnly, DeliveryExtraMember)
+CHAIN_IDS = ("READ-004", "READ-005", "READ-010", "READ-011", "READ-015", "READ-020")
+PATHS_CONFIG = "[wire.paths]\n" + "".join(f'{name} = "{path}"\n' for name, path in OTHER_PATHS.items())
 ERROR_IDS = ("WIRE-001", "AUTH-001", "AUTH-003", "SRCH-002", "READ-006", "READ-008", "REF-011", "REF-012")
-# name: (wrappers, suite arguments, strict)
-RUNS: dict[str, tuple[tuple[type[Wrapper], ...], list[str], bool]] = {
+# name: (wrappers, suite arguments, strict[, more target configuration])
+RUNS: dict[str, tuple[Any, ...]] = {
     "decorated": ((DecoratedTitles,), [], False),
     "all-allowed": (ALLOWED, [], False),
     "one-hint": ((OneHint,), only("SRCH-003", "SRCH-008"), False),
@@ -61,6 +70,15 @@ RUNS: dict[str, tuple[tuple[type[Wrapper], ...], list[str], bool]] = {
     "lenient-strict": ((LenientSearch,), [*only("WIRE-001"), "-k", "generated"], True),
     "content-type": ((IgnoresContentType,), [*only("WIRE-001"), "-k", "content_type"], False),
     "content-type-strict": ((IgnoresContentType,), [*only("WIRE-001"), "-k", "content_type"], True),
+    "small-pages": ((SmallPages,), only(*CHAIN_IDS), False),
+    "forbidden": ((ForbiddenWithoutToken,), only("CAP-007", "AUTH-001"), False),
+    "forbidden-strict": ((ForbiddenWithoutToken,), only("CAP-007", "AUTH-001"), True),
+    "int-revision": ((IntegerRevisions,), only("READ-001", "READ-002", "WIRE-002"), False),
+    "int-revision-strict": ((IntegerRevisions,), only("READ-002"), True),
+    "feedback-only": ((FeedbackNextActionOnly,), only("REF-001", "REF-011", "REF-012", "READ-008"), False),
+    "delivery-extra": ((DeliveryExtraMember,), only("TURN-006", "TURN-007", "WIRE-002"), False),
+    "delivery-extra-strict": ((DeliveryExtraMember,), only("TURN-006"), True),
+    "other-paths": ((OtherPaths,), [*only("WIRE-001", "WIRE-002"), "-k", "generated"], False, PATHS_CONFIG),
 }
 
 
@@ -69,8 +87,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, dict[
     reports = tmp_path_factory.mktemp("seed-allowed")
 
     def one(name: str) -> tuple[int, dict[str, Any], str]:
-        wrappers, args, strict = RUNS[name]
-        return run_suite(core(*wrappers), reports / name, *args, strict=strict)
+        wrappers, args, strict, *config = RUNS[name]
+        return run_suite(core(*wrappers), reports / name, *args, strict=strict, config="".join(config))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(zip(RUNS, pool.map(one, RUNS), strict=True))
@@ -156,6 +174,48 @@ def test_json_under_another_content_type_passes_unless_strict(runs: Any) -> None
     assert _status(runs, "content-type", "WIRE-001") == "verified", _out(runs, "content-type")
     failed = _failed(runs, "content-type-strict")
     assert set(failed) == {"WIRE-001"} and "415" in failed["WIRE-001"], _out(runs, "content-type-strict")
+
+
+def test_pages_much_smaller_than_asked_pass(runs: Any) -> None:
+    """The walk of a chain is bounded by its bytes, not by a page count: a budget-sized chain of
+    a few hundred small pages is read to its end (it used to fail READ-010 after 64 pages)."""
+    assert _failed(runs, "small-pages") == {}, _out(runs, "small-pages")
+    assert all(_status(runs, "small-pages", rid) == "verified" for rid in CHAIN_IDS), _out(runs, "small-pages")
+
+
+def test_403_for_a_missing_token_passes_unless_strict(runs: Any) -> None:
+    assert _failed(runs, "forbidden") == {}, _out(runs, "forbidden")
+    assert _status(runs, "forbidden", "CAP-007") == _status(runs, "forbidden", "AUTH-001") == "verified", _out(runs, "forbidden")
+    failed = _failed(runs, "forbidden-strict")
+    assert set(failed) == {"CAP-007", "AUTH-001"} and "403" in failed["CAP-007"], _out(runs, "forbidden-strict")
+
+
+def test_an_integer_revision_passes_unless_strict(runs: Any) -> None:
+    assert _failed(runs, "int-revision") == {}, _out(runs, "int-revision")
+    assert _status(runs, "int-revision", "READ-002") == _status(runs, "int-revision", "WIRE-002") == "verified", _out(runs, "int-revision")
+    failed = _failed(runs, "int-revision-strict")
+    assert set(failed) == {"READ-002"} and "revision" in failed["READ-002"], _out(runs, "int-revision-strict")
+
+
+def test_next_action_in_a_feedback_object_of_its_own_passes(runs: Any) -> None:
+    """CHOICES.md accepts next_action inside feedback; the error schema does not ask for the SDK's whole feedback object."""
+    assert _failed(runs, "feedback-only") == {}, _out(runs, "feedback-only")
+    assert all(_status(runs, "feedback-only", rid) == "verified" for rid in ("REF-011", "REF-012")), _out(runs, "feedback-only")
+
+
+def test_an_extra_delivery_member_passes_unless_strict(runs: Any) -> None:
+    assert _failed(runs, "delivery-extra") == {}, _out(runs, "delivery-extra")
+    assert _status(runs, "delivery-extra", "TURN-006") == "verified", _out(runs, "delivery-extra")
+    failed = _failed(runs, "delivery-extra-strict")
+    assert set(failed) == {"TURN-006"} and "generated_by" in failed["TURN-006"], _out(runs, "delivery-extra-strict")
+
+
+def test_generated_requests_go_to_the_configured_paths(runs: Any) -> None:
+    """test_negative builds its requests from openapi.yaml but sends them where [paths] says: with
+    search, read and turns served elsewhere, nothing reaches their default paths."""
+    assert _failed(runs, "other-paths") == {}, _out(runs, "other-paths")
+    assert _status(runs, "other-paths", "WIRE-001") == _status(runs, "other-paths", "WIRE-002") == "verified", _out(runs, "other-paths")
+    assert OtherPaths.strays == [], OtherPaths.strays[:5]
 
 
 DIMENSIONS = {"REF-003": "hub", "REF-004": "session", "REF-005": "route", "REF-009": "account"}

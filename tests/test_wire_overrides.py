@@ -32,6 +32,8 @@ RENAMED = {
                "read_min_max_bytes": "readMinMaxBytes", "read_max_max_bytes": "readMaxMaxBytes", "reference_max_bytes": "referenceMaxBytes",
                "read_chain_max_bytes": "readChainMaxBytes", "reference_ttl_seconds": "referenceTtlSeconds"},
     "turn_context": {"knowledge": "knowledge_items", "knowledge_refs": "knowledge_references", "knowledge_delivery": "delivery"},
+    "knowledge_delivery": {"mode": "delivery_mode", "status": "search_status", "hints": "items", "trust": "trust_level",
+                           "schema_version": "schema"},
 }
 
 
@@ -110,7 +112,8 @@ def test_renamed_wire_with_the_same_names_configured_is_conformant(serve_sim: An
     assert results["configuration"]["wire"]["names"]["limits"]["search_max_hints"] == "searchMaxHints"
 
 
-@pytest.mark.parametrize(("table", "requirement"), [("capabilities", "CAP-003"), ("limits", "CAP-005"), ("turn_context", "TURN-003")])
+@pytest.mark.parametrize(("table", "requirement"), [("capabilities", "CAP-003"), ("limits", "CAP-005"), ("turn_context", "TURN-003"),
+                                                                 ("knowledge_delivery", "TURN-006")])
 def test_renamed_wire_fails_a_configuration_with_the_default_names(serve_sim: Any, tmp_path: Path, table: str, requirement: str) -> None:
     """Each table of names matters: the suite with the default names sees the renamed wire break ``requirement``."""
     url = serve_sim({table: RENAMED[table]})

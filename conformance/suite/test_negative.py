@@ -1,7 +1,9 @@
 """schemathesis over schemas/openapi.yaml against the target, with its auth and a
 started run: no 5xx, every error is the error envelope, and every response matches
 its documented schema. The request schemas are this project's choices (CHOICES.md),
-so only a strict run demands that a request schemathesis marks negative is refused."""
+so only a strict run demands that a request schemathesis marks negative is refused.
+Requests go to the target's configured ``[paths]``; the operations are named by their
+openapi.yaml paths (the test IDs and the documented response schemas stay the same)."""
 
 from __future__ import annotations
 
@@ -19,20 +21,34 @@ from conformance.checks import ContractViolation, expect
 from conformance.names import response_stem
 from conformance.options import option
 from conformance.secrets import clip
+from knowledge_schemas import load_wire_defaults
 from knowledge_schemas.openapi import bundle, load_document
 
 R = pytest.mark.requirement
 OPERATIONS = [(path, method.upper()) for path, item in load_document()["paths"].items() for method in item]
 
 
+def _served(path: str, wire: dict[str, Any]) -> str:
+    """Where the target serves the openapi.yaml operation at ``path``: the configured ``[paths]``
+    entry whose default ``path`` is (openapi.yaml spells the default paths)."""
+    for name, default in load_wire_defaults()["paths"].items():
+        if default == path:
+            return str(wire["paths"][name])
+    return path
+
+
 @cache
-def _schema() -> Any:
+def _schema(served: tuple[tuple[str, str], ...]) -> Any:
+    """The bundled openapi.yaml with each operation moved to where the target serves it."""
     import schemathesis
+
+    document = bundle()
+    document["paths"] = {dict(served).get(path, path): item for path, item in document["paths"].items()}
 
     # An explicit configuration: none is discovered from the working directory, and a
     # negative case counts as refused only with a 4xx (never a 5xx, which is WIRE-001 anyway).
     config = schemathesis.Config.from_dict({"checks": {"negative_data_rejection": {"expected-statuses": ["4xx"]}}})
-    return schemathesis.openapi.from_dict(bundle(), config=config)
+    return schemathesis.openapi.from_dict(document, config=config)
 
 
 def _bind_run(case: Any, run_id: str, negative: bool) -> None:
@@ -52,7 +68,8 @@ def test_generated_requests_never_break_the_server(world: Any, pytestconfig: pyt
     from schemathesis.generation import GenerationMode
     from schemathesis.specs.openapi.checks import negative_data_rejection, response_schema_conformance
 
-    operation = _schema()[path][method]
+    served = tuple((p, _served(p, world.cfg.wire)) for p, _ in OPERATIONS)
+    operation = _schema(served)[dict(served)[path]][method]
     negative = mode == "negative"
     generation = GenerationMode.NEGATIVE if negative else GenerationMode.POSITIVE
     strategy = operation.as_strategy(generation_mode=generation, path_parameters={"route": world.route})

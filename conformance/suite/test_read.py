@@ -30,9 +30,12 @@ def test_default_pages_fit_16384_bytes_and_rebuild_the_document(world: Any, reco
     revisions = {p["revision"] for p in pages}
     expect(len(revisions) == 1, "READ-002", f"one chain reported several revisions: {sorted(revisions)}")
     last = pages[-1]
+    # READ-014 is about optional fields: verified only when a page carried one of them.
+    optional = set() if any(name in p for p in pages for name in ("total_content_bytes", "read_chain_max_bytes")) else {"READ-014"}
     if doc is None:  # a live Core's own document: bounds and flags, but nothing to compare the chain with
-        record_exercised({"READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "WIRE-002"})
+        record_exercised({"READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "WIRE-002"} - optional)
         return
+    record_exercised({"READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "READ-015", "WIRE-002"} - optional)
     expect(len(pages) > 1, "READ-004", "a 60 KB document fit into one default page")
     expect(_joined(pages) == doc.content, "READ-015", "the pages do not concatenate to the stored revision")
     expect(last["truncated"] is False, "READ-009", "the page that completes the document says truncated true")
@@ -173,6 +176,9 @@ def test_a_chain_reads_up_to_its_budget(world: Any, key: str) -> None:
         expect(rest and C.utf8_size(rest) > C.READ_CHAIN_MAX_BYTES - delivered, "READ-020",
                f"the chain of a {C.utf8_size(content)}-byte revision stopped budget_exhausted after {delivered} content bytes, "
                f"though its next character ({C.utf8_size(rest)} bytes) still fits {C.READ_CHAIN_MAX_BYTES}")
+    elif C.utf8_size(content) > C.READ_CHAIN_MAX_BYTES:  # never pass without judging where the chain stopped
+        expect(False, "READ-010" if joined == content else "READ-011", f"the chain of a {C.utf8_size(content)}-byte revision, over "
+               f"the budget, ended after {delivered} content bytes without budget_exhausted: {_flags(last)}")
     if C.utf8_size(content) <= C.READ_CHAIN_MAX_BYTES:
         expect(joined == content, "READ-020", f"a {C.utf8_size(content)}-byte revision, within the budget, was not read "
                f"completely: the chain ended after {delivered} bytes with {_flags(last)}")
@@ -190,7 +196,9 @@ def _token_probe(world: Any, field: str) -> tuple[str, str, str]:
     run_id = world.start_run()
     ref = world.ref_for(run_id, world.docs.get("unicode"))
     first = world.page(ref, run_id, C.READ_MIN_MAX_BYTES)
-    return run_id, ref, ref if field == "ref" else (first["next_cursor"] or ref)
+    if field == "cursor" and first["next_cursor"] is None:  # padding the ref and sending it as a cursor would judge no cursor
+        pytest.skip("not verified: the document found fits one page, so there is no cursor to pad")
+    return run_id, ref, ref if field == "ref" else first["next_cursor"]
 
 
 def _send(world: Any, field: str, run_id: str, ref: str, token: str) -> httpx.Response:

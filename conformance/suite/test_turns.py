@@ -30,17 +30,28 @@ def _on_demand_context(world: Any, text: str = "how is the homepage binding done
 
 @R("TURN-003", "TURN-006", "TURN-007", "WIRE-002")
 def test_on_demand_turn_carries_bounded_hints(world: Any) -> None:
-    """Context members are looked up by their configured names ([wire.names.turn_context])."""
+    """Context members are looked up by their configured names ([wire.names.turn_context], and
+    [wire.names.knowledge_delivery] for the delivery object's own members). The seed does not forbid
+    members beyond the delivery schema's: they pass, unless they carry a whole document ("only bounded
+    hints"); strict accepts only the schema's members (CHOICES.md)."""
     names = world.cfg.names
     field = names.turn_context["knowledge_delivery"]
     body, context = _on_demand_context(world)
-    delivery = context.get(field)
-    expect(isinstance(delivery, dict), "TURN-003", f"an on_demand turn has no context.{field}")
-    hints = (delivery or {}).get("hints", [])
+    sent = context.get(field)
+    expect(isinstance(sent, dict), "TURN-003", f"an on_demand turn has no context.{field}")
+    delivery = names.delivery(context)
+    hints = delivery.get("hints", [])
     expect(isinstance(hints, list) and len(hints) <= C.SEARCH_MAX_HINTS, "TURN-007", f"{len(hints)} hints in context.{field}")
-    expect(len(C.canonical(delivery).encode()) <= C.SEARCH_MAX_BYTES, "TURN-007", f"context.{field} is larger than a search response may be")
+    expect(len(C.canonical(sent).encode()) <= C.SEARCH_MAX_BYTES, "TURN-007", f"context.{field} is larger than a search response may be")
+    known = set(load_registry().contents["knowledge-delivery.schema.json"]["properties"])
+    extras = {name: value for name, value in delivery.items() if name not in known}
+    whole = world.document_text().whole(extras)
+    expect(whole is None, "TURN-007", f"context.{field} carries a whole document ({len(whole or '')} characters) outside its hints, "
+           f"in {sorted(extras)}")
     errors = load_registry().errors("knowledge-delivery", delivery)
     expect(not errors, "TURN-006", f"context.{field} does not match the delivery schema: {'; '.join(errors[:3])}")
+    if world.cfg.strict_codes:
+        expect(not extras, "TURN-006", f"strict: context.{field} has members the delivery schema does not name: {sorted(extras)}")
     checks.schema("turn-response", body, names=names)
 
 
@@ -62,11 +73,12 @@ def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: Any, r
     docs = [world.need_doc(key) for key in corpus.WORST_KEYS]
     field = world.cfg.names.turn_context["knowledge_delivery"]
     body, context = _on_demand_context(world, corpus.WORST_WORD)
-    delivery = context.get(field)
-    if not isinstance(delivery, dict):
+    sent = context.get(field)
+    if not isinstance(sent, dict):
         raise checks.ContractViolation("TURN-003", f"an on_demand turn has no context.{field}")
-    size = len(C.canonical(delivery).encode())
+    size = len(C.canonical(sent).encode())
     expect(size <= C.SEARCH_MAX_BYTES, "TURN-007", f"context.{field} is {size} bytes as compact JSON, over {C.SEARCH_MAX_BYTES}")
+    delivery = world.cfg.names.delivery(context)
     hints = delivery["hints"] if isinstance(delivery.get("hints"), list) else []
     found = [d.key for d in docs if world.hint_for(hints, d, str(body.get("run_id"))) is not None]
     if len(found) < len(docs):  # the seed does not say which hints a turn carries: the worst case was not reached
@@ -113,8 +125,7 @@ def _refused_or_pinned(world: Any, response: Any, committed: dict[str, Any], req
     body = checks.body_of(response, requirement)
     expect(isinstance(body, dict) and body.get("run_id") == committed.get("run_id"), requirement,
            "the same turn identity with another delivery mode started another run instead of keeping the pinned one")
-    field = cfg.names.turn_context["knowledge_delivery"]
-    kept = ((body.get("context") or {}).get(field) or {}).get("mode")
+    kept = (cfg.names.delivery(body.get("context")) or {}).get("mode")
     expect(kept == "on_demand", requirement, f"the replay under a changed delivery mode answered with delivery {kept!r}, pinned was 'on_demand'")
 
 
@@ -137,8 +148,7 @@ def test_retry_after_a_lost_response_gets_the_committed_run(fresh_world: Any) ->
         raise checks.ContractViolation("TURN-012", f"the retry with the same identity and payload failed: {exc}") from None
     again = checks.ok(fresh_world.core.turn(fresh_world.primary.token, fresh_world.route, ids), "TURN-012", "a second replay")
     expect(retried["run_id"] == again["run_id"], "TURN-012", "two replays of one committed turn returned different runs")
-    field = fresh_world.cfg.names.turn_context["knowledge_delivery"]
-    expect(((retried.get("context") or {}).get(field) or {}).get("mode") == "on_demand", "TURN-004",
+    expect((fresh_world.cfg.names.delivery(retried.get("context")) or {}).get("mode") == "on_demand", "TURN-004",
            "the retried turn lost its pinned on_demand delivery")
     conflict = fresh_world.core.turn(fresh_world.primary.token, fresh_world.route, {**ids, "knowledge_delivery": "inline"})
     _refused_or_pinned(fresh_world, conflict, retried, "TURN-012")

@@ -86,6 +86,22 @@ class CursorOutlivesRevision(Core):
             super()._check_revision(claims, current)
 
 
+class CursorIgnoresScope(Core):
+    """A read with a cursor trusts the chain it continues: the scope check is skipped, so a chain
+    goes on after the account's scope dropped its document (a plain reference is still checked)."""
+
+    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        self.continuing = "cursor" in body
+        try:
+            return super().read(caller, body)
+        finally:
+            self.continuing = False
+
+    def _check_scope(self, claims: dict[str, Any], current: Revision | None, scope: Scope) -> None:
+        if not getattr(self, "continuing", False):
+            super()._check_scope(claims, current, scope)
+
+
 def _accepts_another(claim: str, label: str) -> type[Core]:
     """A Core that accepts a reference whose ``claim`` names another ``label``. Such a
     reference was necessarily issued for another run too, so that is overlooked with it;
@@ -183,6 +199,7 @@ MINIATURES: dict[str, Miniature] = {
     "refs_expire_early": RefsExpireEarly,
     "read_refreshes_expiry": ReadRefreshesExpiry,
     "cursor_outlives_revision": CursorOutlivesRevision,
+    "cursor_ignores_scope": CursorIgnoresScope,
     "ref_any_hub": _accepts_another("h", "Hub"),
     "ref_any_session": _accepts_another("s", "Session"),
     "ref_any_route": _accepts_another("w", "Route"),

@@ -67,6 +67,20 @@ class SearchFullContent(Core):
         return fitted
 
 
+class SearchHintPreview(Core):
+    """Each hint of a short document gets an extra ``preview`` member with the whole document
+    (title and summary stay as the clean Core makes them; long documents get none, so the
+    response keeps its byte bound)."""
+
+    PREVIEW_MAX_BYTES = 400
+
+    def _hint(self, caller: Caller, run: Run, rev: Revision) -> dict[str, Any]:
+        hint = super()._hint(caller, run, rev)
+        if len(rev.content.encode("utf-8")) <= self.PREVIEW_MAX_BYTES:
+            hint["preview"] = rev.content
+        return hint
+
+
 class TrustMissing(Core):
     def search(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
         found = super().search(caller, body)
@@ -141,6 +155,7 @@ MINIATURES: dict[str, Miniature] = {
     "search_hint_without_summary": SearchHintWithoutSummary,
     "search_status_empty": SearchStatusEmpty,
     "search_full_content": SearchFullContent,
+    "search_hint_preview": SearchHintPreview,
     "trust_missing": TrustMissing,
     "search_oversize": SearchOversize,
     "search_counts_characters": SearchCountsCharacters,
