@@ -190,16 +190,23 @@ class ReferenceClient:
             raise self._error("read_knowledge", response)
         return dict(response.json())
 
-    def read_chain(self, ref: str, run_id: str, *, max_bytes: int | None = None, max_pages: int = 64) -> ChainResult:
+    def read_chain(self, ref: str, run_id: str, *, max_bytes: int | None = None) -> ChainResult:
+        """Page by page to the chain's end. Bounded by what the contract bounds (the chain's content
+        bytes), never by a page count: a Core may answer with small pages. A chain that passes the
+        budget, or stalls on empty pages, is given up as incomplete."""
         parts: list[str] = []
         page: dict[str, Any] = {}
         cursor: str | None = None
-        for count in range(1, max_pages + 1):
+        count = consumed = empty = 0
+        while consumed <= C.READ_CHAIN_MAX_BYTES and empty < 8:
             page = self.read_knowledge({"ref": ref, "runId": run_id, "maxBytes": max_bytes, "cursor": cursor})
+            count += 1
             parts.append(page["content"])
+            size = len(str(page["content"]).encode("utf-8"))
+            consumed, empty = consumed + size, 0 if size else empty + 1
             cursor = page.get("next_cursor")
             if not cursor:
                 exhausted = page.get("budget_exhausted") is True
                 truncated = bool(page.get("truncated")) or exhausted
                 return ChainResult("".join(parts), count, not truncated, truncated, exhausted, page["revision"])
-        return ChainResult("".join(parts), max_pages, False, True, False, page.get("revision", ""))
+        return ChainResult("".join(parts), count, False, True, False, page.get("revision", ""))
