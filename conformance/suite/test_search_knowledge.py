@@ -16,6 +16,7 @@ own choices (code points, exact codes) are checked only with ``[wire] codes.stri
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 import re
@@ -29,8 +30,20 @@ import pytest
 from conformance.checks import expect
 from conformance.mcp_client import McpSession, connect
 from conformance.options import option
-from conformance.search_knowledge import (ARCHIVED_BASE, MAIN, OTHER, PRIVATE, Answer, Corpus, SkControl, call,
-                                          envelope_types, pairs, utf16_len, utf16_slice)
+from conformance.search_knowledge import (
+    ARCHIVED_BASE,
+    MAIN,
+    OTHER,
+    PRIVATE,
+    Answer,
+    Corpus,
+    SkControl,
+    call,
+    envelope_types,
+    pairs,
+    utf16_len,
+    utf16_slice,
+)
 from knowledge_schemas import load_registry
 
 R = pytest.mark.requirement
@@ -112,6 +125,8 @@ def sk(world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.Config) 
         if not probe.ok and (any(c.startswith("jsonrpc") for c in probe.codes) or "unknown" in probe.raw.lower()):
             pytest.skip(f"not verified: the MCP server does not offer search_knowledge ({probe.raw[:120]})")
         yield SkWorld(corpus, control, sessions, kc_config.strict_codes, revisions)
+    # The closed sessions' objects are finalised here, not in the middle of a later import.
+    gc.collect()
 
 
 def _code(answer: Answer, allowed: set[str], requirement: str, what: str, strict: str | None = None, *,
