@@ -77,14 +77,23 @@ def call(session: McpSession, arguments: dict[str, Any]) -> Answer:
 
 
 def envelope_types(answer: Answer) -> set[str]:
-    """Every string value of the answer's top level and of its ``error`` object (where a
+    """Every key and string value of the answer's top level and of its ``error`` object (where a
     ``knowledge_unavailable`` envelope can be named)."""
     body = answer.body or {}
-    values = {v for v in body.values() if isinstance(v, str)}
+    values = {v for v in body.values() if isinstance(v, str)} | set(body)
     inner = body.get("error")
     if isinstance(inner, dict):
         values |= {v for v in inner.values() if isinstance(v, str)}
     return values
+
+
+def message_of(answer: Answer) -> str:
+    """The human-readable message of a refusal (top level, or inside ``error`` or ``feedback``)."""
+    body = answer.body or {}
+    for holder in (body, body.get("error"), body.get("feedback")):
+        if isinstance(holder, dict) and isinstance(holder.get("message"), str):
+            return str(holder["message"])
+    return answer.raw if answer.body is None else ""
 
 
 # ----------------------------------------------------------------- control
