@@ -38,7 +38,7 @@ K = 10
 
 def ndcg(ranked: list[str], relevant: dict[str, int], k: int = K) -> float:
     def dcg(grades: list[int]) -> float:
-        return sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(grades[:k]))
+        return float(sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(grades[:k])))
 
     ideal = dcg(sorted(relevant.values(), reverse=True))
     return dcg([relevant.get(item, 0) for item in ranked]) / ideal if ideal else 0.0
