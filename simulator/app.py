@@ -38,7 +38,7 @@ from simulator.miniatures import compose
 from simulator.miniatures.mcp import agent_class
 from simulator.miniatures.search_knowledge import sk_class
 from simulator.quirks import parse_quirks
-from simulator.sk_ranking import HashedNgrams
+from simulator.sk_ranking import embedder_for
 from simulator.sk_routes import control_routes as sk_control_routes
 from simulator.sk_routes import tool_route
 from simulator.sk_store import SkState
@@ -177,7 +177,7 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
         Route(f"{BASE}/turns", _endpoint(core, _turn, knowledge=False), methods=["POST"]),
     ]
     # The search_knowledge tool of seed 003: its Knowledge service route, called by the MCP path.
-    sk_tool = sk_class(config.quirks)(store, SkState(HashedNgrams()))
+    sk_tool = sk_class(config.quirks)(store, SkState(embedder_for(config.embedder)))
     routes.append(tool_route(core, sk_tool))
     holder: dict[str, Starlette] = {}
     # The Agent Session MCP path (streamable HTTP) beside the Core API: its Core requests come back through this app.

@@ -75,6 +75,16 @@ class HashedNgrams:
         return vector
 
 
+EMBEDDERS: dict[str, type[Embedder]] = {"hashed": HashedNgrams}
+
+
+def embedder_for(name: str) -> Embedder:
+    """The embedding chosen at start (``knowledge-sim serve --embedder``); a ValueError names the known ones."""
+    if name not in EMBEDDERS:
+        raise ValueError(f"unknown embedder {name!r}; known: {', '.join(sorted(EMBEDDERS))}")
+    return EMBEDDERS[name]()
+
+
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     return 0.0 if norm == 0 else sum(x * y for x, y in zip(a, b, strict=True)) / norm

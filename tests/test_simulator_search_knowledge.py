@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from simulator import create_app
 from simulator.mcp_tools import AgentTools, CoreHttp, Session
-from simulator.sk_ranking import RRF_K, Doc, HashedNgrams, Scored, bm25, cosine, fuse, rank, tokens
+from simulator.sk_ranking import RRF_K, Doc, HashedNgrams, Scored, bm25, cosine, embedder_for, fuse, rank, tokens
 from simulator.sk_routes import TOOL_PATH
 from simulator.sk_tool import UNAVAILABLE
 
@@ -210,3 +210,9 @@ def test_the_mcp_path_hides_and_serves_the_tool() -> None:
     found, refused = anyio.run(both)
     assert not found.is_error and found.structured_content["type"] == "knowledge_search" and found.structured_content["results"]
     assert refused.is_error and refused.structured_content["error"] == "knowledge_resource_unavailable"
+
+
+def test_the_embedder_is_chosen_by_name() -> None:
+    assert isinstance(embedder_for("hashed"), HashedNgrams)
+    with pytest.raises(ValueError, match="known: hashed"):
+        create_app(demo=False, embedder="no-such-model")
