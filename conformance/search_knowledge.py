@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from mcp.shared.exceptions import MCPError
 
 from conformance.mcp_client import McpSession
 from conformance.secrets import clip
@@ -65,9 +66,8 @@ def _codes(body: Any) -> set[str]:
 def call(session: McpSession, arguments: dict[str, Any]) -> Answer:
     try:
         result = session.call(TOOL, arguments)
-    except Exception as exc:  # a JSON-RPC error (e.g. invalid params): a refusal without a tool result
-        code = getattr(getattr(exc, "error", None), "code", None)
-        return Answer(False, None, frozenset({f"jsonrpc:{code}"} if code is not None else {"jsonrpc"}), True, clip(str(exc), 300))
+    except MCPError as exc:  # a JSON-RPC error (e.g. invalid params): a refusal without a tool result
+        return Answer(False, None, frozenset({f"jsonrpc:{exc.code}"}), True, clip(f"JSON-RPC error {exc.code}: {exc.message}", 300))
     body = result.structured if result.has_structured else result.text_json()
     body = body if isinstance(body, dict) else None
     codes = _codes(body)
