@@ -36,7 +36,12 @@ from simulator.http import error_response, json_response, read_json, validate
 from simulator.mcp_server import MCP_PATH, mount
 from simulator.miniatures import compose
 from simulator.miniatures.mcp import agent_class
+from simulator.miniatures.search_knowledge import sk_class
 from simulator.quirks import parse_quirks
+from simulator.sk_ranking import embedder_for
+from simulator.sk_routes import control_routes as sk_control_routes
+from simulator.sk_routes import tool_route
+from simulator.sk_store import SkState
 from simulator.store import Store
 from simulator.wire_names import WireNames
 
@@ -171,11 +176,15 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
         Route(f"{BASE}/knowledge/read", _endpoint(core, _read, knowledge=True), methods=["POST"]),
         Route(f"{BASE}/turns", _endpoint(core, _turn, knowledge=False), methods=["POST"]),
     ]
+    # The search_knowledge tool of seed 003: its Knowledge service route, called by the MCP path.
+    sk_tool = sk_class(config.quirks)(store, SkState(embedder_for(config.embedder)))
+    routes.append(tool_route(core, sk_tool))
     holder: dict[str, Starlette] = {}
     # The Agent Session MCP path (streamable HTTP) beside the Core API: its Core requests come back through this app.
     routes.append(Route(MCP_PATH, mount(lambda: holder["app"], agent_class(config.quirks))))
     if config.control_enabled:
-        routes.append(Mount("/_control/v1", routes=control_routes(core, transcript)))
+        routes.extend(sk_control_routes(core, sk_tool))
+        routes.append(Mount("/_control/v1", routes=control_routes(core, transcript, on_corpus=sk_tool.state.forget)))
     app = Starlette(
         routes=routes,
         exception_handlers={HTTPException: _not_found, Exception: _internal},
@@ -185,5 +194,6 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     )
     app.state.core = core
     app.state.wire_names = wire_names
+    app.state.search_knowledge = sk_tool
     holder["app"] = app
     return app

@@ -32,6 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="warning", help="info logs one line per request (never blocking: dropped when stderr "
                                                                 "is not read); default warning")
     serve.add_argument("--timeout-keep-alive", type=float, default=5.0, help="seconds an idle kept-alive connection stays open")
+    serve.add_argument("--embedder", default="hashed", help="search_knowledge's semantic embedding (default: hashed, "
+                       "character n-grams, offline and deterministic)")
     mcp = sub.add_parser("mcp", help="serve an MCP path over stdio (the Agent Session path also rides `serve`, "
                                      "as streamable HTTP at /agent-api/v1/workspaces/<route>/mcp)")
     mcp.add_argument("--path", choices=("agent", "jobs"), default="agent",
@@ -127,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             SimConfig(seed=args.seed, database=args.database, control_enabled=not args.no_control,
                       control_token=args.control_token or SimConfig.control_token, frozen_clock=args.frozen_clock,
                       clock_start=None if not args.frozen_clock else SimConfig.clock_start, demo=args.corpus is None,
-                      wire_names=load_wire_names(args.wire_names) if args.wire_names else {}),
+                      wire_names=load_wire_names(args.wire_names) if args.wire_names else {}, embedder=args.embedder),
             quirks=args.quirk,
         )
         if args.corpus:

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def control_routes(core: Core, transcript: deque[dict[str, Any]]) -> list[Route]:
+def control_routes(core: Core, transcript: deque[dict[str, Any]], *,
+                   on_corpus: Callable[[str | None], None] = lambda route: None) -> list[Route]:
+    """``on_corpus(route)`` hears that a workspace's corpus went (``None``: every workspace's)."""
     validators: dict[str, Any] = {}
 
     def schema(name: str) -> Any:
@@ -56,6 +58,7 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]]) -> list[Route]
 
     async def reset(request: Request) -> Response:
         core.store.reset()
+        on_corpus(None)
         core.faults.clear()
         core.withheld.clear()
         transcript.clear()
@@ -72,6 +75,7 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]]) -> list[Route]
     async def delete_workspace(request: Request) -> Response:
         route = workspace(request)
         core.store.delete_workspace(route)
+        on_corpus(route)
         core.withheld[:] = [w for w in core.withheld if w[0] != route]
         return Response(status_code=204)
 
@@ -82,7 +86,9 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]]) -> list[Route]
             (b["id"], b.get("name", b["id"]), [ItemInput(i["id"], i["title"], i["content"], i.get("summary")) for i in b["items"]])
             for b in body["bases"]
         ]
-        return json_response({"items": core.store.replace_corpus(route, bases, core.clock.now())})
+        replaced = core.store.replace_corpus(route, bases, core.clock.now())
+        on_corpus(route)
+        return json_response({"items": replaced})
 
     async def publish(request: Request) -> Response:
         route = workspace(request)

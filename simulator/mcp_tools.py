@@ -12,6 +12,12 @@ Documented behaviour where the seed is open (schemas/CHOICES.md, "MCP"):
   ``invalid_arguments``; the tools never read identity from arguments;
 - a knowledge call before any ``start_business_turn`` is refused with ``turn_required``;
 - a Core that does not speak the knowledge protocol yields ``knowledge_not_supported``.
+
+``search_knowledge`` (seed 003) is hidden but callable: ``tools/list`` is the minimal public
+list and does not name it (``TOOL_CATALOG`` classifies it as advanced, min_tier free,
+hidden_but_callable), yet ``tools/call`` serves it for the session's credential, through the
+Core's Knowledge service route (``simulator.sk_routes``). Its results and refusals are the
+service's JSON, as a text block and ``structuredContent`` (``isError`` on a refusal).
 """
 
 from __future__ import annotations
@@ -28,6 +34,12 @@ from knowledge_schemas import load_registry
 from knowledge_schemas.mcp import AGENT_TOOLS, tool_schema
 
 BASE = "/agent-api/v1/workspaces/{route}"
+SEARCH_KNOWLEDGE = "search_knowledge"
+SK_PATH = "/knowledge/tools/search_knowledge"
+# The tool catalogue: the minimal public list is what tools/list shows; hidden tools are callable.
+TOOL_CATALOG: dict[str, dict[str, Any]] = {
+    SEARCH_KNOWLEDGE: {"surface": "advanced", "min_tier": "free", "hidden_but_callable": True},
+}
 FEEDBACK_SCHEMA = "bailing.agent-feedback.v1"
 CAPABILITIES_SCHEMA = "bailing.agent-knowledge-capabilities.v1"
 KNOWLEDGE_SCHEMA = "bailing.agent-knowledge.v1"
@@ -122,6 +134,8 @@ class AgentTools:
 
     # ------------------------------------------------------------- calling
     async def call(self, session: Session, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        if name == SEARCH_KNOWLEDGE:
+            return await self.search_knowledge(session, arguments)
         try:
             if name not in AGENT_TOOLS:
                 raise ToolError("unknown_tool", f"no tool named {name!r}", category="invalid_request")
@@ -199,6 +213,21 @@ class AgentTools:
 
     async def read(self, session: Session, run_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return dict(await self._core(session, "POST", "/knowledge/read", {**arguments, "run_id": run_id}))
+
+    async def search_knowledge(self, session: Session, arguments: dict[str, Any]) -> types.CallToolResult:
+        """The hidden ``search_knowledge`` tool: the session's credential, the arguments as given."""
+        if session.token is None or session.route is None:
+            body: Any = {"type": "knowledge_error", "error": "unauthorized", "message": "this MCP session has no credential"}
+            status = 401
+        else:
+            try:
+                status, body = await self.core.request("POST", BASE.format(route=session.route) + SK_PATH, session.token, arguments)
+            except ToolError as err:
+                status, body = 503, {"type": "knowledge_error", "error": err.code, "message": err.message}
+        if not isinstance(body, dict):
+            body = {"type": "knowledge_error", "error": f"http_{status}", "message": "the Knowledge service gave no JSON"}
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps(body, ensure_ascii=False))],
+                                    structured_content=body, is_error=status != 200)
 
     # ------------------------------------------------------------- results
     def flags(self) -> dict[str, Any]:

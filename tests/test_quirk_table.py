@@ -13,13 +13,20 @@ import simulator.app
 import simulator.core
 import simulator.http
 import simulator.signing
+import simulator.sk_ranking
+import simulator.sk_routes
+import simulator.sk_store
+import simulator.sk_tool
 from knowledge_schemas import SCHEMA_DIR, load_catalogue, load_registry
 from simulator import create_app
 from simulator.core import Core
 from simulator.miniatures import MINIATURES, Wrapper, compose
 from simulator.miniatures.mcp import MINIATURES as MCP_MINIATURES
 from simulator.miniatures.mcp import agent_class, job_class
+from simulator.miniatures.search_knowledge import MINIATURES as SK_MINIATURES
+from simulator.miniatures.search_knowledge import sk_class
 from simulator.quirks import OUTCOMES_FILE, QUIRKS, load_quirks
+from simulator.sk_tool import SearchKnowledge
 
 
 def _raw() -> dict[str, object]:
@@ -48,9 +55,11 @@ def test_expected_failures_are_server_observable_requirements() -> None:
     catalogue = load_catalogue()
     unknown = [(q.name, rid) for q in QUIRKS.values() for rid in q.violates if rid not in catalogue]
     assert unknown == []
-    # An MCP miniature breaks a rule of the MCP surface, which the suite's MCP profile observes.
+    # An MCP miniature breaks a rule of the MCP surface, which the suite's MCP profile observes; a
+    # search_knowledge miniature a rule of the tool, which its profile observes through the MCP path.
     unobservable = [(q.name, rid) for q in QUIRKS.values() for rid in q.violates
-                    if not (catalogue[rid].server_observable or (catalogue[rid].surface == "mcp" and catalogue[rid].via == "mcp"))]
+                    if not (catalogue[rid].server_observable or (catalogue[rid].surface, catalogue[rid].via) in
+                            {("mcp", "mcp"), ("tool", "tool")})]
     assert unobservable == []
 
 
@@ -85,6 +94,11 @@ def test_the_clean_app_has_no_miniature() -> None:
 def test_each_quirk_composes_its_own_miniature_only(name: str) -> None:
     core_class, wrappers = compose([name])
     miniature = MINIATURES[name]
+    if name in SK_MINIATURES:  # the search_knowledge tool, composed by sk_class: the Core and app stay clean
+        assert (core_class, wrappers) == (Core, [])
+        assert issubclass(sk_class([name]), miniature) and sk_class([]) is SearchKnowledge
+        assert isinstance(create_app(quirks=[name], demo=False).state.search_knowledge, miniature)
+        return
     if name in MCP_MINIATURES:  # MCP tools, composed by agent_class / job_class: the Core and app stay clean
         assert (core_class, wrappers) == (Core, [])
         assert issubclass(agent_class([name]), miniature) or issubclass(job_class([name]), miniature)
@@ -102,7 +116,8 @@ def test_all_quirks_compose_together() -> None:
     assert all(issubclass(core_class, m) for m in MINIATURES.values() if issubclass(m, Core))
 
 
-@pytest.mark.parametrize("module", [simulator.core, simulator.app, simulator.http, simulator.signing], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [simulator.core, simulator.app, simulator.http, simulator.signing, simulator.sk_tool,
+                                    simulator.sk_store, simulator.sk_ranking, simulator.sk_routes], ids=lambda m: m.__name__)
 def test_the_reference_core_names_no_quirk(module: object) -> None:
     source = inspect.getsource(module)  # type: ignore[arg-type]
     assert [name for name in QUIRKS if name in source] == []

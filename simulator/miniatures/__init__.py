@@ -14,19 +14,21 @@ from collections.abc import Iterable
 from functools import cache
 
 from simulator.core import Core
-from simulator.miniatures import capabilities, mcp, read, references, search, turns, wire
+from simulator.miniatures import capabilities, mcp, read, references, search, search_knowledge, turns, wire
 from simulator.miniatures._asgi import Miniature, Wrapper
+from simulator.sk_tool import SearchKnowledge
 
-MINIATURES: dict[str, Miniature] = {
+MINIATURES: dict[str, Miniature | type[SearchKnowledge]] = {
     **capabilities.MINIATURES, **turns.MINIATURES, **search.MINIATURES,
     **read.MINIATURES, **references.MINIATURES, **wire.MINIATURES, **mcp.MINIATURES,
+    **search_knowledge.MINIATURES,
 }
 
 
 def compose(quirks: Iterable[str]) -> tuple[type[Core], list[type[Wrapper]]]:
     """The Core class with the named Core miniatures mixed in (the clean ``Core`` when
     there are none) and the named wrappers, outermost first; names in a stable order."""
-    chosen = [MINIATURES[name] for name in sorted(set(quirks))]  # MCP miniatures are neither: see miniatures.mcp
+    chosen = [MINIATURES[name] for name in sorted(set(quirks))]  # MCP and search_knowledge miniatures are neither
     cores = tuple(m for m in chosen if issubclass(m, Core))
     return _mixed(cores), [m for m in chosen if issubclass(m, Wrapper)]
 
