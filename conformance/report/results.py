@@ -173,8 +173,6 @@ def _why_not(req: Requirement, skips: list[str], surfaces: list[dict[str, Any]])
         return "client surface: checked by the client harness (not yet available); a Core cannot show it"
     if req.surface == "host":
         return "host surface: checked by a host harness (not yet available); a Core cannot show it"
-    if req.surface == "tool":
-        return "search_knowledge tool surface (seed 003): this suite has no check of that tool yet"
     unchecked = _mcp_unchecked(surfaces)
     if req.surface == "mcp" and unchecked:
         return unchecked

@@ -291,7 +291,7 @@ def test_rrf_fuses_the_lexical_and_semantic_ranks(sk: SkWorld) -> None:
 
 
 # ----------------------------------------------------------------- revisions and states
-@R("SK-003", "SK-004")
+@R("SK-003", "SK-004", "SK-001", "SK-017", "SK-018")
 def test_query_follows_the_current_revision_and_reads_address_revisions(sk: SkWorld) -> None:
     control = sk.need_control()
     first = sk.revisions["sk-evolving"]
