@@ -119,11 +119,18 @@ def test_search_refuses_a_run_that_was_never_started(world: Any) -> None:
 
 
 @R("AUTH-003")
-def test_search_refuses_another_sessions_run(world: Any) -> None:
-    """Its own test: a Core that takes any run at its word fails here too, not only above."""
-    other = world.need("other_session")
-    foreign = world.search("binding", world.start_run(other))
-    expect(400 <= foreign.status_code < 500, "AUTH-003", f"search with another session's run answered HTTP {foreign.status_code}")
+@pytest.mark.parametrize("direction", ["theirs_by_me", "mine_by_them"])
+@pytest.mark.parametrize("other", ["other_session", "other_hub"])
+def test_search_refuses_another_sessions_run(world: Any, other: str, direction: str) -> None:
+    """Its own test: a Core that takes any run at its word fails here too, not only above. Both
+    ways round, for another Agent Session and for another client (Hub) of the same route."""
+    stranger = world.need(other)
+    if direction == "theirs_by_me":
+        foreign = world.search("binding", world.start_run(stranger))
+    else:
+        foreign = world.search("binding", world.start_run(), stranger)
+    expect(400 <= foreign.status_code < 500, "AUTH-003", f"search with a run of another {other.removeprefix('other_')} "
+                                                         f"({direction.replace('_', ' ')}) answered HTTP {foreign.status_code}")
     checks.error_envelope(foreign, "AUTH-003", strict=world.cfg.strict_codes)
 
 
