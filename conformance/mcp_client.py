@@ -5,6 +5,7 @@ requirement, not an exception of the client library)."""
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -72,15 +73,23 @@ class McpSession:
 
 @contextmanager
 def connect(endpoint: Endpoint, timeout: float = 30.0) -> Iterator[McpSession]:
-    """A session on ``endpoint`` for the duration of the block."""
-    with ExitStack() as stack:
-        portal = stack.enter_context(anyio.from_thread.start_blocking_portal())
-        if endpoint.transport == "stdio":
-            params = StdioServerParameters(command=endpoint.argv[0], args=list(endpoint.argv[1:]), env=dict(endpoint.env) or None)
-            client = Client(params, read_timeout_seconds=timeout, cache=None)
-        else:
-            headers = {"Authorization": f"Bearer {endpoint.token}"} if endpoint.token else {}
-            http = httpx2.AsyncClient(headers=headers, timeout=timeout)
-            client = Client(streamable_http_client(endpoint.url, http_client=http), read_timeout_seconds=timeout, cache=None)
-        stack.enter_context(portal.wrap_async_context_manager(client))
-        yield McpSession(portal, client)
+    """A session on ``endpoint`` for the duration of the block.
+
+    On leaving, the session's garbage is collected at once: left to a later automatic
+    collection, its finalisers can run inside a compile (pytest rewriting a module a test
+    imports), where CPython 3.11.7 raises ``SystemError: AST constructor recursion depth
+    mismatch``."""
+    try:
+        with ExitStack() as stack:
+            portal = stack.enter_context(anyio.from_thread.start_blocking_portal())
+            if endpoint.transport == "stdio":
+                params = StdioServerParameters(command=endpoint.argv[0], args=list(endpoint.argv[1:]), env=dict(endpoint.env) or None)
+                client = Client(params, read_timeout_seconds=timeout, cache=None)
+            else:
+                headers = {"Authorization": f"Bearer {endpoint.token}"} if endpoint.token else {}
+                http = httpx2.AsyncClient(headers=headers, timeout=timeout)
+                client = Client(streamable_http_client(endpoint.url, http_client=http), read_timeout_seconds=timeout, cache=None)
+            stack.enter_context(portal.wrap_async_context_manager(client))
+            yield McpSession(portal, client)
+    finally:
+        gc.collect()

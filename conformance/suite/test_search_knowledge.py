@@ -16,7 +16,6 @@ own choices (code points, exact codes) are checked only with ``[wire] codes.stri
 
 from __future__ import annotations
 
-import gc
 import itertools
 import math
 import re
@@ -126,8 +125,6 @@ def sk(world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.Config) 
         if not probe.ok and (any(c.startswith("jsonrpc") for c in probe.codes) or "unknown" in probe.raw.lower()):
             pytest.skip(f"not verified: the MCP server does not offer search_knowledge ({probe.raw[:120]})")
         yield SkWorld(corpus, control, sessions, kc_config.strict_codes, revisions)
-    # The closed sessions' objects are finalised here, not in the middle of a later import.
-    gc.collect()
 
 
 def _code(answer: Answer, allowed: set[str], requirement: str, what: str, strict: str | None = None, *,
