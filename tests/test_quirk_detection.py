@@ -89,3 +89,13 @@ def test_runs_are_whole_suite_runs_and_strict_only_quirks_run_strict(tmp_path: P
     strict = detection.command(Quirk("q", ("READ-006",), "made up", 1, strict_only=True), tmp_path / "b")
     config = Path(strict[strict.index("--target-config") + 1])
     assert config.read_text("utf-8") == detection.STRICT_CONFIG
+
+
+@pytest.mark.parametrize("name", [q.name for q in QUIRKS.values() if q.strict_only and q in CHOSEN])
+def test_a_seed_allowed_quirk_passes_a_default_run(tmp_path: Path, name: str) -> None:
+    """A strict_only quirk deviates only from this project's choices: without strict, the whole
+    suite must call that Core conformant (as strict as the seed, no stricter)."""
+    quirk = QUIRKS[name]
+    plain = Quirk(quirk.name, quirk.violates, quirk.description, quirk.exit)  # the same Core, judged without strict
+    outcome = detection.run(plain, tmp_path)
+    assert outcome.exit == 0 and outcome.failed == frozenset(), (outcome.failed, outcome.exit, outcome.note)
