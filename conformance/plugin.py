@@ -114,6 +114,8 @@ def _prepare(config: pytest.Config) -> None:
     cfg.sim_seed = option(config, "--sim-seed")
     cfg.realtime = option(config, "--realtime")
     cfg.rate_limit = option(config, "--rate-limit")
+    if cfg.rate_limit < 0:
+        _fail(f"--rate-limit must be 0 (no limit) or a positive number of requests per second, not {cfg.rate_limit:g}")
     cfg.run_id, cfg.worker = run_id, worker
     if cfg.sim_quirks and not cfg.is_sim:
         _fail("--sim-quirk applies to the bundled simulator only (--target sim or sim+http)")

@@ -97,9 +97,13 @@ def _loopback(host: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "quirks":
-        for quirk in QUIRKS.values():
-            strict = "  (seed-allowed: caught with [wire] codes.strict = true)" if quirk.strict_only else ""
-            print(f"{quirk.name:32} {','.join(quirk.violates):28} {quirk.description}{strict}")
+        try:
+            for quirk in QUIRKS.values():
+                strict = "  (seed-allowed: caught with [wire] codes.strict = true)" if quirk.strict_only else ""
+                print(f"{quirk.name:32} {','.join(quirk.violates):28} {quirk.description}{strict}")
+            sys.stdout.flush()
+        except BrokenPipeError:  # `knowledge-sim quirks | head`: the reader has all it wanted
+            sys.stdout = None  # nothing left to flush at exit
         return 0
     if args.command == "mcp":
         from simulator.mcp_server import run_stdio

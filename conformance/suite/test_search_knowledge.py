@@ -120,7 +120,10 @@ def sk(world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.Config) 
                 control = None  # it is not the world's caller: only checks without the world can run
             sessions[name] = stack.enter_context(connect(endpoint, kc_config.timeout_seconds))
         if "alice" not in sessions:
-            pytest.skip("not verified: no Agent Session MCP server (--mcp-target or [mcp])")
+            from conformance.mcp_target import skipped
+
+            pytest.skip("not verified: MCP checks skipped: --mcp-target none" if skipped(chosen)
+                        else "not verified: no Agent Session MCP server (--mcp-target or [mcp])")
         probe = call(sessions["alice"], {"query": "knowledge"})
         if not probe.ok and (any(c.startswith("jsonrpc") for c in probe.codes) or "unknown" in probe.raw.lower()):
             pytest.skip(f"not verified: the MCP server does not offer search_knowledge ({probe.raw[:120]})")
