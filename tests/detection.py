@@ -103,8 +103,8 @@ def table(quirks: dict[str, Quirk], outcomes: dict[str, Outcome]) -> str:
 
 
 def selected(quirks: dict[str, Quirk], fast: tuple[str, ...]) -> list[Quirk]:
-    """``KC_QUIRKS=all`` (default) or a comma-separated list of names; ``fast`` is the CI subset name list."""
-    choice = os.environ.get("KC_QUIRKS", "all").strip()
+    """``KC_QUIRKS=fast`` (default: the CI subset ``fast``), ``all``, or a comma-separated list of names."""
+    choice = os.environ.get("KC_QUIRKS", "fast").strip()
     if choice == "all":
         return list(quirks.values())
     names = fast if choice == "fast" else tuple(n.strip() for n in choice.split(",") if n.strip())

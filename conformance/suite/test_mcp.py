@@ -21,7 +21,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from conformance import checks
-from conformance.checks import expect
+from conformance import contract as C
+from conformance.checks import ContractViolation, expect
 from conformance.mcp_client import McpSession, ToolResult, connect
 from conformance.mcp_target import skipped
 from conformance.options import option
@@ -215,25 +216,36 @@ def test_reads_bind_the_current_run(agent: Agent, world: Any, kc_config: Any) ->
 @R("MCP-011")
 def test_mcp_and_http_read_chains_agree(agent: Agent, world: Any) -> None:
     doc = world.need_doc("cuts")  # escapes, astral characters and combining sequences at every page cut
+    run_id = world.start_run()
+    http_pages = world.follow(world.ref_for(run_id, doc), run_id)  # first: HTTP delivers this document
+
+    def read(args: dict[str, Any]) -> ToolResult:
+        """What HTTP just delivered, the MCP path must deliver too: its failing to answer at all
+        (unparseable JSON-RPC, a dropped or hung session) is a disagreement, not a harness error."""
+        answer = _call(agent.session, READ, args)
+        if isinstance(answer, str):
+            raise ContractViolation("MCP-011", f"the MCP read of a document HTTP delivers got no result: {answer}")
+        return answer
+
     found: dict[str, Any] | None = None
     for hint in _hits(agent, doc.token):
-        page = agent.session.call(READ, {"ref": hint["ref"]})
+        page = read({"ref": hint["ref"]})
         if not page.is_error and doc.token in str((_body(page) or {}).get("content", "")):
             found = hint
             break
     if found is None:
         world.not_found(f"no MCP hint for {doc.token!r} reads as the document")
     assert found is not None
-    pages, cursor = [], None
-    for _ in range(64):
+    pages, cursor, consumed, empty = [], None, 0, 0
+    while consumed <= C.READ_CHAIN_MAX_BYTES and empty < 8:  # bounded by the chain budget, never by a page count
         args: dict[str, Any] = {"ref": found["ref"], **({"cursor": cursor} if cursor else {})}
-        body = _success(agent, READ, agent.session.call(READ, args), "mcp-read-result")
+        body = _success(agent, READ, read(args), "mcp-read-result")
         pages.append(body)
+        size = len(str(body.get("content", "")).encode("utf-8"))
+        consumed, empty = consumed + size, 0 if size else empty + 1
         cursor = body.get("next_cursor")
         if not cursor:
             break
-    run_id = world.start_run()
-    http_pages = world.follow(world.ref_for(run_id, doc), run_id)
     mcp_text, http_text = "".join(p["content"] for p in pages), "".join(p["content"] for p in http_pages)
     expect(mcp_text == http_text, "MCP-011", f"the MCP read chain ({len(mcp_text)} characters) differs from the HTTP chain "
            f"({len(http_text)} characters) of the same document")
