@@ -221,12 +221,17 @@ def _disagreeing(lexical: list[str], semantic: list[str]) -> list[tuple[str, str
             if _rank(lexical, a) < _rank(lexical, b) and _rank(semantic, b) < _rank(semantic, a)]
 
 
+def _both_orders(sk: SkWorld) -> tuple[str, list[str], list[str]]:
+    """The direction query, and the item orders lexical and semantic search give it."""
+    query = sk.corpus.direction_query
+    return (query, sk.search(query, mode="lexical", max_results=50).items(),
+            sk.search(query, mode="semantic", max_results=50).items())
+
+
 @R("SK-016")
 def test_alpha_is_the_lexical_weight(sk: SkWorld) -> None:
     sk.need_control()
-    query = sk.corpus.direction_query
-    lexical = sk.search(query, mode="lexical", max_results=50).items()
-    semantic = sk.search(query, mode="semantic", max_results=50).items()
+    query, lexical, semantic = _both_orders(sk)
     disagree = _disagreeing(lexical, semantic)
     if not disagree:
         pytest.skip("not verified: lexical and semantic search agree on this corpus (nothing shows alpha's direction)")
@@ -268,9 +273,7 @@ def test_alpha_is_clamped(sk: SkWorld) -> None:
 @R("SK-025")
 def test_rrf_fuses_the_lexical_and_semantic_ranks(sk: SkWorld) -> None:
     sk.need_control()
-    query = sk.corpus.direction_query
-    lexical = sk.search(query, mode="lexical", max_results=50).items()
-    semantic = sk.search(query, mode="semantic", max_results=50).items()
+    query, lexical, semantic = _both_orders(sk)
     fused = sk.search(query, mode="rrf", max_results=50)
     expected = {i: sum(1 / (60 + order.index(i) + 1) for order in (lexical, semantic) if i in order)
                 for i in set(lexical) | set(semantic)}

@@ -70,35 +70,35 @@ class ReadRefreshesExpiry(Core):
         return page
 
 
-class CursorOutlivesRevision(Core):
+class _ContinuingRead(Core):
+    """Knows, during a read, whether it continues a chain (a cursor was given): the base of
+    the miniatures that trust a cursor where they should check it."""
+
+    continuing = False
+
+    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        self.continuing = "cursor" in body
+        try:
+            return super().read(caller, body)
+        finally:
+            self.continuing = False
+
+
+class CursorOutlivesRevision(_ContinuingRead):
     """A read with a cursor trusts the chain it continues: the revision check is skipped and the
     chain goes on in whatever revision is current."""
 
-    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
-        self.continuing = "cursor" in body
-        try:
-            return super().read(caller, body)
-        finally:
-            self.continuing = False
-
     def _check_revision(self, claims: dict[str, Any], current: Revision) -> None:
-        if not getattr(self, "continuing", False):
+        if not self.continuing:
             super()._check_revision(claims, current)
 
 
-class CursorIgnoresScope(Core):
+class CursorIgnoresScope(_ContinuingRead):
     """A read with a cursor trusts the chain it continues: the scope check is skipped, so a chain
     goes on after the account's scope dropped its document (a plain reference is still checked)."""
 
-    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
-        self.continuing = "cursor" in body
-        try:
-            return super().read(caller, body)
-        finally:
-            self.continuing = False
-
     def _check_scope(self, claims: dict[str, Any], current: Revision | None, scope: Scope) -> None:
-        if not getattr(self, "continuing", False):
+        if not self.continuing:
             super()._check_scope(claims, current, scope)
 
 
