@@ -42,6 +42,19 @@ def test_capabilities_advertise_the_protocol(world: Any) -> None:
     checks.schema("capabilities-response", body, names=names)
 
 
+@R("CAP-001", "CAP-003")
+def test_every_identity_gets_the_capabilities_of_its_own_route(world: Any) -> None:
+    """Each identity of the run (their routes differ in name and sort order) negotiates on its
+    own route: 200 and that route, not only the primary's."""
+    member = world.cfg.names.capabilities["route"]
+    routes = sorted({who.route: who for who in world.others.values() if who.route != world.route}.items())
+    if not routes:
+        pytest.skip("not verified: every identity of the run shares the primary's route")
+    for route, who in routes:
+        body = checks.ok(world.core.capabilities(who.token, route), "CAP-001", f"capabilities on route {route!r}")
+        expect(body.get(member) == route, "CAP-003", f"{member} {body.get(member)!r}, asked for {route!r}")
+
+
 @R("CAP-007", "AUTH-001")
 @pytest.mark.parametrize("token", [None, "bha_" + "0" * 44], ids=["no-token", "unknown-token"])
 def test_capabilities_need_a_valid_token(world: Any, token: str | None) -> None:

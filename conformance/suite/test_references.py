@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conformance import checks
+from conformance import checks, corpus
 from conformance import contract as C
 from conformance.checks import expect
 from conformance.secrets import clip
@@ -145,3 +145,39 @@ def test_tampered_references_are_refused(world: Any, how: str) -> None:
         bad = "not-a-reference"
     response = world.read(bad, run_id)
     checks.reference_error(response, world.cfg, "reference_invalid", requirement="REF-015", secret=secret, text=world.document_text())
+
+
+def _malformed(ref: str) -> list[str]:
+    """The reference cut short just before the last of each separator it contains (a Core whose
+    parser checks the part count and the prefix with ``and`` instead of ``or`` lets these
+    through), and extended with a separator and more text."""
+    cuts = {ref[:ref.rindex(ch)] for ch in {c for c in ref if not c.isalnum()}}
+    return [*sorted(c for c in cuts if c), ref + ".x", ref + "."]
+
+
+@R("REF-015", *ERROR_RULES)
+def test_references_cut_short_or_extended_are_refused(world: Any) -> None:
+    run_id = world.start_run()
+    ref = world.ref_for(run_id)
+    secret = _secret_of(world, ref, run_id)
+    for bad in _malformed(ref):
+        checks.reference_error(world.read(bad, run_id), world.cfg, "reference_invalid", requirement="REF-015", secret=secret,
+                               text=world.document_text())
+
+
+@R("REF-008", *ERROR_RULES)
+@pytest.mark.parametrize("scope", ["default", "named_bases"])
+def test_a_removed_document_invalidates_its_reference(fresh_world: Any, scope: str) -> None:
+    """The referenced item leaves the corpus: its reference names no current revision any more,
+    so it is refused as a changed or invalid reference (never a 5xx, never the old content),
+    whether the account's scope is the default or names knowledge bases that include it."""
+    world = fresh_world
+    if scope == "named_bases":  # before the reference is issued: a scope change alone invalidates it
+        world.control.set_scope(world.route, world.primary.account, [corpus.MAIN_BASE, corpus.SECOND_BASE])
+    doc = world.docs["alpha"]
+    run_id = world.start_run()
+    ref = world.ref_for(run_id, doc)
+    secret = _secret_of(world, ref, run_id)
+    world.control.replace_corpus(world.route, corpus.bases({k: d for k, d in world.docs.items() if k != doc.key}))
+    checks.reference_error(world.read(ref, run_id), world.cfg, ("revision_changed", "reference_invalid", "scope_changed"),
+                           requirement="REF-008", secret=secret, text=world.document_text())

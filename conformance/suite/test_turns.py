@@ -4,6 +4,7 @@ to the run the Core committed (read back through the control extension)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -87,20 +88,35 @@ def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: Any, r
 
 
 @R("TURN-004")
-def test_same_turn_identity_and_payload_replays_the_run(world: Any) -> None:
-    body = CoreWire.turn_body("homepage binding", "on_demand")
+@pytest.mark.parametrize("order", ["as_sent", "reordered"])
+def test_same_turn_identity_and_payload_replays_the_run(world: Any, order: str) -> None:
+    """JSON object members are unordered (RFC 8259): the replay of the same payload with its
+    members serialised in the reverse order is the same turn, not another payload."""
+    body = CoreWire.turn_body("homepage binding", "on_demand", key=f"replay-{order}")
     first = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-004", "turn")
-    again = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-004", "the replayed turn")
+    replay = dict(reversed(list(body.items()))) if order == "reordered" else body
+    again = checks.ok(world.core.turn(world.primary.token, world.route, replay), "TURN-004", f"the replayed turn ({order})")
     expect(again.get("run_id") == first.get("run_id"), "TURN-004", "the same turn identity and payload started another run")
     expect(C.canonical(again.get("context")) == C.canonical(first.get("context")), "TURN-004", "the replayed turn's context is not the frozen original")
 
 
+CHANGED_PAYLOADS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "other_mode": lambda body: {**body, "knowledge_delivery": "inline"},
+    "other_input": lambda body: {**body, "user_input": body["user_input"] + " and its owner"},
+    "longer_input": lambda body: {**body, "user_input": body["user_input"] * 40},
+    "shorter_input": lambda body: {**body, "user_input": body["user_input"][:4]},
+}
+
+
 @R("TURN-011")
-def test_same_turn_identity_with_another_delivery_mode_keeps_the_pinned_run(world: Any) -> None:
-    """Its own test: a Core that never replays fails here too, not only in the replay test."""
-    body = CoreWire.turn_body("homepage binding", "on_demand")
+@pytest.mark.parametrize("change", sorted(CHANGED_PAYLOADS))
+def test_same_turn_identity_with_another_payload_keeps_the_pinned_run(world: Any, change: str) -> None:
+    """Its own test: a Core that never replays fails here too, not only in the replay test.
+    Several changed payloads, not one: a Core that compares payloads by an ordering (or by a
+    prefix, or by length) instead of equality lets some changes through."""
+    body = CoreWire.turn_body("homepage binding", "on_demand", key=f"changed-{change}")
     first = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-003", "turn")
-    other = world.core.turn(world.primary.token, world.route, {**body, "knowledge_delivery": "inline"})
+    other = world.core.turn(world.primary.token, world.route, CHANGED_PAYLOADS[change](body))
     _refused_or_pinned(world, other, first, "TURN-011")
 
 
