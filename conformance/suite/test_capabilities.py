@@ -104,6 +104,14 @@ def test_disabled_workspace_reports_enabled_false(fresh_world: Any) -> None:
     expect(body.get(enabled) is False, "CAP-006", f"a disabled workspace reports {enabled} {body.get(enabled)!r}")
 
 
+@R("TURN-003")
+def test_a_disabled_workspace_accepts_an_on_demand_turn(fresh_world: Any) -> None:
+    """enabled false means the protocol exists (CAP-006): a client that negotiated it emits
+    knowledge_delivery on_demand, and the Core accepts that turn even while knowledge is disabled."""
+    fresh_world.control.set_mode(fresh_world.route, "disabled")
+    fresh_world.start_run()
+
+
 @R("SRCH-009")
 def test_disabled_workspace_searches_with_status_disabled(fresh_world: Any) -> None:
     """Its own test, so a Core that also misreports capabilities is still checked here."""

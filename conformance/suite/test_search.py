@@ -120,10 +120,11 @@ def test_search_refuses_a_run_that_was_never_started(world: Any) -> None:
 
 @R("AUTH-003")
 @pytest.mark.parametrize("direction", ["theirs_by_me", "mine_by_them"])
-@pytest.mark.parametrize("other", ["other_session", "other_hub"])
+@pytest.mark.parametrize("other", ["other_session", "other_hub", "other_route"])
 def test_search_refuses_another_sessions_run(world: Any, other: str, direction: str) -> None:
     """Its own test: a Core that takes any run at its word fails here too, not only above. Both
-    ways round, for another Agent Session and for another client (Hub) of the same route."""
+    ways round (a Core that compares bindings by order, not equality, lets one way through),
+    for another Agent Session, another client (Hub) of the same route, and another route."""
     stranger = world.need(other)
     if direction == "theirs_by_me":
         foreign = world.search("binding", world.start_run(stranger))
