@@ -10,6 +10,7 @@ from conformance import checks
 from conformance import contract as C
 from conformance.checks import expect
 from conformance.client import ReferenceClient
+from conformance.wire import CoreWire
 
 R = pytest.mark.requirement
 
@@ -110,6 +111,20 @@ def test_a_disabled_workspace_accepts_an_on_demand_turn(fresh_world: Any) -> Non
     knowledge_delivery on_demand, and the Core accepts that turn even while knowledge is disabled."""
     fresh_world.control.set_mode(fresh_world.route, "disabled")
     fresh_world.start_run()
+
+
+@R("CAP-006")
+@pytest.mark.parametrize("delivery", ["inline", "unset"])
+def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(fresh_world: Any, delivery: str) -> None:
+    """enabled false means knowledge is disabled: a turn that asks for inline delivery, or for
+    none, carries no document text either (an error answer carries none by construction)."""
+    world = fresh_world
+    world.control.set_mode(world.route, "disabled")
+    response = world.core.turn(world.primary.token, world.route,
+                               CoreWire.turn_body("homepage binding", None if delivery == "unset" else delivery))
+    body = checks.body_of(response, "CAP-006")
+    leaked = world.document_text().leaked(body)
+    expect(leaked is None, "CAP-006", f"a turn of a disabled workspace (delivery {delivery}) carries document text: {leaked!r}")
 
 
 @R("SRCH-009")

@@ -181,3 +181,20 @@ def test_a_removed_document_invalidates_its_reference(fresh_world: Any, scope: s
     world.control.replace_corpus(world.route, corpus.bases({k: d for k, d in world.docs.items() if k != doc.key}))
     checks.reference_error(world.read(ref, run_id), world.cfg, ("revision_changed", "reference_invalid", "scope_changed"),
                            requirement="REF-008", secret=secret, text=world.document_text())
+
+
+@R("REF-008", *ERROR_RULES)
+def test_a_cursor_continues_only_its_own_reference(world: Any) -> None:
+    """A cursor is bound to the revision its chain reads: presented with the reference of
+    another document of the same run and context, it is refused, both ways round (a Core
+    that compares the cursor's reference by order, or not at all, lets one way through)."""
+    run_id = world.start_run()
+    refs = [world.ref_for(run_id, world.need_doc(key)) for key in ("unicode", "cuts")]
+    pages = [world.page(ref, run_id, C.READ_MIN_MAX_BYTES) for ref in refs]
+    if any(page["next_cursor"] is None for page in pages):
+        pytest.skip("not verified: a probe document fits one page, so there is no cursor to present")
+    text = world.document_text()
+    for ref, page in ((refs[0], pages[1]), (refs[1], pages[0])):
+        response = world.read(ref, run_id, cursor=page["next_cursor"], max_bytes=C.READ_MIN_MAX_BYTES)
+        checks.reference_error(response, world.cfg, ("reference_invalid", "revision_changed", "reference_mismatch"),
+                               requirement="REF-008", secret=page["content"], text=text)
