@@ -52,6 +52,12 @@ class Target:
             closer()
 
 
+# The bundled simulator's clock is replayable (frozen) but moves a microsecond each time it is
+# read, so the suite's page checks run on a moving clock: a Core that sizes a page with one
+# reading of the clock and stamps its cursor with another sends pages over their bound.
+SIM_CLOCK_TICK = 1e-6
+
+
 def _factory(name: str = "sim") -> Any:
     found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
     if not found:
@@ -105,7 +111,7 @@ def open_target(cfg: TargetConfig) -> Target:
     if cfg.is_sim:
         token = Secret(secrets.token_hex(16))
         SECRETS.add(str(token))
-        app = _factory()(quirks=list(cfg.sim_quirks), seed=cfg.sim_seed, control_token=str(token), demo=False)
+        app = _factory()(quirks=list(cfg.sim_quirks), seed=cfg.sim_seed, control_token=str(token), demo=False, clock_tick=SIM_CLOCK_TICK)
         if cfg.target == "sim":
             transport = InProcessTransport(app)
             http = httpx.Client(transport=transport, base_url="http://sim.local", event_hooks=hooks(), timeout=cfg.timeout_seconds)

@@ -163,7 +163,8 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     # from a random seed and the signing key from the operating system's secret source.
     rng = Random(config.seed if config.seed is not None else secrets.randbits(64))
     key_source = None if config.seed is None else (lambda: hashlib.sha256(f"knowledge-sim signing key {config.seed}".encode()).digest())
-    clock = Clock(config.clock_start, frozen=config.frozen_clock, **({'source': config.clock_source} if config.clock_source else {}))
+    clock = Clock(config.clock_start, frozen=config.frozen_clock, tick=config.clock_tick,
+                  **({'source': config.clock_source} if config.clock_source else {}))
     store = Store(config.database, rng, key_source=key_source)
     core_class, wrappers = compose(config.quirks)
     core = core_class(config, store, clock)

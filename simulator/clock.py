@@ -20,12 +20,18 @@ class Clock:
 
     ``frozen`` clocks move only when told to (replayable runs); otherwise the
     clock follows ``source`` plus an offset, so a fake Core behaves in real time
-    until a test moves it.
+    until a test moves it. A frozen clock with a ``tick`` moves that many seconds
+    each time it is read: still replayable, yet no two instants of a request are
+    the same, so code that stamps one response with two readings of the clock shows.
     """
 
-    def __init__(self, start: float | None = None, *, frozen: bool = False, source: Callable[[], float] = time.time) -> None:
+    def __init__(self, start: float | None = None, *, frozen: bool = False, source: Callable[[], float] = time.time,
+                 tick: float = 0.0) -> None:
+        if tick < 0:
+            raise ValueError("a clock tick cannot be negative")
         self._source = source
         self._frozen = frozen
+        self._tick = tick if frozen else 0.0
         self._lock = threading.Lock()
         base = source() if start is None else start
         self._offset = base - (0.0 if frozen else source())
@@ -35,7 +41,9 @@ class Clock:
         route = CURRENT_ROUTE.get()
         with self._lock:
             extra = self._route_offsets.get(route, 0.0) if route is not None else 0.0
-            return (self._offset if self._frozen else self._source() + self._offset) + extra
+            now = (self._offset if self._frozen else self._source() + self._offset) + extra
+            self._offset += self._tick
+            return now
 
     def set(self, when: float) -> float:
         with self._lock:

@@ -16,6 +16,7 @@ class SimConfig:
     hub: str = "https://hub.knowledge-sim.example"
     clock_start: float | None = 1_767_225_600.0  # 2026-01-01T00:00:00Z; None follows the host clock
     frozen_clock: bool = True
+    clock_tick: float = 0.0  # seconds a frozen clock moves each time it is read (0: it moves only when told)
     clock_source: Callable[[], float] | None = None  # the time a moving clock follows (default: the host's)
     demo: bool = True
     demo_route: str = "demo"

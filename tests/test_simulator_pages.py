@@ -6,6 +6,7 @@ import itertools
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,3 +75,17 @@ def test_pages_fit_on_a_moving_clock() -> None:
     app = create_app(demo=False, control_token="ctl", frozen_clock=False, clock_start=None, clock_source=lambda: next(readings))
     pages = _chain(app, doc, 4096)
     assert len(pages) > 20 and max(len(raw) for raw in pages) <= 4096
+
+
+def test_a_ticking_frozen_clock_moves_on_every_reading_and_replays() -> None:
+    """The suite's bundled target ticks: every reading is a new instant, the same sequence each run."""
+    from simulator.clock import Clock
+
+    readings = [[c.now() for _ in range(3)] for c in (Clock(100.0, frozen=True, tick=1e-6), Clock(100.0, frozen=True, tick=1e-6))]
+    clock = Clock(100.0, frozen=True, tick=1e-6)
+    first, second, third = clock.now(), clock.now(), clock.now()
+    assert first < second < third and first == 100.0
+    assert readings[0] == readings[1]
+    assert Clock(100.0, frozen=True).now() == Clock(100.0, frozen=True).now()
+    with pytest.raises(ValueError, match="negative"):
+        Clock(0.0, frozen=True, tick=-1.0)
