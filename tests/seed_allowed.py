@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from conformance.target import serve_over_loopback
 from simulator import create_app
 from simulator.core import Caller, Core
+from simulator.errors import ApiError
 from simulator.store import Revision, Run
 
 CONTROL_TOKEN = "seed-allowed-control"
@@ -241,6 +242,32 @@ class SmallPages(Wrapper):
         while not hasattr(inner, "state"):
             inner = inner.app
         inner.state.core.__class__ = _SmallPagesCore
+
+    def applies(self, path: str) -> bool:
+        return False
+
+
+class _MemberOrderCore(Core):
+    """The clean Core, but a turn's payload is compared as sent: its members in another order are another payload."""
+
+    def start_turn(self, caller: Caller, body: dict[str, Any]) -> tuple[int, bytes]:
+        orders: dict[tuple[str, str, str], list[str]] = self.__dict__.setdefault("_member_orders", {})
+        key = (caller.identity.session_id, caller.route, str(body.get("client_turn_id")))
+        if orders.setdefault(key, list(body)) != list(body):
+            raise ApiError(409, "turn_conflict", "this turn identity was already used with another payload")
+        return super().start_turn(caller, body)
+
+
+class MemberOrderMatters(Wrapper):
+    """Refuses the replay of a turn whose JSON members come in another order (409 turn_conflict): the
+    run stays pinned, which is all the seed asks; strict expects the replay (JSON members are unordered)."""
+
+    def __init__(self, app: Any) -> None:
+        super().__init__(app)
+        inner = app
+        while not hasattr(inner, "state"):
+            inner = inner.app
+        inner.state.core.__class__ = _MemberOrderCore
 
     def applies(self, path: str) -> bool:
         return False

@@ -32,6 +32,7 @@ from tests.seed_allowed import (
     IntegerRevisions,
     LegacySearchGone,
     LenientSearch,
+    MemberOrderMatters,
     OneHint,
     OtherPaths,
     RefusesLargeLimit,
@@ -46,7 +47,7 @@ from tests.seed_allowed import (
 
 ALLOWED = (DecoratedTitles, RefusesLargeLimit, ClampsMaxBytes, ErrorsWithoutMessage, IgnoresContentType,
            ControlWithoutLegacyStatus, LenientSearch, OneHint, ControlWithoutLostReadback, SmallPages, ForbiddenWithoutToken,
-           IntegerRevisions, FeedbackNextActionOnly, DeliveryExtraMember)
+           IntegerRevisions, FeedbackNextActionOnly, DeliveryExtraMember, MemberOrderMatters)
 CHAIN_IDS = ("READ-004", "READ-005", "READ-010", "READ-011", "READ-015", "READ-020")
 PATHS_CONFIG = "[wire.paths]\n" + "".join(f'{name} = "{path}"\n' for name, path in OTHER_PATHS.items())
 ERROR_IDS = ("WIRE-001", "AUTH-001", "AUTH-003", "SRCH-002", "READ-006", "READ-008", "REF-011", "REF-012")
@@ -78,6 +79,8 @@ RUNS: dict[str, tuple[Any, ...]] = {
     "feedback-only": ((FeedbackNextActionOnly,), only("REF-001", "REF-011", "REF-012", "READ-008"), False),
     "delivery-extra": ((DeliveryExtraMember,), only("TURN-006", "TURN-007", "WIRE-002"), False),
     "delivery-extra-strict": ((DeliveryExtraMember,), only("TURN-006"), True),
+    "member-order": ((MemberOrderMatters,), only("TURN-004"), False),
+    "member-order-strict": ((MemberOrderMatters,), only("TURN-004"), True),
     "other-paths": ((OtherPaths,), [*only("WIRE-001", "WIRE-002"), "-k", "generated"], False, PATHS_CONFIG),
 }
 
@@ -248,3 +251,10 @@ def test_the_simulator_refuses_a_body_that_is_not_declared_json() -> None:
         for media in ("application/json", "application/json; charset=utf-8", "application/problem+json"):
             response = http.post(path, content=body, headers={**auth, "Content-Type": media})
             assert response.status_code == 200, (media, response.text)
+
+
+def test_a_refused_replay_with_reordered_members_passes_unless_strict(runs: Any) -> None:
+    """Pinning forbids another run; refusing the reordered replay keeps the run pinned."""
+    assert _failed(runs, "member-order") == {} and _status(runs, "member-order", "TURN-004") == "verified", _out(runs, "member-order")
+    failed = _failed(runs, "member-order-strict")
+    assert set(failed) == {"TURN-004"} and "reordered" in failed["TURN-004"], _out(runs, "member-order-strict")

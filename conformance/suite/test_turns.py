@@ -88,16 +88,31 @@ def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: Any, r
 
 
 @R("TURN-004")
-@pytest.mark.parametrize("order", ["as_sent", "reordered"])
-def test_same_turn_identity_and_payload_replays_the_run(world: Any, order: str) -> None:
-    """JSON object members are unordered (RFC 8259): the replay of the same payload with its
-    members serialised in the reverse order is the same turn, not another payload."""
-    body = CoreWire.turn_body("homepage binding", "on_demand", key=f"replay-{order}")
+def test_same_turn_identity_and_payload_replays_the_run(world: Any) -> None:
+    body = CoreWire.turn_body("homepage binding", "on_demand")
     first = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-004", "turn")
-    replay = dict(reversed(list(body.items()))) if order == "reordered" else body
-    again = checks.ok(world.core.turn(world.primary.token, world.route, replay), "TURN-004", f"the replayed turn ({order})")
+    again = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-004", "the replayed turn")
     expect(again.get("run_id") == first.get("run_id"), "TURN-004", "the same turn identity and payload started another run")
     expect(C.canonical(again.get("context")) == C.canonical(first.get("context")), "TURN-004", "the replayed turn's context is not the frozen original")
+
+
+@R("TURN-004")
+def test_a_replay_with_reordered_members_never_starts_another_run(world: Any) -> None:
+    """JSON object members are unordered (RFC 8259), so the replay with its members in the reverse
+    order is the same payload. Pinning forbids only another run: by default the Core may replay
+    the committed run (with its frozen context) or refuse; strict expects the replay."""
+    body = CoreWire.turn_body("homepage binding", "on_demand")
+    first = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-004", "turn")
+    response = world.core.turn(world.primary.token, world.route, dict(reversed(list(body.items()))))
+    if response.status_code != 200:
+        expect(not world.cfg.strict_codes, "TURN-004", f"strict: the replay with reordered members was refused: HTTP {response.status_code}")
+        checks.error_envelope(response, "TURN-004")
+        return
+    again = checks.body_of(response, "TURN-004")
+    expect(isinstance(again, dict) and again.get("run_id") == first.get("run_id"), "TURN-004",
+           "the same turn identity and payload, members reordered, started another run")
+    expect(C.canonical(again.get("context")) == C.canonical(first.get("context")), "TURN-004",
+           "the replay with reordered members answered another context than the frozen original")
 
 
 CHANGED_PAYLOADS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
