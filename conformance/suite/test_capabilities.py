@@ -83,11 +83,16 @@ def _refused_for_its_token(world: Any, response: Any, requirement: str, what: st
 
 
 @R("AUTH-002")
-def test_a_token_of_another_workspace_gets_no_data(world: Any) -> None:
+@pytest.mark.parametrize("direction", ["theirs_here", "mine_there"])
+def test_a_token_of_another_workspace_gets_no_data(world: Any, direction: str) -> None:
+    """Both ways round: a Core that compares a token's workspace with the route by order, not
+    equality, lets one of them through."""
     stranger = world.need("other_route")
-    for response in (world.core.capabilities(stranger.token, world.route),
-                     world.core.search(stranger.token, world.route, {"query": "binding", "run_id": world.start_run()})):
-        expect(400 <= response.status_code < 500, "AUTH-002", f"a token of route {stranger.route!r} got HTTP {response.status_code} on {world.route!r}")
+    who, owner = (stranger, world.primary) if direction == "theirs_here" else (world.primary, stranger)
+    route = owner.route
+    for response in (world.core.capabilities(who.token, route),
+                     world.core.search(who.token, route, {"query": "binding", "run_id": world.start_run(owner)})):
+        expect(400 <= response.status_code < 500, "AUTH-002", f"a token of route {who.route!r} got HTTP {response.status_code} on {route!r}")
         checks.error_envelope(response, "AUTH-002")
 
 

@@ -147,21 +147,24 @@ def test_tampered_references_are_refused(world: Any, how: str) -> None:
     checks.reference_error(response, world.cfg, "reference_invalid", requirement="REF-015", secret=secret, text=world.document_text())
 
 
-def _cut_short(ref: str) -> list[str]:
-    """The reference cut just before the last of each separator it contains (a Core whose
-    parser checks the part count and the prefix with ``and`` instead of ``or`` lets these
-    through). Only cuts that drop letters or digits: a tail of separators alone may be
-    padding a lenient decoder ignores, which would be the same reference. Nothing is
-    appended: lenient base64 decoders stop at or skip a foreign character."""
-    cuts = {ref[:ref.rindex(ch)] for ch in {c for c in ref if not c.isalnum()}}
-    return sorted(c for c in cuts if c and any(x.isalnum() for x in ref[len(c):]))
+def _cut_or_extended(ref: str) -> list[str]:
+    """The reference cut just before the last of each separator it contains, and extended by
+    one more part after each separator it contains (a Core whose parser checks the part count and
+    the prefix with ``and`` instead of ``or``, or only one side of the count, lets these
+    through). Only cuts that drop letters or digits, and no padding character as a separator:
+    a tail of padding may be ignored by a lenient decoder, which would be the same reference.
+    Nothing is appended to a reference without separators (a lenient decoder may skip it)."""
+    separators = [c for c in ref if not c.isalnum() and c != "="]
+    cuts = {ref[:ref.rindex(ch)] for ch in set(separators)}
+    found = sorted(c for c in cuts if c and any(x.isalnum() for x in ref[len(c):]))
+    return [*found, *(ref + ch + "x" for ch in sorted(set(separators)))]
 
 
 @R("REF-015", *ERROR_RULES)
-def test_references_cut_short_at_a_separator_are_refused(world: Any) -> None:
+def test_references_cut_short_or_extended_at_a_separator_are_refused(world: Any) -> None:
     run_id = world.start_run()
     ref = world.ref_for(run_id)
-    cuts = _cut_short(ref)
+    cuts = _cut_or_extended(ref)
     if not cuts:
         pytest.skip("not verified: the Core's reference has no separator to cut at (the tamper probes still judge it)")
     secret = _secret_of(world, ref, run_id)
