@@ -1,0 +1,50 @@
+"""The suite's wire clients over Locust's HTTP session.
+
+An ``httpx`` transport that sends each request through a Locust ``HttpSession``: Locust
+counts and times every request (per operation, whatever the route), and the suite's own
+``CoreWire`` and checks, written for ``httpx``, run unchanged under load. A 5xx or a
+dropped connection is a failure in Locust's statistics; whether an answer keeps the
+contract is for the checks to say, per requirement."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+
+_OPERATION = re.compile(r"/workspaces/[^/]+/(?P<op>.+)$")
+_DROPPED = frozenset({"host", "content-length", "connection", "accept-encoding", "transfer-encoding"})
+_NOT_PASSED_ON = frozenset({"content-encoding", "content-length", "transfer-encoding"})  # requests has decoded the body
+
+
+def operation_name(method: str, path: str) -> str:
+    """``POST knowledge/read``: one row of Locust's statistics per operation, not per route."""
+    found = _OPERATION.search(path)
+    return f"{method} {found['op'] if found else path}"
+
+
+class LocustTransport(httpx.BaseTransport):
+    """Sends through ``session`` (a ``locust.clients.HttpSession``, or anything with its ``request``)."""
+
+    def __init__(self, session: Any, timeout: float = 30.0) -> None:
+        self.session = session
+        self.timeout = timeout
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED}
+        name = operation_name(request.method, request.url.path)
+        with self.session.request(request.method, str(request.url), name=name, data=body or None, headers=headers,
+                                  catch_response=True, timeout=self.timeout, allow_redirects=False) as answer:
+            status = int(answer.status_code or 0)
+            if status == 0:  # the connection failed: no answer to judge
+                error = getattr(answer, "error", None)
+                answer.failure(f"no answer: {error}")
+                raise httpx.ConnectError(f"no answer from the target: {error}", request=request)
+            if status >= 500:
+                answer.failure(f"HTTP {status}")
+            else:
+                answer.success()
+            kept = [(k, v) for k, v in answer.headers.items() if k.lower() not in _NOT_PASSED_ON]
+            return httpx.Response(status, headers=kept, content=answer.content or b"", request=request)
