@@ -87,8 +87,6 @@ def build(tally: Tally, scope: list[str], figures: LoadFigures, *, target: str, 
                    "detail": f"under load: {figures.users} users, Locust"},),
     )
     run = aggregate(catalogue, tests_of(tally, scope), info, waivers=[], today=dt.date.today())
-    run.warnings.append(f"load run: {figures.requests} requests, {figures.failures} Locust failures (5xx or no answer), "
-                        f"{sum(tally.violations.values())} violations; scope: the {len(scope)} requirements of the load profile")
     return run
 
 
