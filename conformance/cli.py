@@ -70,9 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "load_missing", False):
             print("knowledge-conformance load: Locust is not installed; pip install 'knowledge-conformance[load]'", file=sys.stderr)
             return USAGE_ERROR
-        from conformance.load.runner import main as load
+        import locust  # noqa: F401  (first: it patches the standard library for gevent before ssl and sockets are used)
 
-        return load(args)
+        from conformance.load.runner import main as run_load
+
+        return run_load(args)
     if args.command == "compare":
         from conformance.report.compare import compare, load, regressed, render
 

@@ -48,7 +48,7 @@ def figures_of(stats: Any, users: int, spawn_rate: float, run_time: float) -> Lo
     return out
 
 
-def tests_of(tally: Tally, scope: list[str]) -> list[TestResult]:
+def results_of(tally: Tally, scope: list[str]) -> list[TestResult]:
     results = []
     for rid in scope:
         nodeid = f"{NODE}::{rid}"
@@ -86,7 +86,7 @@ def build(tally: Tally, scope: list[str], figures: LoadFigures, *, target: str, 
         surfaces=({"surface": "http", "label": "Core HTTP", "checked": True,
                    "detail": f"under load: {figures.users} users, Locust"},),
     )
-    run = aggregate(catalogue, tests_of(tally, scope), info, waivers=[], today=dt.date.today())
+    run = aggregate(catalogue, results_of(tally, scope), info, waivers=[], today=dt.date.today())
     return run
 
 

@@ -1,12 +1,11 @@
 """``knowledge-conformance load``: Locust headless in this process (``locust.env.Environment``
 and a local runner), against a served Core, then the suite's reports.
 
-Imported only for that command: importing Locust patches the standard library for gevent,
-which no other command (and no pytest session) should get."""
+Imported only for that command, after Locust (``conformance.cli``): importing Locust patches
+the standard library for gevent, before anything here imports ``ssl`` or opens a socket; no
+other command (and no pytest session) should get that."""
 
 from __future__ import annotations
-
-import locust  # first: it patches the standard library for gevent before anything opens a socket
 
 import argparse
 import re
@@ -19,6 +18,7 @@ from typing import Any
 
 import gevent
 import httpx
+import locust
 from locust.env import Environment
 from locust.util.timespan import parse_timespan
 
