@@ -18,10 +18,10 @@ _DROPPED = frozenset({"host", "content-length", "connection", "accept-encoding",
 _NOT_PASSED_ON = frozenset({"content-encoding", "content-length", "transfer-encoding"})  # requests has decoded the body
 
 
-def operation_name(method: str, path: str) -> str:
-    """``POST knowledge/read``: one row of Locust's statistics per operation, not per route."""
+def operation_name(path: str) -> str:
+    """``knowledge/read``: one row of Locust's statistics per operation, not per route."""
     found = _OPERATION.search(path)
-    return f"{method} {found['op'] if found else path}"
+    return found["op"] if found else path
 
 
 class LocustTransport(httpx.BaseTransport):
@@ -34,7 +34,7 @@ class LocustTransport(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         body = request.read()
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED}
-        name = operation_name(request.method, request.url.path)
+        name = operation_name(request.url.path)
         with self.session.request(request.method, str(request.url), name=name, data=body or None, headers=headers,
                                   catch_response=True, timeout=self.timeout, allow_redirects=False) as answer:
             status = int(answer.status_code or 0)

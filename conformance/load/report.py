@@ -42,7 +42,7 @@ def figures_of(stats: Any, users: int, spawn_rate: float, run_time: float) -> Lo
     """From a Locust ``RequestStats``."""
     out = LoadFigures(users, spawn_rate, run_time, int(stats.total.num_requests), int(stats.total.num_failures))
     for (name, method), entry in sorted(stats.entries.items()):
-        out.operations[str(name)] = {"method": str(method), "requests": int(entry.num_requests), "failures": int(entry.num_failures),
+        out.operations[f"{method} {name}"] = { "requests": int(entry.num_requests), "failures": int(entry.num_failures),
                                      "p50_ms": entry.get_response_time_percentile(0.5), "p95_ms": entry.get_response_time_percentile(0.95),
                                      "rps": round(float(entry.total_rps), 1)}
     return out
