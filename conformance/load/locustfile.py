@@ -35,7 +35,6 @@ TALLY_KEY = "kc_tally"
 _state: dict[str, Any] = {}
 
 
-@events.init_command_line_parser.add_listener
 def _options(parser: Any) -> None:
     parser.add_argument("--kc-target-config", default="", help="knowledge-conformance: the target configuration (TOML)")
     parser.add_argument("--kc-control-token", default="", is_secret=True,
@@ -46,7 +45,6 @@ def _options(parser: Any) -> None:
     parser.add_argument("--kc-run-id", default="", help="knowledge-conformance: namespace of what the run creates (default random)")
 
 
-@events.init.add_listener
 def _init(environment: Any, **_: Any) -> None:
     _state.update(started=time.time(), tally=Tally())
     if isinstance(environment.runner, MasterRunner):
@@ -56,7 +54,6 @@ def _init(environment: Any, **_: Any) -> None:
         environment.events.report_to_master.add_listener(_ship)
 
 
-@events.test_start.add_listener
 def _provision(environment: Any, **_: Any) -> None:
     """On a worker or a local process, once: by now a worker has the master's --host and --kc-* options."""
     options = environment.parsed_options
@@ -87,7 +84,6 @@ def _ship(client_id: str, data: dict[str, Any]) -> None:
     tally.clear()
 
 
-@events.quitting.add_listener
 def _quitting(environment: Any, **_: Any) -> None:
     ctx = _state.get("ctx")
     if ctx is not None:
@@ -104,3 +100,10 @@ def _quitting(environment: Any, **_: Any) -> None:
     for line in report.summary(run, tally, figures):
         print(line)
     environment.process_exit_code = VERDICT_EXIT[run.verdict]
+
+
+_hooks: Any = events  # Locust's event hooks carry no types
+_hooks.init_command_line_parser.add_listener(_options)
+_hooks.init.add_listener(_init)
+_hooks.test_start.add_listener(_provision)
+_hooks.quitting.add_listener(_quitting)
