@@ -15,6 +15,7 @@ import httpx
 
 _OPERATION = re.compile(r"/workspaces/[^/]+/(?P<op>.+)$")
 _DROPPED = frozenset({"host", "content-length", "connection", "accept-encoding", "transfer-encoding"})
+ATTEMPTS = 2  # a request the server never read (a closed kept-alive connection) goes out once more
 _NOT_PASSED_ON = frozenset({"content-encoding", "content-length", "transfer-encoding"})  # requests has decoded the body
 
 
@@ -35,16 +36,27 @@ class LocustTransport(httpx.BaseTransport):
         body = request.read()
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED}
         name = operation_name(request.url.path)
-        with self.session.request(request.method, str(request.url), name=name, data=body or None, headers=headers,
-                                  catch_response=True, timeout=self.timeout, allow_redirects=False) as answer:
-            status = int(answer.status_code or 0)
-            if status == 0:  # the connection failed: no answer to judge
-                error = getattr(answer, "error", None)
-                answer.failure(f"no answer: {error}")
-                raise httpx.ConnectError(f"no answer from the target: {error}", request=request)
-            if status >= 500:
-                answer.failure(f"HTTP {status}")
-            else:
-                answer.success()
-            kept = [(k, v) for k, v in answer.headers.items() if k.lower() not in _NOT_PASSED_ON]
-            return httpx.Response(status, headers=kept, content=answer.content or b"", request=request)
+        for attempt in range(ATTEMPTS):
+            with self.session.request(request.method, str(request.url), name=name, data=body or None, headers=headers,
+                                      catch_response=True, timeout=self.timeout, allow_redirects=False) as answer:
+                status = int(answer.status_code or 0)
+                if status == 0:  # no answer: counted as a failure by Locust, and sent once more
+                    error = getattr(answer, "error", None)
+                    answer.failure(f"no answer: {error}")
+                    if attempt + 1 < ATTEMPTS and _stale(error):
+                        continue
+                    raise httpx.ConnectError(f"no answer from the target: {error}", request=request)
+                if status >= 500:
+                    answer.failure(f"HTTP {status}")
+                else:
+                    answer.success()
+                kept = [(k, v) for k, v in answer.headers.items() if k.lower() not in _NOT_PASSED_ON]
+                return httpx.Response(status, headers=kept, content=answer.content or b"", request=request)
+        raise AssertionError("unreachable")
+
+
+def _stale(error: object) -> bool:
+    """A kept-alive connection the server closed just as the request went out (its idle timeout).
+    Sending once more is safe here: search and read change nothing, and a turn is idempotent by its key."""
+    text = repr(error)
+    return any(sign in text for sign in ("RemoteDisconnected", "ConnectionResetError", "BrokenPipeError", "Connection aborted"))
