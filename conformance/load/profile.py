@@ -174,7 +174,10 @@ class ContractUser(HttpUser):
             return
         owner = self.ctx.world(self.side, issued.owner)
         asks = [gevent.spawn(self._owner_reads, owner, issued), gevent.spawn(self._stranger_reads, issued)]
-        gevent.joinall(asks)
+        try:
+            gevent.joinall(asks)
+        finally:  # a user stopped at the end of the run takes its two reads with it: none outlives the world's cleanup
+            gevent.killall(asks)
 
     def _owner_reads(self, owner: World, issued: Issued) -> None:
         self.judge((*PAGE, "READ-005"), lambda: owner.page(issued.ref, issued.run_id, C.READ_MIN_MAX_BYTES), self.side_recorder)
