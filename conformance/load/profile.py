@@ -28,11 +28,12 @@ from conformance.errors import HarnessError
 from conformance.load.http import LocustTransport
 from conformance.load.setup import Context, Issued, context
 from conformance.suite.test_bindings import refused
+from conformance.suite.test_turns import bounded_delivery, empty_knowledge
 from conformance.transport import Recorder
 from conformance.wire import CoreWire
 from conformance.world import World
 
-TURN = ("TURN-003",)
+TURN = ("TURN-003", "TURN-006", "TURN-007", "TURN-008", "WIRE-002")
 SEARCH = ("SRCH-001", "SRCH-003", "SRCH-004", "SRCH-005", "SRCH-006", "SRCH-007", "SRCH-008", "READ-007", "WIRE-002")
 PAGE = ("READ-001", "READ-002", "READ-003", "READ-007", "READ-009", "READ-011", "READ-014", "READ-016", "WIRE-002")
 CHAIN = (*PAGE, "READ-010", "READ-020")
@@ -80,7 +81,11 @@ class ContractUser(HttpUser):
 
     # ------------------------------------------------------------ judging
     def judge(self, ids: Iterable[str], step: Callable[[], object], recorder: Recorder | None = None) -> bool:
-        """Run one step of checks: credit ``ids`` when it passes, the one named requirement when it does not."""
+        """Run one step of checks: credit ``ids`` when it passes, the one named requirement when it does not.
+        Without a run of its own (its first turn was refused), a user only starts turns."""
+        if not self.run_id and step != self.new_run:
+            self.ctx.tally.skip("no run: the user's turns were refused")
+            return False
         recorder = recorder or self.recorder
         recorder.current = []
         try:
@@ -106,7 +111,15 @@ class ContractUser(HttpUser):
 
     # -------------------------------------------------------------- steps
     def new_run(self) -> None:
-        self.run_id = self.world.start_run()
+        """An on_demand turn (its text one of the queries: the worst cases for the bound come up too),
+        checked as the suite checks one (test_turns): its run is this user's from now on."""
+        response = self.core.turn(self.who.token, self.who.route, CoreWire.turn_body(self.rng.choice(self.ctx.queries)))
+        body = checks.ok(response, "TURN-003", "an on_demand turn")
+        self.run_id = str(body.get("run_id", ""))
+        context = body.get("context")
+        context = context if isinstance(context, dict) else {}
+        bounded_delivery(self.world, body, context)
+        empty_knowledge(self.world, context)
 
     def search(self, query: str) -> dict[str, Any]:
         body = checks.search_response(self.world.search(query, self.run_id))
