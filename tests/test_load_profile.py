@@ -66,6 +66,38 @@ def test_a_quirk_only_concurrency_shows_is_caught_under_load(tmp_path: Path, nam
     assert broken["failures"][0]["exchanges"], "a violation comes with the exchange that showed it"
 
 
+def test_the_distributed_mode_adds_up_its_workers(tmp_path: Path) -> None:
+    """The README's recipe: a master and a worker of conformance/load/locustfile.py; the worker
+    provisions its own world, ships its tally, and the master writes the reports and exits with
+    the verdict's code."""
+    import conformance.load
+    from conformance.load import serve
+
+    locust = Path(sys.executable).parent / "locust"
+    locustfile = str(Path(conformance.load.__file__).parent / "locustfile.py")
+    served, port, reports = serve.start(), str(serve.free_port()), tmp_path / "reports"
+    master_cmd = [str(locust), "-f", locustfile, "--master-bind-port", port, "--master", "--headless", "--expect-workers", "1", "-u", "4", "-r", "4", "-t", "6s",
+                  "--host", served.url, "--kc-control-token", served.control_token, "--kc-report-dir", str(reports)]
+    worker_cmd = [str(locust), "-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", port]
+    with (tmp_path / "master.log").open("wb") as master_log, (tmp_path / "worker.log").open("wb") as worker_log:
+        master = subprocess.Popen(master_cmd, stdout=master_log, stderr=subprocess.STDOUT)
+        worker = subprocess.Popen(worker_cmd, stdout=worker_log, stderr=subprocess.STDOUT)
+        try:
+            code = master.wait(timeout=240)
+            worker.wait(timeout=60)
+        finally:
+            for process in (master, worker):
+                if process.poll() is None:
+                    process.kill()
+            served.stop()
+    logs = "\n".join((tmp_path / f"{n}.log").read_text("utf-8", "replace")[-1500:] for n in ("master", "worker"))
+    results = json.loads((reports / "results.json").read_text("utf-8"))
+    assert load_registry().errors("results", results) == []
+    figures = results["configuration"]["load"]
+    assert (code, results["verdict"], figures["violations"]) == (0, "conformant", {}), logs
+    assert figures["requests"] > 0 and all(figures["checks"][r["id"]] > 0 for r in results["requirements"]), logs
+
+
 # ---------------------------------------------------------- the judging can fail
 def _figures() -> LoadFigures:
     return LoadFigures(users=2, spawn_rate=1.0, run_time=1.0, requests=10)
