@@ -56,8 +56,9 @@ class ContractUser(HttpUser):
 
     def on_start(self) -> None:
         self.ctx: Context = context(self.environment)
-        self.rng = random.Random()
         self.who = self.ctx.next_identity()
+        # Its choices (queries, page sizes, references to reuse) follow from the run ID; the interleaving of users does not.
+        self.rng = random.Random(f"{self.ctx.cfg.namespace}/{self.who.account}/{self.who.session}")
         self.recorder, self.side_recorder = self._recorder(), self._recorder()
         self.core = self._core(self.client, self.recorder)
         # A second session of the same user: the owner's half of a simultaneous reuse goes out on its own connection.
