@@ -42,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--deep", action="store_true", help="release-gating depth for generated tests")
     run.add_argument("--no-shrink", action="store_true", help="do not minimise failing generated sequences (faster)")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    load = sub.add_parser("load", help="the contract under concurrency: a Locust load run (needs the 'load' extra), reports as for run",
+                          epilog=VERDICT_HELP)
+    _load_arguments(load)
     cmp = sub.add_parser("compare", help="what changed between two results.json files")
     cmp.add_argument("old")
     cmp.add_argument("new")
@@ -50,8 +53,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _load_arguments(parser: argparse.ArgumentParser) -> None:
+    """The load command's options, without importing Locust (it patches the standard library for gevent)."""
+    import importlib.util
+
+    if importlib.util.find_spec("locust") is None:
+        parser.set_defaults(load_missing=True)
+    from conformance.load.options import add_arguments
+
+    add_arguments(parser)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "load":
+        if getattr(args, "load_missing", False):
+            print("knowledge-conformance load: Locust is not installed; pip install 'knowledge-conformance[load]'", file=sys.stderr)
+            return USAGE_ERROR
+        import locust  # noqa: F401  (first: it patches the standard library for gevent before ssl and sockets are used)
+
+        from conformance.load.runner import main as run_load
+
+        return run_load(args)
     if args.command == "compare":
         from conformance.report.compare import compare, load, regressed, render
 

@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "quirks":
         try:
             for quirk in QUIRKS.values():
-                strict = "  (seed-allowed: caught with [wire] codes.strict = true)" if quirk.strict_only else ""
+                strict = "  (seed-allowed: caught with [wire] codes.strict = true)" if quirk.strict_only else \
+                    "  (only under concurrency: caught by knowledge-conformance load)" if quirk.caught_by == "load" else ""
                 print(f"{quirk.name:32} {','.join(quirk.violates):28} {quirk.description}{strict}")
             sys.stdout.flush()
         except BrokenPipeError:  # `knowledge-sim quirks | head`: the reader has all it wanted

@@ -26,6 +26,7 @@ class Quirk:
     exit: int  # of a whole-suite run: 1 when a violated ID is a MUST, 0 (a SHOULD warning) otherwise
     strict_only: bool = False  # the seeds allow it: caught only with [wire] codes.strict = true
     suite_misses: dict[str, str] = field(default_factory=dict)  # known gaps of the suite: ID -> what it would need
+    caught_by: str = "suite"  # "load": only concurrency shows it; the sequential suite passes it, a load run fails it
 
 
 def load_quirks(data: object) -> dict[str, Quirk]:
@@ -39,7 +40,8 @@ def load_quirks(data: object) -> dict[str, Quirk]:
         if entry["name"] in quirks:
             raise ValueError(f"{OUTCOMES_FILE}: quirk {entry['name']!r} is listed twice")
         quirks[entry["name"]] = Quirk(entry["name"], tuple(entry["violates"]), entry["description"], entry["exit"],
-                                      entry.get("strict_only", False), dict(entry.get("suite_misses", {})))
+                                      entry.get("strict_only", False), dict(entry.get("suite_misses", {})),
+                                      entry.get("caught_by", "suite"))
     return quirks
 
 

@@ -72,6 +72,13 @@ def test_judging_reports_a_missing_id_and_a_wrong_exit() -> None:
     assert detection.problems(quirk, _outcome({"REF-003", "REF-009", "WIRE-002"}, 1)) == []
 
 
+def test_judging_expects_a_concurrency_quirk_to_pass_the_sequential_suite() -> None:
+    quirk = Quirk("q", ("REF-009",), "made up", 1, caught_by="load")
+    assert detection.problems(quirk, _outcome(set(), 0)) == []
+    assert detection.problems(quirk, _outcome({"REF-009"}, 1)) == [
+        "the sequential suite failed REF-009, which only concurrency should show", "exit 1, expected 0 (only a load run catches it)"]
+
+
 def test_judging_reports_a_run_without_results() -> None:
     quirk = Quirk("q", ("SRCH-003",), "made up", 1)
     result = detection.outcome_of(quirk, None, 4, 0.5, "usage error")

@@ -35,9 +35,14 @@ def test_on_demand_turn_carries_bounded_hints(world: Any) -> None:
     [wire.names.knowledge_delivery] for the delivery object's own members). The seed does not forbid
     members beyond the delivery schema's: they pass, unless they carry a whole document ("only bounded
     hints"); strict accepts only the schema's members (CHOICES.md)."""
+    body, context = _on_demand_context(world)
+    bounded_delivery(world, body, context)
+
+
+def bounded_delivery(world: Any, body: dict[str, Any], context: dict[str, Any]) -> None:
+    """The checks of an on_demand turn's delivery object (also run under load, conformance.load)."""
     names = world.cfg.names
     field = names.turn_context["knowledge_delivery"]
-    body, context = _on_demand_context(world)
     sent = context.get(field)
     expect(isinstance(sent, dict), "TURN-003", f"an on_demand turn has no context.{field}")
     delivery = names.delivery(context)
@@ -60,9 +65,14 @@ def test_on_demand_turn_carries_bounded_hints(world: Any) -> None:
 def test_on_demand_turn_keeps_knowledge_and_refs_present_and_empty(world: Any) -> None:
     """Its own test, independent of the delivery object: a Core that answers on_demand with
     the inline context fails here whatever it does with context.knowledge_delivery."""
+    _, context = _on_demand_context(world)
+    empty_knowledge(world, context)
+
+
+def empty_knowledge(world: Any, context: dict[str, Any]) -> None:
+    """context.knowledge and knowledge_refs present and empty in on_demand mode (also run under load)."""
     member = world.cfg.names.turn_context
     knowledge, refs = member["knowledge"], member["knowledge_refs"]
-    _, context = _on_demand_context(world)
     expect(context.get(knowledge) == [] and context.get(refs) == [], "TURN-008",
            f"{knowledge}/{refs} must be present and empty: {knowledge}={clip(str(context.get(knowledge)), 120)} {refs}={clip(str(context.get(refs)), 120)}")
 

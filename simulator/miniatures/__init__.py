@@ -14,14 +14,14 @@ from collections.abc import Iterable
 from functools import cache
 
 from simulator.core import Core
-from simulator.miniatures import capabilities, mcp, read, references, search, search_knowledge, turns, wire
+from simulator.miniatures import capabilities, concurrency, mcp, read, references, search, search_knowledge, turns, wire
 from simulator.miniatures._asgi import Miniature, Wrapper
 from simulator.sk_tool import SearchKnowledge
 
 MINIATURES: dict[str, Miniature | type[SearchKnowledge]] = {
     **capabilities.MINIATURES, **turns.MINIATURES, **search.MINIATURES,
     **read.MINIATURES, **references.MINIATURES, **wire.MINIATURES, **mcp.MINIATURES,
-    **search_knowledge.MINIATURES,
+    **search_knowledge.MINIATURES, **concurrency.MINIATURES,
 }
 
 

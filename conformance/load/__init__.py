@@ -1,0 +1,1 @@
+"""The contract under concurrency: a Locust profile (see README, "Conformance under load")."""

@@ -1,0 +1,146 @@
+"""``knowledge-conformance load``: Locust headless in this process (``locust.env.Environment``
+and a local runner), against a served Core, then the suite's reports.
+
+Imported only for that command, after Locust (``conformance.cli``): importing Locust patches
+the standard library for gevent, before anything here imports ``ssl`` or opens a socket; no
+other command (and no pytest session) should get that."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import secrets
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gevent
+import httpx
+import locust
+from locust.env import Environment
+from locust.util.timespan import parse_timespan
+
+from conformance.config import ConfigError, Secret, TargetConfig, load_config, redact_url
+from conformance.errors import HarnessError
+from conformance.load import report, serve
+from conformance.load.profile import PROFILE, ContractUser
+from conformance.load.setup import Context, attach, prepare
+from conformance.report.results import VERDICT_EXIT
+from conformance.secrets import scrub
+
+USAGE_ERROR = 4
+RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+
+
+@dataclass
+class Settings:
+    users: int
+    spawn_rate: float
+    run_time: float
+    identities: int
+    reports: Path
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    try:
+        run_time = float(parse_timespan(args.run_time))
+    except ValueError:
+        raise ConfigError(f"--run-time {args.run_time!r}: use seconds or a span such as 20s, 2m, 1h30m") from None
+    if args.users < 1 or args.spawn_rate <= 0 or run_time <= 0:
+        raise ConfigError("--users, --spawn-rate and --run-time must be positive")
+    return Settings(args.users, args.spawn_rate, run_time, args.identities or max(2, args.users), Path(args.reports))
+
+
+def _config(args: argparse.Namespace, served: serve.Served | None) -> TargetConfig:
+    if served is None:
+        if args.target in ("sim", "sim+http"):
+            raise ConfigError("--target: a load run needs a served Core (a URL); leave it out to serve the bundled simulator")
+        cfg = load_config(args.target_config, target=args.target)
+        if cfg.is_sim:
+            raise ConfigError("--target-config names no [target] url: give --target URL, or leave both out to serve the bundled simulator")
+    else:
+        cfg = load_config(args.target_config)
+        cfg.target = served.url
+        cfg.control_url = served.url + str(cfg.wire["paths"]["control_base"])
+        cfg.control_token = Secret(served.control_token)
+    cfg.run_id = args.run_id or secrets.token_hex(4)
+    if not RUN_ID.match(cfg.run_id):
+        raise ConfigError(f"--run-id {cfg.run_id!r}: use 1-32 lowercase letters, digits and hyphens")
+    return cfg
+
+
+def watch(environment: Any, ctx: Context) -> None:
+    """Attach the context, and count an exception a step did not judge as a harness error."""
+    attach(environment, ctx)
+
+    def on_user_error(user_instance: Any, exception: BaseException, tb: Any) -> None:
+        ctx.tally.error(type(exception).__name__, scrub(f"{type(exception).__name__}: {exception}")[:300])
+
+    environment.events.user_error.add_listener(on_user_error)
+
+
+def run(ctx: Context, settings: Settings) -> tuple[Environment, bool]:
+    """The load itself; returns the environment (its statistics) and whether it was interrupted."""
+    environment = Environment(user_classes=[ContractUser], host=ctx.cfg.target, events=locust.events)
+    watch(environment, ctx)
+    runner = environment.create_local_runner()
+    runner.start(settings.users, spawn_rate=settings.spawn_rate)
+    gevent.spawn_later(settings.run_time + settings.users / settings.spawn_rate, runner.quit)
+    try:
+        runner.greenlet.join()
+    except KeyboardInterrupt:
+        runner.quit()
+        return environment, True
+    return environment, False
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        settings = _settings(args)
+        if args.sim_quirk and args.target:
+            raise ConfigError("--sim-quirk applies to the bundled simulator this command serves (without --target)")
+        settings.reports.mkdir(parents=True, exist_ok=True)
+    except (ConfigError, OSError) as exc:
+        print(f"knowledge-conformance load: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    served: serve.Served | None = None
+    started = time.time()
+    try:
+        served = serve.start(tuple(args.sim_quirk)) if not args.target else None
+        cfg = _config(args, served)
+        ctx = prepare(cfg, settings.identities)
+    except ConfigError as exc:
+        if served is not None:
+            served.stop()
+        print(f"knowledge-conformance load: {scrub(str(exc))}", file=sys.stderr)
+        return USAGE_ERROR
+    except (HarnessError, httpx.HTTPError) as exc:
+        if served is not None:
+            served.stop()
+        print(f"knowledge-conformance load: could not set up the run: {scrub(str(exc))}", file=sys.stderr)
+        return VERDICT_EXIT["error"]
+    target = f"bundled simulator served at {served.url}" + (f" (quirks {', '.join(args.sim_quirk)})" if args.sim_quirk else "") \
+        if served is not None else f"live Core at {redact_url(cfg.target)}"
+    print(f"knowledge-conformance load: target={target} run_id={cfg.run_id} users={settings.users} run_time={settings.run_time:g}s",
+          file=sys.stderr)
+    try:
+        environment, interrupted = run(ctx, settings)
+    finally:
+        kept = ctx.close()
+        if served is not None:
+            served.stop()
+    figures = report.figures_of(environment.stats, settings.users, settings.spawn_rate, settings.run_time)
+    configuration = {"target_config": args.target_config, "sim_quirk": list(args.sim_quirk), "identities": len(ctx.identities),
+                     "control_available": ctx.control is not None, "strict_codes": cfg.strict_codes, "wire": cfg.wire}
+    result = report.build(ctx.tally, list(PROFILE), figures, target=target, run_id=cfg.run_id, started=started,
+                          configuration=configuration, interrupted=interrupted)
+    if kept:
+        result.warnings.append(f"the control extension kept {len(kept)} workspace(s) of run {cfg.run_id} (no delete)")
+    paths = report.write(result, settings.reports)
+    for line in report.summary(result, ctx.tally, figures):
+        print(line)
+    for kind, path in paths.items():
+        print(f"  {kind:8} {path}")
+    return VERDICT_EXIT[result.verdict]

@@ -1,0 +1,139 @@
+"""The load profile (``knowledge-conformance load``): a short headless Locust run against the
+served clean simulator finds no violation, and against each quirk only concurrency shows
+(``caught_by: load`` in quirk-outcomes.yaml) it fails the quirk's requirements.
+
+Each run is a subprocess: Locust patches the standard library for gevent on import, which no
+pytest process should get. Nothing here is timed: a run lasts a few seconds so that many
+simultaneous steps happen, and only what the checks saw is asserted."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.load.report import LoadFigures, build, results_of
+from conformance.load.tally import Tally
+from knowledge_schemas import load_registry
+from simulator.quirks import QUIRKS
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("locust") is None, reason="needs the 'load' extra (Locust)")
+LOAD_QUIRKS = sorted(q.name for q in QUIRKS.values() if q.caught_by == "load")
+SCOPE = ["REF-009", "READ-005", "SRCH-008"]
+
+
+def load(tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
+    reports = tmp_path / "reports"
+    cmd = [sys.executable, "-c", "from conformance.cli import main; raise SystemExit(main())", "load",
+           "--users", "4", "--spawn-rate", "4", "--run-time", "6s", "--report-dir", str(reports), *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    found = reports / "results.json"
+    assert found.is_file(), (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    results = json.loads(found.read_text("utf-8"))
+    assert load_registry().errors("results", results) == []
+    return proc.returncode, results, proc.stdout
+
+
+def failed(results: dict[str, Any]) -> set[str]:
+    return {r["id"] for r in results["requirements"] if r["status"] == "failed"}
+
+
+def test_the_clean_simulator_keeps_the_contract_under_load(tmp_path: Path) -> None:
+    code, results, out = load(tmp_path)
+    figures = results["configuration"]["load"]
+    assert (code, results["verdict"]) == (0, "conformant"), out
+    assert failed(results) == set() and figures["violations"] == {}
+    assert figures["requests"] > 0 and figures["failures"] == 0  # no 5xx, no dropped request
+    # Every requirement of the profile was judged by checks that ran (else the verdict would be incomplete).
+    assert {r["status"] for r in results["requirements"]} == {"verified"}
+    assert all(figures["checks"][r["id"]] > 0 for r in results["requirements"])
+    assert (tmp_path / "reports" / "report.md").read_text("utf-8").count("## Load") == 1
+
+
+@pytest.mark.parametrize("name", LOAD_QUIRKS)
+def test_a_quirk_only_concurrency_shows_is_caught_under_load(tmp_path: Path, name: str) -> None:
+    quirk = QUIRKS[name]
+    code, results, out = load(tmp_path, "--sim-quirk", name)
+    assert set(quirk.violates) <= failed(results), out
+    assert code == quirk.exit and results["verdict"] == "non-conformant"
+    assert all(results["configuration"]["load"]["violations"][rid] > 0 for rid in quirk.violates)
+    broken = next(r for r in results["requirements"] if r["id"] == quirk.violates[0])
+    assert broken["failures"][0]["exchanges"], "a violation comes with the exchange that showed it"
+
+
+def test_the_distributed_mode_adds_up_its_workers(tmp_path: Path) -> None:
+    """The README's recipe: a master and a worker of conformance/load/locustfile.py; the worker
+    provisions its own world, ships its tally, and the master writes the reports and exits with
+    the verdict's code."""
+    import conformance.load
+    from conformance.load import serve
+
+    locust = Path(sys.executable).parent / "locust"
+    locustfile = str(Path(conformance.load.__file__).parent / "locustfile.py")
+    served, port, reports = serve.start(), str(serve.free_port()), tmp_path / "reports"
+    master_cmd = [str(locust), "-f", locustfile, "--master-bind-port", port, "--master", "--headless", "--expect-workers", "1", "-u", "4", "-r", "4", "-t", "6s",
+                  "--host", served.url, "--kc-control-token", served.control_token, "--kc-report-dir", str(reports)]
+    worker_cmd = [str(locust), "-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", port]
+    with (tmp_path / "master.log").open("wb") as master_log, (tmp_path / "worker.log").open("wb") as worker_log:
+        master = subprocess.Popen(master_cmd, stdout=master_log, stderr=subprocess.STDOUT)
+        worker = subprocess.Popen(worker_cmd, stdout=worker_log, stderr=subprocess.STDOUT)
+        try:
+            code = master.wait(timeout=240)
+            worker.wait(timeout=60)
+        finally:
+            for process in (master, worker):
+                if process.poll() is None:
+                    process.kill()
+            served.stop()
+    logs = "\n".join((tmp_path / f"{n}.log").read_text("utf-8", "replace")[-1500:] for n in ("master", "worker"))
+    results = json.loads((reports / "results.json").read_text("utf-8"))
+    assert load_registry().errors("results", results) == []
+    figures = results["configuration"]["load"]
+    assert (code, results["verdict"], figures["violations"]) == (0, "conformant", {}), logs
+    assert figures["requests"] > 0 and all(figures["checks"][r["id"]] > 0 for r in results["requirements"]), logs
+
+
+# ---------------------------------------------------------- the judging can fail
+def _figures() -> LoadFigures:
+    return LoadFigures(users=2, spawn_rate=1.0, run_time=1.0, requests=10)
+
+
+def test_one_violation_fails_its_requirement_and_the_run() -> None:
+    tally = Tally()
+    tally.passed(SCOPE)
+    tally.violated("REF-009", "[REF-009] a ref was accepted", {"method": "POST"})
+    run = build(tally, SCOPE, _figures(), target="t", run_id="r1", started=0.0, configuration={})
+    status = {r.id: r.status for r in run.requirements}
+    assert status == {"REF-009": "failed", "READ-005": "verified", "SRCH-008": "verified"}
+    assert run.verdict == "non-conformant" and run.configuration["load"]["violations"] == {"REF-009": 1}
+
+
+def test_a_requirement_no_check_reached_leaves_the_run_incomplete() -> None:
+    tally = Tally()
+    tally.passed(["REF-009", "READ-005"])
+    run = build(tally, SCOPE, _figures(), target="t", run_id="r1", started=0.0, configuration={})
+    assert run.verdict == "incomplete" and {r.id for r in run.requirements if r.status == "not_verified"} == {"SRCH-008"}
+
+
+def test_a_step_nothing_could_judge_is_a_harness_error() -> None:
+    tally = Tally()
+    tally.passed(SCOPE)
+    tally.error("ConnectError", "no answer from the target")
+    assert [t.outcome for t in results_of(tally, SCOPE)].count("error") == 1
+    assert build(tally, SCOPE, _figures(), target="t", run_id="r1", started=0.0, configuration={}).verdict == "error"
+
+
+def test_workers_tallies_add_up_on_the_master() -> None:
+    one, two, master = Tally(), Tally(), Tally()
+    one.passed(["REF-009"])
+    one.violated("REF-009", "first", None)
+    two.violated("REF-009", "second", None)
+    for worker in (one, two):
+        master.merge(worker.to_data())
+    assert master.violations["REF-009"] == 2 and master.checks["REF-009"] == 1
+    assert [s["message"] for s in master.samples["REF-009"]] == ["first", "second"]
