@@ -18,7 +18,7 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve the Core over HTTP")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8765)
-    serve.add_argument("--database", default=":memory:", help="SQLite file to persist the store (default: in memory)")
+    serve.add_argument("--database", default=":memory:", help="SQLite file to persist the store (default: a private temporary file, removed at exit)")
     serve.add_argument("--seed", type=int, default=None,
                        help="make IDs, demo tokens and the signing key reproducible (default: random, the key from a secret source)")
     serve.add_argument("--corpus", help="folder of .md/.txt files or a .jsonl file for the demo workspace")
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     _raise_open_file_limit()
     try:
         app = create_app(
-            SimConfig(seed=args.seed, database=args.database, control_enabled=not args.no_control,
+            SimConfig(seed=args.seed, database=args.database, concurrent=True, control_enabled=not args.no_control,
                       control_token=args.control_token or SimConfig.control_token, frozen_clock=args.frozen_clock,
                       clock_start=None if not args.frozen_clock else SimConfig.clock_start, demo=args.corpus is None,
                       wire_names=load_wire_names(args.wire_names) if args.wire_names else {}, embedder=args.embedder),
