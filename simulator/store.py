@@ -278,6 +278,7 @@ class Store:
             _drop_index(db, route)
             _create_index(db, route)
             db.execute("UPDATE scopes SET version = version + 1 WHERE route=?", (route,))
+            indexed: list[tuple[str, ItemInput]] = []
             for base_id, name, items in bases:
                 db.execute("INSERT INTO bases VALUES(?, ?, ?)", (route, base_id, name))
                 for item in items:
@@ -285,16 +286,17 @@ class Store:
                         raise ValueError(f"item id {item.item_id!r} appears twice")
                     rev = self.new_id("rev_")
                     db.execute("INSERT INTO items VALUES(?, ?, ?, ?)", (route, item.item_id, base_id, rev))
-                    self._insert_revision(db, route, base_id, item, rev, now)
+                    self._insert_revision(db, route, item, rev, now)
+                    indexed.append((base_id, item))
                     published[item.item_id] = rev
+            _index_items(db, route, indexed)
         return published
 
-    def _insert_revision(self, db: sqlite3.Connection, route: str, base_id: str, item: ItemInput, rev: str, now: float) -> None:
+    def _insert_revision(self, db: sqlite3.Connection, route: str, item: ItemInput, rev: str, now: float) -> None:
         db.execute(
             "INSERT INTO revisions VALUES(?, ?, ?, ?, ?, ?, ?)",
             (rev, route, item.item_id, item.title, item.summary, item.content, now),
         )
-        _index_item(db, route, base_id, item)
 
     def publish_revision(self, route: str, item_id: str, content: str, title: str | None, summary: str | None, now: float) -> str | None:
         with self.transaction() as db:
@@ -306,10 +308,11 @@ class Store:
             if row is None:
                 return None
             rev = self.new_id("rev_")
-            _unindex_item(db, route, item_id, row["title"], row["content"])  # only the current revision is searchable
+            rid = _unindex_item(db, route, item_id, row["title"], row["content"])  # only the current revision is searchable
             item = ItemInput(item_id, title if title is not None else row["title"], content,
                              summary if summary is not None else (row["summary"] if title is None else None))
-            self._insert_revision(db, route, row["base_id"], item, rev, now)
+            self._insert_revision(db, route, item, rev, now)
+            _index_item(db, route, rid, row["base_id"], item)
             db.execute("UPDATE items SET current_revision=? WHERE route=? AND item_id=?", (rev, route, item_id))
             return rev
 
@@ -340,22 +343,24 @@ class Store:
             return []
         match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words[:32])
         index, rows = _index_name(route), _rows_name(route)
-        # Scored from the index alone; the item and base of a row come from the small rows table.
-        sql = (f"SELECT m.item_id FROM (SELECT rowid AS rid, bm25({index}, 2.0, 1.0) AS score FROM {index} "
-               f"WHERE {index} MATCH ?) AS hit JOIN {rows} AS m ON m.rid = hit.rid")
+        # Scored from the index alone: a row's number is its item's place in item ID order, so ties
+        # break by item ID without reading a row's item for every match (see _index_items).
+        sql = f"SELECT rowid FROM {index} WHERE {index} MATCH ?"
         args: list[object] = [match]
         if bases is not None:
-            sql += f" WHERE m.base_id IN ({','.join('?' * len(bases))})"
+            sql += f" AND rowid IN (SELECT rid FROM {rows} WHERE base_id IN ({','.join('?' * len(bases))}))"
             args.extend(bases)
-        sql += " ORDER BY hit.score, m.item_id LIMIT ?"
+        sql += f" ORDER BY bm25({index}, 2.0, 1.0), rowid LIMIT ?"
         args.append(limit)
         with self.snapshot(), self._reading() as db:
             try:
-                ids = [r["item_id"] for r in db.execute(sql, args)]
+                rids = [r["rowid"] for r in db.execute(sql, args)]
             except sqlite3.OperationalError as exc:
                 if "no such table" in str(exc):
                     return []  # a workspace that never had a document
                 raise
+            ids = [row["item_id"] for row in (db.execute(f"SELECT item_id FROM {rows} WHERE rid=?", (rid,)).fetchone() for rid in rids)
+                   if row is not None]
             found = [self.current_revision(route, i) for i in ids]
         return [r for r in found if r is not None]
 
@@ -434,20 +439,32 @@ def _drop_indexes(db: sqlite3.Connection) -> None:
         db.execute(f'DROP TABLE IF EXISTS "{name}"')
 
 
-def _index_item(db: sqlite3.Connection, route: str, base_id: str, item: ItemInput) -> None:
+def _index_items(db: sqlite3.Connection, route: str, items: list[tuple[str, ItemInput]]) -> None:
+    """Index a whole corpus, numbering rows in item ID order (code point order, SQLite's too), so
+    ``ORDER BY score, rowid`` breaks ties as ``ORDER BY score, item_id`` would. An item keeps its
+    number across revisions; items only ever arrive with a whole corpus."""
+    for rid, (base_id, item) in enumerate(sorted(items, key=lambda pair: pair[1].item_id), 1):
+        _index_item(db, route, rid, base_id, item)
+
+
+def _index_item(db: sqlite3.Connection, route: str, rid: int, base_id: str, item: ItemInput) -> None:
     _create_index(db, route)
-    rid = db.execute(f"INSERT INTO {_rows_name(route)}(item_id, base_id) VALUES(?, ?)", (item.item_id, base_id)).lastrowid
+    db.execute(f"INSERT INTO {_rows_name(route)}(rid, item_id, base_id) VALUES(?, ?, ?)", (rid, item.item_id, base_id))
     db.execute(f"INSERT INTO {_index_name(route)}(rowid, title, content) VALUES(?, ?, ?)", (rid, item.title, item.content))
 
 
-def _unindex_item(db: sqlite3.Connection, route: str, item_id: str, title: str, content: str) -> None:
-    """A contentless index forgets a row when told the exact text it indexed (the stored revision's)."""
+def _unindex_item(db: sqlite3.Connection, route: str, item_id: str, title: str, content: str) -> int:
+    """Forget an item's indexed text and return its row number. A contentless index forgets a row
+    when told the exact text it indexed (the stored revision's)."""
     rows = _rows_name(route)
     found = db.execute(f"SELECT rid FROM {rows} WHERE item_id=?", (item_id,)).fetchone()
-    if found is not None:
-        index = _index_name(route)
-        db.execute(f"INSERT INTO {index}({index}, rowid, title, content) VALUES('delete', ?, ?, ?)", (found["rid"], title, content))
-        db.execute(f"DELETE FROM {rows} WHERE rid=?", (found["rid"],))
+    if found is None:
+        raise LookupError(f"item {item_id!r} of route {route!r} is not indexed")
+    index = _index_name(route)
+    db.execute(f"INSERT INTO {index}({index}, rowid, title, content) VALUES('delete', ?, ?, ?)", (found["rid"], title, content))
+    db.execute(f"DELETE FROM {rows} WHERE rid=?", (found["rid"],))
+    rid: int = found["rid"]
+    return rid
 
 
 def _rebuild_indexes(db: sqlite3.Connection) -> None:
@@ -459,9 +476,12 @@ def _rebuild_indexes(db: sqlite3.Connection) -> None:
         if not missing:
             return
     _drop_indexes(db)
+    corpus: dict[str, list[tuple[str, ItemInput]]] = {}
     for row in db.execute("SELECT i.route, i.base_id, r.item_id, r.title, r.content FROM items i "
-                          "JOIN revisions r ON r.revision_id = i.current_revision ORDER BY i.route, r.rowid").fetchall():
-        _index_item(db, row["route"], row["base_id"], ItemInput(row["item_id"], row["title"], row["content"]))
+                          "JOIN revisions r ON r.revision_id = i.current_revision").fetchall():
+        corpus.setdefault(row["route"], []).append((row["base_id"], ItemInput(row["item_id"], row["title"], row["content"])))
+    for route, items in corpus.items():
+        _index_items(db, route, items)
 
 
 def _identity(row: sqlite3.Row | None) -> Identity | None:
