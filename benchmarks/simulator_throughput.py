@@ -9,6 +9,8 @@ and each simulator row is read as a ratio to them.
     python benchmarks/simulator_throughput.py --with-100k           # and 100k (a few minutes, about 1 GB)
     python benchmarks/simulator_throughput.py --sizes 1000 --clients 1,4 --duration 2
     python benchmarks/simulator_throughput.py --json                # machine-readable
+    git worktree add /tmp/before HEAD~3                            # before/after in one run:
+    python benchmarks/simulator_throughput.py --compare before=/tmp/before
 
 Per corpus size the script writes a synthetic JSONL corpus (documents of about 2 KB drawn from a
 Zipf-like vocabulary, generated from ``--seed``), starts the simulator on it, and measures:
@@ -226,12 +228,16 @@ def start_bare(workdir: Path) -> tuple[subprocess.Popen[bytes], int, float]:
     return proc, port, time.perf_counter() - started
 
 
-def start_sim(corpus: Path, stderr_path: Path) -> tuple[subprocess.Popen[bytes], int, float, str]:
+def start_sim(corpus: Path, stderr_path: Path, source: str | None = None) -> tuple[subprocess.Popen[bytes], int, float, str]:
+    """``knowledge-sim serve`` on ``corpus``; ``source``: a source tree whose ``simulator`` package to run instead."""
     port = _free_port()
+    env = dict(os.environ)
+    if source is not None:
+        env["PYTHONPATH"] = os.pathsep.join([source, *filter(None, [env.get("PYTHONPATH")])])
     started = time.perf_counter()
     with stderr_path.open("wb") as err:
         proc = subprocess.Popen([sys.executable, "-m", "simulator.cli", "serve", "--port", str(port), "--seed", "1",
-                                 "--corpus", str(corpus), "--no-control"], stdout=subprocess.DEVNULL, stderr=err)
+                                 "--corpus", str(corpus), "--no-control"], stdout=subprocess.DEVNULL, stderr=err, env=env)
     _wait_ready(port, f"{API}/knowledge/capabilities", proc)
     elapsed = time.perf_counter() - started
     tokens = re.findall(r"route demo: account alice, session \S+: (\S+)", stderr_path.read_text())
@@ -270,9 +276,12 @@ async def _prepare(port: int, token: str) -> tuple[str, str]:
 
 
 # ------------------------------------------------------------------ main
-def run(sizes: list[int], clients: list[int], duration: float, seed: int) -> dict[str, Any]:
+def run(sizes: list[int], clients: list[int], duration: float, seed: int, compare: dict[str, str] | None = None) -> dict[str, Any]:
+    """Every cell of every size; with ``compare`` (label -> source tree), those simulators too, each
+    cell measured on each simulator in turn so that a busy machine weighs on all of them alike."""
     cells: list[Cell] = []
     servers: list[dict[str, Any]] = []
+    variants: dict[str, str | None] = {"": None, **(compare or {})}
     with tempfile.TemporaryDirectory(prefix="sim-throughput-") as tmp:
         work = Path(tmp)
         bare, bare_port, bare_start = start_bare(work)
@@ -281,34 +290,46 @@ def run(sizes: list[int], clients: list[int], duration: float, seed: int) -> dic
             for size in sizes:
                 corpus = work / f"corpus-{size}.jsonl"
                 common = write_corpus(corpus, size, seed)
-                sim, port, startup, token = start_sim(corpus, work / f"sim-{size}.err")
+                requests: dict[str, list[tuple[str, int, bytes]]] = {"bare": [("", bare_port, encode("GET", "/bare"))]}
+                started: list[tuple[str, subprocess.Popen[bytes], float]] = []
                 try:
-                    run_id, ref = asyncio.run(_prepare(port, token))
-                    requests = {
-                        "bare": (bare_port, encode("GET", "/bare")),
-                        "capabilities": (port, encode("GET", f"{API}/knowledge/capabilities", token)),
-                        "search selective": (port, encode("POST", f"{API}/knowledge/search", token,
-                                                          {"run_id": run_id, "query": SELECTIVE, "limit": 3})),
-                        "search broad": (port, encode("POST", f"{API}/knowledge/search", token,
-                                                      {"run_id": run_id, "query": BROAD, "limit": 3})),
-                        "search broad x32": (port, encode("POST", f"{API}/knowledge/search", token,
-                                                          {"run_id": run_id, "query": " ".join(common), "limit": 3})),
-                        "read": (port, encode("POST", f"{API}/knowledge/read", token, {"run_id": run_id, "ref": ref})),
-                    }
+                    for label, source in variants.items():
+                        sim, port, startup, token = start_sim(corpus, work / f"sim-{size}{label}.err", source)
+                        started.append((label, sim, startup))
+                        run_id, ref = asyncio.run(_prepare(port, token))
+                        for name, raw in _requests(token, run_id, ref, common).items():
+                            requests.setdefault(name, []).append((label, port, raw))
                     for n in clients:
-                        for name, (p, raw) in requests.items():
-                            cell = measure(p, raw, n, duration, size, name)
-                            cells.append(cell)
-                            print(f"  {size:>7} {name:18} c={n:<3} {cell.rps:>8} req/s  p50 {cell.p50_ms} ms  "
-                                  f"p99 {cell.p99_ms} ms  errors {cell.errors}", file=sys.stderr)
-                    servers.append({"server": "simulator", "size": size, "startup_s": round(startup, 2), "rss_mb": _rss_mb(sim.pid)})
+                        for name, targets in requests.items():  # each endpoint on each simulator in turn
+                            for label, port, raw in targets:
+                                cell = measure(port, raw, n, duration, size, f"{name} [{label}]" if label else name)
+                                cells.append(cell)
+                                print(f"  {size:>7} {cell.endpoint:28} c={n:<3} {cell.rps:>8} req/s  p50 {cell.p50_ms} ms  "
+                                      f"p99 {cell.p99_ms} ms  errors {cell.errors}", file=sys.stderr)
+                    for label, sim, startup in started:
+                        servers.append({"server": f"simulator {label}".strip(), "size": size, "startup_s": round(startup, 2),
+                                        "rss_mb": _rss_mb(sim.pid)})
                 finally:
-                    _stop(sim)
+                    for _, sim, _ in started:
+                        _stop(sim)
                 corpus.unlink()
         finally:
             _stop(bare)
     return {"cells": [asdict(c) for c in cells], "servers": servers, "duration_s": duration, "cpus": os.cpu_count(),
             "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def _requests(token: str, run_id: str, ref: str, common: list[str]) -> dict[str, bytes]:
+    def search(query: str) -> bytes:
+        return encode("POST", f"{API}/knowledge/search", token, {"run_id": run_id, "query": query, "limit": 3})
+
+    return {
+        "capabilities": encode("GET", f"{API}/knowledge/capabilities", token),
+        "search selective": search(SELECTIVE),
+        "search broad": search(BROAD),
+        "search broad x32": search(" ".join(common)),
+        "read": encode("POST", f"{API}/knowledge/read", token, {"run_id": run_id, "ref": ref}),
+    }
 
 
 def table(result: dict[str, Any]) -> str:
@@ -324,7 +345,7 @@ def table(result: dict[str, Any]) -> str:
     sizes = sorted({c.size for c in cells})
     if len(sizes) > 1:
         lines += ["", f"Search p50 growth at 1 client, {sizes[0]} → {sizes[-1]} documents:"]
-        for name in ("search selective", "search broad", "search broad x32"):
+        for name in dict.fromkeys(c.endpoint for c in cells if c.endpoint.startswith("search")):
             first = [c.p50_ms for c in cells if c.endpoint == name and c.size == sizes[0] and c.clients == 1]
             last = [c.p50_ms for c in cells if c.endpoint == name and c.size == sizes[-1] and c.clients == 1]
             if first and last and first[0] > 0:
@@ -340,10 +361,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", default="1,16", help="concurrent connections per cell, comma-separated")
     parser.add_argument("--duration", type=float, default=3.0, help="seconds measured per cell (after a warm-up)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the synthetic corpus")
+    parser.add_argument("--compare", action="append", default=[], metavar="LABEL=DIR",
+                        help="also serve the simulator package of the source tree DIR (e.g. a checkout of an earlier commit), "
+                             "its rows labelled [LABEL] (repeatable)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s] + ([100_000] if args.with_100k else [])
-    result = run(sizes, [int(c) for c in args.clients.split(",") if c], args.duration, args.seed)
+    compare = dict(item.split("=", 1) for item in args.compare)
+    result = run(sizes, [int(c) for c in args.clients.split(",") if c], args.duration, args.seed, compare)
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0
 
