@@ -15,6 +15,7 @@ import hmac
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -38,10 +39,21 @@ def tool_route(core: Core, tool: SearchKnowledge) -> Route:
             arguments = await read_json(request, max_bytes=core.config.max_body_bytes)
         except ApiError as err:
             return error_response(err)
-        try:
-            return json_response(tool.call(Context(caller.route, caller.identity.account), arguments, core.clock.now()))
-        except SkError as err:
-            return json_response(err.body(), err.status)
+
+        def call() -> Response:
+            try:
+                return json_response(tool.call(Context(caller.route, caller.identity.account), arguments, core.clock.now()))
+            except SkError as err:
+                return json_response(err.body(), err.status)
+
+        if not core.store.concurrent:
+            return call()
+
+        def in_snapshot() -> Response:  # a served simulator: off the event loop, from one state of the store
+            with core.store.snapshot():
+                return call()
+
+        return await run_in_threadpool(in_snapshot)
 
     return Route(TOOL_PATH, endpoint, methods=["POST"])
 

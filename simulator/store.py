@@ -149,6 +149,7 @@ class Store:
         a read connection per thread beside the writer (see the module docstring)."""
         self.concurrent = concurrent
         self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
         self._local = threading.local()
         if concurrent and path == ":memory:":
             folder = tempfile.mkdtemp(prefix="knowledge-sim-")
@@ -182,7 +183,7 @@ class Store:
         return db
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._readers_lock:
             for db in [*self._readers, self._db]:
                 db.close()
             self._readers.clear()
@@ -200,7 +201,7 @@ class Store:
             db = self._connect()
             db.execute("PRAGMA query_only=1")
             self._local.db = db
-            with self._lock:
+            with self._readers_lock:  # not the writer's lock: a long write never delays a first read
                 self._readers.append(db)
         yield db
 
