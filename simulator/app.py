@@ -19,7 +19,6 @@ from random import Random
 from typing import Any, TypeVar
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -34,7 +33,7 @@ from simulator.control import control_routes
 from simulator.core import Caller, Core
 from simulator.corpus import seed_demo
 from simulator.errors import ApiError
-from simulator.http import error_response, json_response, read_json, validate
+from simulator.http import error_response, in_store_thread, json_response, read_json, validate
 from simulator.mcp_server import MCP_PATH, mount
 from simulator.miniatures import compose
 from simulator.miniatures.mcp import agent_class
@@ -129,7 +128,7 @@ def _names(request: Request) -> WireNames:
 async def _store_work(request: Request, core: Core, work: Callable[[], T], *, serial: bool = False) -> T:
     """Run ``work`` (searches, reads, turns: the Core's store work) from one snapshot of the store.
 
-    A concurrent store (``knowledge-sim serve``) runs it in the thread pool on that thread's own
+    A concurrent store (``knowledge-sim serve``) runs it on a store thread with that thread's own
     connection, so a slow search never holds up the event loop or the other requests. ``serial``
     work (turns) takes the app's turn lock first: a turn's replay check and its commit must not
     interleave with another turn's, or two identical turns sent at once could both commit. The
@@ -146,7 +145,7 @@ async def _store_work(request: Request, core: Core, work: Callable[[], T], *, se
         with store.snapshot():
             return work()
 
-    return await run_in_threadpool(in_snapshot)
+    return await in_store_thread(request, in_snapshot)
 
 
 async def _capabilities(request: Request, core: Core, caller: Caller) -> Response:
@@ -222,6 +221,7 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     )
     app.state.core = core
     app.state.turn_lock = threading.Lock()
+    app.state.store_threads = config.store_threads
     app.state.wire_names = wire_names
     app.state.search_knowledge = sk_tool
     holder["app"] = app

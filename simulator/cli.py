@@ -31,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="serve other member names: [names.capabilities|limits|turn_context|knowledge_delivery] tables, as in wire-defaults.toml")
     serve.add_argument("--log-level", default="warning", help="info logs one line per request (never blocking: dropped when stderr "
                                                                 "is not read); default warning")
+    serve.add_argument("--store-threads", type=int, default=SimConfig.store_threads,
+                       help="threads that run searches, reads and turns beside the event loop (default %(default)s)")
     serve.add_argument("--timeout-keep-alive", type=float, default=5.0, help="seconds an idle kept-alive connection stays open")
     serve.add_argument("--embedder", default="hashed", help="search_knowledge's semantic embedding (default: hashed, "
                        "character n-grams, offline and deterministic)")
@@ -130,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     _raise_open_file_limit()
     try:
         app = create_app(
-            SimConfig(seed=args.seed, database=args.database, concurrent=True, control_enabled=not args.no_control,
+            SimConfig(seed=args.seed, database=args.database, concurrent=True, store_threads=max(1, args.store_threads), control_enabled=not args.no_control,
                       control_token=args.control_token or SimConfig.control_token, frozen_clock=args.frozen_clock,
                       clock_start=None if not args.frozen_clock else SimConfig.clock_start, demo=args.corpus is None,
                       wire_names=load_wire_names(args.wire_names) if args.wire_names else {}, embedder=args.embedder),

@@ -13,6 +13,7 @@ class SimConfig:
     # Searches, reads and turns in a thread pool, a store connection per thread (knowledge-sim serve);
     # off, every request runs on the event loop in order (the in-process simulator: reproducible).
     concurrent: bool = False
+    store_threads: int = 8  # threads serving store work when concurrent; more than a few a core only contend for the GIL
     quirks: frozenset[str] = field(default_factory=frozenset)
     control_enabled: bool = True
     control_token: str = "sim-control-token"

@@ -15,14 +15,13 @@ import hmac
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from knowledge_schemas.openapi import component_validator
 from simulator.errors import ApiError
-from simulator.http import error_response, json_response, read_json, validate
+from simulator.http import error_response, in_store_thread, json_response, read_json, validate
 from simulator.sk_tool import Context, SearchKnowledge, SkError
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ def tool_route(core: Core, tool: SearchKnowledge) -> Route:
             with core.store.snapshot():
                 return call()
 
-        return await run_in_threadpool(in_snapshot)
+        return await in_store_thread(request, in_snapshot)
 
     return Route(TOOL_PATH, endpoint, methods=["POST"])
 
