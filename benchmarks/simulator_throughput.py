@@ -332,14 +332,40 @@ def _requests(token: str, run_id: str, ref: str, common: list[str]) -> dict[str,
     }
 
 
+def _split(endpoint: str) -> tuple[str, str]:
+    """("search broad", "before") from "search broad [before]"; this tree's rows have the label ""."""
+    name, _, label = endpoint.partition(" [")
+    return name, label.rstrip("]")
+
+
 def table(result: dict[str, Any]) -> str:
+    """One row per corpus size, client count and endpoint; with compared simulators, one column
+    group per simulator: req/s, its ratio to the bare endpoint's in the same run, p50 and p99."""
     cells = [Cell(**c) for c in result["cells"]]
     bare = {(c.size, c.clients): c.rps for c in cells if c.endpoint == "bare"}
-    lines = ["| docs | endpoint | clients | req/s | × bare | p50 ms | p99 ms | errors |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|"]
-    for c in sorted(cells, key=lambda c: (c.size, c.clients)):
-        ratio = c.rps / bare[(c.size, c.clients)] if bare.get((c.size, c.clients)) else float("nan")
-        lines.append(f"| {c.size} | {c.endpoint} | {c.clients} | {c.rps:.3g} | {ratio:.3f} | {c.p50_ms} | {c.p99_ms} | {c.errors} |")
+    labels = list(dict.fromkeys(_split(c.endpoint)[1] for c in cells if c.endpoint != "bare"))
+    by_key = {(c.size, c.clients, *_split(c.endpoint)): c for c in cells}
+    heads = [f"{label or 'this tree'}" for label in labels]
+    lines = ["| docs | clients | endpoint | " + " | ".join(f"{h}: req/s (× bare), p50 / p99 ms" for h in heads) + " | errors |",
+             "|---:|---:|---|" + "---:|" * len(labels) + "---:|"]
+    rows = dict.fromkeys((c.size, c.clients, _split(c.endpoint)[0]) for c in cells)
+    for size, clients, name in rows:
+        if name == "bare":
+            b = by_key[(size, clients, "bare", "")]
+            lines.append(f"| {size} | {clients} | bare Starlette | " + " | ".join(
+                [f"{b.rps:.0f} (1.00), {b.p50_ms} / {b.p99_ms}"] + [""] * (len(labels) - 1)) + f" | {b.errors} |")
+            continue
+        groups, errors = [], 0
+        for label in labels:
+            c = by_key.get((size, clients, name, label))
+            if c is None:
+                groups.append("")
+                continue
+            ratio = c.rps / bare[(size, clients)] if bare.get((size, clients)) else float("nan")
+            groups.append(f"{c.rps:.0f} ({ratio:.2f}), {c.p50_ms} / {c.p99_ms}" if c.rps >= 100 else
+                          f"{c.rps:.2g} ({ratio:.3f}), {c.p50_ms} / {c.p99_ms}")
+            errors += c.errors
+        lines.append(f"| {size} | {clients} | {name} | " + " | ".join(groups) + f" | {errors} |")
     lines += ["", "| server | docs | start-up s | RSS MB |", "|---|---:|---:|---:|"]
     lines += [f"| {s['server']} | {s['size']} | {s['startup_s']} | {s['rss_mb']} |" for s in result["servers"]]
     sizes = sorted({c.size for c in cells})
@@ -349,7 +375,7 @@ def table(result: dict[str, Any]) -> str:
             first = [c.p50_ms for c in cells if c.endpoint == name and c.size == sizes[0] and c.clients == 1]
             last = [c.p50_ms for c in cells if c.endpoint == name and c.size == sizes[-1] and c.clients == 1]
             if first and last and first[0] > 0:
-                lines.append(f"- {name}: {first[0]} → {last[0]} ms ({last[0] / first[0]:.1f}×)")
+                lines.append(f"- {name}: {first[0]} → {last[0]} ms ({last[0] / first[0]:.0f}×)")
     lines += ["", f"{result['cpus']} CPUs, load average at the end {result['load_average']}, {result['duration_s']} s per cell."]
     return "\n".join(lines)
 
