@@ -20,7 +20,9 @@ Zipf-like vocabulary, generated from ``--seed``), starts the simulator on it, an
 - ``search selective``: a search for a word in about one document in a thousand;
 - ``search broad``: a search for a word in nearly every document;
 - ``search broad x32``: 32 words, each in most documents (the contract's longest useful query);
-- ``read``: the first page (16 KB max) of a referenced document.
+- ``read``: the first page (16 KB max) of a referenced document;
+- ``capabilities beside broad searches``: at N clients, one client's capabilities requests while
+  the other N - 1 send broad searches: does a slow search hold up an unrelated request?
 
 Each cell runs ``--clients`` keep-alive connections, each sending its next request when the last
 answer is in, for ``--duration`` seconds after a short warm-up. The client is a minimal HTTP/1.1
@@ -50,6 +52,7 @@ ROUTE = "demo"
 API = f"/agent-api/v1/workspaces/{ROUTE}"
 SELECTIVE = "needle"  # in one document of a thousand
 BROAD = "common"  # in 98% of documents
+MIXED = "capabilities beside broad searches"  # one client measured while the others search broadly
 _BARE_APP = """
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
@@ -145,14 +148,18 @@ class Cell:
     p99_ms: float
 
 
-async def _drive(port: int, raw: bytes, clients: int, duration: float, warmup: float) -> tuple[float, int, list[float]]:
+async def _drive(port: int, raw: bytes, clients: int, duration: float, warmup: float,
+                 beside: tuple[bytes, int] | None = None) -> tuple[float, int, list[float]]:
     """Requests per second, errors and latencies of the requests sent after the warm-up. When a
     request takes longer than the whole window (a broad search over a large corpus), every
-    request is counted, warm-up included, over the time they took."""
+    request is counted, warm-up included, over the time they took. ``beside``: (request, n) sent
+    meanwhile on n more connections, unmeasured, until the measured ones are done."""
     conns = [await Connection.open(port) for _ in range(clients)]
+    background = [await Connection.open(port) for _ in range(beside[1] if beside else 0)]
     sent_at: list[tuple[float, float, int]] = []
     start = time.perf_counter()
     measure_from, stop_at = start + warmup, start + warmup + duration
+    done = asyncio.Event()
 
     async def loop(conn: Connection) -> None:
         while True:
@@ -162,21 +169,30 @@ async def _drive(port: int, raw: bytes, clients: int, duration: float, warmup: f
             status, _ = await conn.request(raw)
             sent_at.append((sent, time.perf_counter() - sent, status))
 
-    try:
+    async def load(conn: Connection, other: bytes) -> None:
+        while not done.is_set():
+            await conn.request(other)
+
+    async def measured() -> None:
         await asyncio.gather(*(loop(c) for c in conns))
+        done.set()
+
+    try:
+        await asyncio.gather(measured(), *(load(c, beside[0]) for c in background if beside))
     finally:
-        for c in conns:
+        for c in [*conns, *background]:
             c.close()
-    measured = [m for m in sent_at if m[0] >= measure_from]
-    if len(measured) >= clients:
-        rps = len(measured) / duration
+    kept = [m for m in sent_at if m[0] >= measure_from]
+    if len(kept) >= clients:
+        rps = len(kept) / duration
     else:
-        measured, rps = sent_at, len(sent_at) / (time.perf_counter() - start)
-    return rps, sum(1 for m in measured if m[2] != 200), [m[1] for m in measured]
+        kept, rps = sent_at, len(sent_at) / (time.perf_counter() - start)
+    return rps, sum(1 for m in kept if m[2] != 200), [m[1] for m in kept]
 
 
-def measure(port: int, raw: bytes, clients: int, duration: float, size: int, endpoint: str) -> Cell:
-    rps, errors, lat = asyncio.run(_drive(port, raw, clients, duration, warmup=min(0.5, duration / 4)))
+def measure(port: int, raw: bytes, clients: int, duration: float, size: int, endpoint: str,
+            beside: tuple[bytes, int] | None = None) -> Cell:
+    rps, errors, lat = asyncio.run(_drive(port, raw, clients, duration, warmup=min(0.5, duration / 4), beside=beside))
     count = len(lat)
     lat.sort()
 
@@ -292,6 +308,7 @@ def run(sizes: list[int], clients: list[int], duration: float, seed: int, compar
                 common = write_corpus(corpus, size, seed)
                 requests: dict[str, list[tuple[str, int, bytes]]] = {"bare": [("", bare_port, encode("GET", "/bare"))]}
                 started: list[tuple[str, subprocess.Popen[bytes], float]] = []
+                broad: dict[int, bytes] = {}
                 try:
                     for label, source in variants.items():
                         sim, port, startup, token = start_sim(corpus, work / f"sim-{size}{label}.err", source)
@@ -299,10 +316,16 @@ def run(sizes: list[int], clients: list[int], duration: float, seed: int, compar
                         run_id, ref = asyncio.run(_prepare(port, token))
                         for name, raw in _requests(token, run_id, ref, common).items():
                             requests.setdefault(name, []).append((label, port, raw))
+                        broad[port] = _requests(token, run_id, ref, common)["search broad"]
                     for n in clients:
                         for name, targets in requests.items():  # each endpoint on each simulator in turn
                             for label, port, raw in targets:
-                                cell = measure(port, raw, n, duration, size, f"{name} [{label}]" if label else name)
+                                if name == MIXED and n == 1:
+                                    continue
+                                beside = (broad[port], n - 1) if name == MIXED else None
+                                cell = measure(port, raw, 1 if beside else n, duration, size,
+                                               f"{name} [{label}]" if label else name, beside)
+                                cell.clients = n  # all connections, the measured one and the rest
                                 cells.append(cell)
                                 print(f"  {size:>7} {cell.endpoint:28} c={n:<3} {cell.rps:>8} req/s  p50 {cell.p50_ms} ms  "
                                       f"p99 {cell.p99_ms} ms  errors {cell.errors}", file=sys.stderr)
@@ -329,6 +352,7 @@ def _requests(token: str, run_id: str, ref: str, common: list[str]) -> dict[str,
         "search broad": search(BROAD),
         "search broad x32": search(" ".join(common)),
         "read": encode("POST", f"{API}/knowledge/read", token, {"run_id": run_id, "ref": ref}),
+        MIXED: encode("GET", f"{API}/knowledge/capabilities", token),
     }
 
 
