@@ -309,6 +309,7 @@ def run(sizes: list[int], clients: list[int], duration: float, seed: int, compar
                 requests: dict[str, list[tuple[str, int, bytes]]] = {"bare": [("", bare_port, encode("GET", "/bare"))]}
                 started: list[tuple[str, subprocess.Popen[bytes], float]] = []
                 broad: dict[int, bytes] = {}
+                tokens: dict[int, str] = {}
                 try:
                     for label, source in variants.items():
                         sim, port, startup, token = start_sim(corpus, work / f"sim-{size}{label}.err", source)
@@ -316,12 +317,15 @@ def run(sizes: list[int], clients: list[int], duration: float, seed: int, compar
                         run_id, ref = asyncio.run(_prepare(port, token))
                         for name, raw in _requests(token, run_id, ref, common).items():
                             requests.setdefault(name, []).append((label, port, raw))
-                        broad[port] = _requests(token, run_id, ref, common)["search broad"]
+                        broad[port], tokens[port] = _requests(token, run_id, ref, common)["search broad"], token
                     for n in clients:
                         for name, targets in requests.items():  # each endpoint on each simulator in turn
                             for label, port, raw in targets:
                                 if name == MIXED and n == 1:
                                     continue
+                                if name == "read":  # a fresh reference: a slow cell before may have outlived the last one
+                                    run_id, ref = asyncio.run(_prepare(port, tokens[port]))
+                                    raw = _requests(tokens[port], run_id, ref, common)["read"]
                                 beside = (broad[port], n - 1) if name == MIXED else None
                                 cell = measure(port, raw, 1 if beside else n, duration, size,
                                                f"{name} [{label}]" if label else name, beside)
