@@ -84,6 +84,18 @@ def _raise_open_file_limit() -> None:
         pass  # not on this platform, or not allowed: keep the soft limit
 
 
+def _exit_through_python_on_sigterm() -> None:
+    """uvicorn shuts down on SIGTERM, then raises the signal again; by default that ends the
+    process on the spot, before exit handlers run (the temporary store file would stay behind).
+    Exit through Python instead, with the status a SIGTERM gives."""
+    import signal
+
+    def leave(signum: int, frame: object) -> None:
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, leave)
+
+
 def _loopback(host: str) -> bool:
     """Is ``host`` reachable from this machine only? (A name other than localhost counts as public.)"""
     import ipaddress
@@ -132,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     _raise_open_file_limit()
     try:
         app = create_app(
-            SimConfig(seed=args.seed, database=args.database, concurrent=True, store_threads=max(1, args.store_threads), control_enabled=not args.no_control,
+            SimConfig(seed=args.seed, database=args.database, concurrent=True, store_threads=max(1, args.store_threads),
+                      control_enabled=not args.no_control,
                       control_token=args.control_token or SimConfig.control_token, frozen_clock=args.frozen_clock,
                       clock_start=None if not args.frozen_clock else SimConfig.clock_start, demo=args.corpus is None,
                       wire_names=load_wire_names(args.wire_names) if args.wire_names else {}, embedder=args.embedder),
@@ -154,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         print("  control extension at /_control/v1 (Authorization: Bearer <control token>)", file=sys.stderr)
     print("  Agent Session MCP (streamable HTTP) at /agent-api/v1/workspaces/<route>/mcp (Authorization: Bearer <token>)",
           file=sys.stderr)
+    _exit_through_python_on_sigterm()
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=int(args.timeout_keep_alive))
     return 0
 
