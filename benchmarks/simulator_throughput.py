@@ -9,8 +9,8 @@ and each simulator row is read as a ratio to them.
     python benchmarks/simulator_throughput.py --with-100k           # and 100k (a few minutes, about 1 GB)
     python benchmarks/simulator_throughput.py --sizes 1000 --clients 1,4 --duration 2
     python benchmarks/simulator_throughput.py --json                # machine-readable
-    git worktree add /tmp/before HEAD~3                            # before/after in one run:
-    python benchmarks/simulator_throughput.py --compare before=/tmp/before
+    git archive COMMIT simulator | tar -x -C ../before             # before/after in one run:
+    python benchmarks/simulator_throughput.py --compare before=../before
 
 Per corpus size the script writes a synthetic JSONL corpus (documents of about 2 KB drawn from a
 Zipf-like vocabulary, generated from ``--seed``), starts the simulator on it, and measures:
