@@ -11,11 +11,12 @@ import hashlib
 import json
 import logging
 import secrets
+import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from random import Random
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -32,7 +33,7 @@ from simulator.control import control_routes
 from simulator.core import Caller, Core
 from simulator.corpus import seed_demo
 from simulator.errors import ApiError
-from simulator.http import error_response, json_response, read_json, validate
+from simulator.http import error_response, in_store_thread, json_response, read_json, validate
 from simulator.mcp_server import MCP_PATH, mount
 from simulator.miniatures import compose
 from simulator.miniatures.mcp import agent_class
@@ -47,6 +48,7 @@ from simulator.wire_names import WireNames
 
 log = logging.getLogger("knowledge_sim")
 BASE = "/agent-api/v1/workspaces/{route}"
+T = TypeVar("T")
 
 
 class NoStore:
@@ -123,22 +125,47 @@ def _names(request: Request) -> WireNames:
     return names
 
 
+async def _store_work(request: Request, core: Core, work: Callable[[], T], *, serial: bool = False) -> T:
+    """Run ``work`` (searches, reads, turns: the Core's store work) from one snapshot of the store.
+
+    A concurrent store (``knowledge-sim serve``) runs it on a store thread with that thread's own
+    connection, so a slow search never holds up the event loop or the other requests. ``serial``
+    work (turns) takes the app's turn lock first: a turn's replay check and its commit must not
+    interleave with another turn's, or two identical turns sent at once could both commit. The
+    single-connection store (the in-process simulator) runs it right here, in request order."""
+    store = core.store
+    if not store.concurrent:
+        return work()
+    turn_lock: threading.Lock = request.app.state.turn_lock
+
+    def in_snapshot() -> T:
+        if serial:
+            with turn_lock, store.snapshot():  # the lock first: the snapshot must see the turn before
+                return work()
+        with store.snapshot():
+            return work()
+
+    return await in_store_thread(request, in_snapshot)
+
+
 async def _capabilities(request: Request, core: Core, caller: Caller) -> Response:
     return json_response(_names(request).capabilities(core.capabilities(caller)))
 
 
 async def _turn(request: Request, core: Core, caller: Caller) -> Response:
     body = await _body(request, core, "turn-request")
-    status, raw = core.start_turn(caller, body)
+    status, raw = await _store_work(request, core, lambda: core.start_turn(caller, body), serial=True)
     return Response(_names(request).turn(raw), status_code=status, media_type="application/json")
 
 
 async def _search(request: Request, core: Core, caller: Caller) -> Response:
-    return json_response(core.search(caller, await _body(request, core, "search-request")))
+    body = await _body(request, core, "search-request")
+    return json_response(await _store_work(request, core, lambda: core.search(caller, body)))
 
 
 async def _read(request: Request, core: Core, caller: Caller) -> Response:
-    return json_response(core.read(caller, await _body(request, core, "read-request")))
+    body = await _body(request, core, "read-request")
+    return json_response(await _store_work(request, core, lambda: core.read(caller, body)))
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
@@ -165,7 +192,7 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     key_source = None if config.seed is None else (lambda: hashlib.sha256(f"knowledge-sim signing key {config.seed}".encode()).digest())
     clock = Clock(config.clock_start, frozen=config.frozen_clock, tick=config.clock_tick,
                   **({'source': config.clock_source} if config.clock_source else {}))
-    store = Store(config.database, rng, key_source=key_source)
+    store = Store(config.database, rng, key_source=key_source, concurrent=config.concurrent)
     core_class, wrappers = compose(config.quirks)
     core = core_class(config, store, clock)
     transcript: deque[dict[str, Any]] = deque(maxlen=10_000)
@@ -194,6 +221,8 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
                     Middleware(NoStore), Middleware(RouteTime)],
     )
     app.state.core = core
+    app.state.turn_lock = threading.Lock()
+    app.state.store_threads = config.store_threads
     app.state.wire_names = wire_names
     app.state.search_knowledge = sk_tool
     holder["app"] = app

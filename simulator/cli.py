@@ -18,7 +18,7 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve the Core over HTTP")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8765)
-    serve.add_argument("--database", default=":memory:", help="SQLite file to persist the store (default: in memory)")
+    serve.add_argument("--database", default=":memory:", help="SQLite file to persist the store (default: a private temporary file, removed at exit)")
     serve.add_argument("--seed", type=int, default=None,
                        help="make IDs, demo tokens and the signing key reproducible (default: random, the key from a secret source)")
     serve.add_argument("--corpus", help="folder of .md/.txt files or a .jsonl file for the demo workspace")
@@ -31,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="serve other member names: [names.capabilities|limits|turn_context|knowledge_delivery] tables, as in wire-defaults.toml")
     serve.add_argument("--log-level", default="warning", help="info logs one line per request (never blocking: dropped when stderr "
                                                                 "is not read); default warning")
+    serve.add_argument("--store-threads", type=int, default=SimConfig.store_threads,
+                       help="threads that run searches, reads and turns beside the event loop (default %(default)s)")
     serve.add_argument("--timeout-keep-alive", type=float, default=5.0, help="seconds an idle kept-alive connection stays open")
     serve.add_argument("--embedder", default="hashed", help="search_knowledge's semantic embedding (default: hashed, "
                        "character n-grams, offline and deterministic)")
@@ -82,6 +84,18 @@ def _raise_open_file_limit() -> None:
         pass  # not on this platform, or not allowed: keep the soft limit
 
 
+def _exit_through_python_on_sigterm() -> None:
+    """uvicorn shuts down on SIGTERM, then raises the signal again; by default that ends the
+    process on the spot, before exit handlers run (the temporary store file would stay behind).
+    Exit through Python instead, with the status a SIGTERM gives."""
+    import signal
+
+    def leave(signum: int, frame: object) -> None:
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, leave)
+
+
 def _loopback(host: str) -> bool:
     """Is ``host`` reachable from this machine only? (A name other than localhost counts as public.)"""
     import ipaddress
@@ -131,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     _raise_open_file_limit()
     try:
         app = create_app(
-            SimConfig(seed=args.seed, database=args.database, control_enabled=not args.no_control,
+            SimConfig(seed=args.seed, database=args.database, concurrent=True, store_threads=max(1, args.store_threads),
+                      control_enabled=not args.no_control,
                       control_token=args.control_token or SimConfig.control_token, frozen_clock=args.frozen_clock,
                       clock_start=None if not args.frozen_clock else SimConfig.clock_start, demo=args.corpus is None,
                       wire_names=load_wire_names(args.wire_names) if args.wire_names else {}, embedder=args.embedder),
@@ -153,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         print("  control extension at /_control/v1 (Authorization: Bearer <control token>)", file=sys.stderr)
     print("  Agent Session MCP (streamable HTTP) at /agent-api/v1/workspaces/<route>/mcp (Authorization: Bearer <token>)",
           file=sys.stderr)
+    _exit_through_python_on_sigterm()
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=int(args.timeout_keep_alive))
     return 0
 

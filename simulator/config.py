@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 class SimConfig:
     seed: int | None = 0  # None: IDs and tokens from a random seed, the signing key from a secret source
     database: str = ":memory:"
+    # Searches, reads and turns in a thread pool, a store connection per thread (knowledge-sim serve);
+    # off, every request runs on the event loop in order (the in-process simulator: reproducible).
+    concurrent: bool = False
+    store_threads: int = 8  # threads serving store work when concurrent; more than a few a core only contend for the GIL
     quirks: frozenset[str] = field(default_factory=frozenset)
     control_enabled: bool = True
     control_token: str = "sim-control-token"

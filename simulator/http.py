@@ -4,13 +4,28 @@ validated against the project's schemas, and error envelopes."""
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
+import anyio.to_thread
+from anyio import CapacityLimiter
 from starlette.requests import Request
 from starlette.responses import Response
 
 from simulator.errors import ApiError
 from simulator.sizing import dumps, has_lone_surrogate
+
+T = TypeVar("T")
+
+
+async def in_store_thread(request: Request, work: Callable[[], T]) -> T:
+    """``work`` on one of the app's store threads (``app.state.store_threads`` of them, made on
+    first use): off the event loop, and no more threads than are worth having on this machine."""
+    state = request.app.state
+    limiter: CapacityLimiter | None = getattr(state, "store_limiter", None)
+    if limiter is None:
+        limiter = state.store_limiter = CapacityLimiter(state.store_threads)
+    return await anyio.to_thread.run_sync(work, limiter=limiter)
 
 
 class Validator(Protocol):

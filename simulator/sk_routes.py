@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from knowledge_schemas.openapi import component_validator
 from simulator.errors import ApiError
-from simulator.http import error_response, json_response, read_json, validate
+from simulator.http import error_response, in_store_thread, json_response, read_json, validate
 from simulator.sk_tool import Context, SearchKnowledge, SkError
 
 if TYPE_CHECKING:
@@ -38,10 +38,21 @@ def tool_route(core: Core, tool: SearchKnowledge) -> Route:
             arguments = await read_json(request, max_bytes=core.config.max_body_bytes)
         except ApiError as err:
             return error_response(err)
-        try:
-            return json_response(tool.call(Context(caller.route, caller.identity.account), arguments, core.clock.now()))
-        except SkError as err:
-            return json_response(err.body(), err.status)
+
+        def call() -> Response:
+            try:
+                return json_response(tool.call(Context(caller.route, caller.identity.account), arguments, core.clock.now()))
+            except SkError as err:
+                return json_response(err.body(), err.status)
+
+        if not core.store.concurrent:
+            return call()
+
+        def in_snapshot() -> Response:  # a served simulator: off the event loop, from one state of the store
+            with core.store.snapshot():
+                return call()
+
+        return await in_store_thread(request, in_snapshot)
 
     return Route(TOOL_PATH, endpoint, methods=["POST"])
 

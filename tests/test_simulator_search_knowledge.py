@@ -86,9 +86,9 @@ def _scored(item: str, lexical: float, semantic: float) -> Scored:
 
 
 # ----------------------------------------------------------------- the tool over HTTP
-@pytest.fixture
-def sim() -> Any:
-    app = create_app(seed=3, demo=False, control_token="control")
+@pytest.fixture(params=[False, True], ids=["in-order", "concurrent"])  # concurrent: as knowledge-sim serve runs it
+def sim(request: pytest.FixtureRequest) -> Any:
+    app = create_app(seed=3, demo=False, control_token="control", concurrent=request.param)
     client = TestClient(app)
     client.post("/_control/v1/workspaces", json={"route": "ws"}, headers=CONTROL)
     text = "a\U0001F600e\u0301中\U0001D11E\"z" * 3

@@ -30,8 +30,12 @@ def _start(*extra: str) -> tuple[subprocess.Popen[bytes], httpx.Client]:
 
 def _stop(proc: subprocess.Popen[bytes], http: httpx.Client) -> None:
     http.close()
-    proc.kill()
-    proc.wait(timeout=30)
+    proc.terminate()  # a clean stop removes the server's temporary store file; a kill would leave it behind
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
 
 
 def test_request_logs_nobody_reads_never_stall_serving() -> None:
