@@ -33,7 +33,12 @@ def _parser() -> argparse.ArgumentParser:
                                                                 "is not read); default warning")
     serve.add_argument("--store-threads", type=int, default=SimConfig.store_threads,
                        help="threads that run searches, reads and turns beside the event loop (default %(default)s)")
-    serve.add_argument("--timeout-keep-alive", type=float, default=5.0, help="seconds an idle kept-alive connection stays open")
+    serve.add_argument("--timeout-keep-alive", type=float, default=30.0,
+                       help="seconds an idle kept-alive connection stays open (default %(default)s: longer than the 5 s idle "
+                            "expiry of common client pools, so the client closes first and a request never races the close)")
+    serve.add_argument("--limit-concurrency", type=int, default=1000,
+                       help="connections and requests at once before new ones get 503 (default %(default)s): idle or slow "
+                            "clients cannot use up the process's file limit")
     serve.add_argument("--embedder", default="hashed", help="search_knowledge's semantic embedding (default: hashed, "
                        "character n-grams, offline and deterministic)")
     mcp = sub.add_parser("mcp", help="serve an MCP path over stdio (the Agent Session path also rides `serve`, "
@@ -169,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     print("  Agent Session MCP (streamable HTTP) at /agent-api/v1/workspaces/<route>/mcp (Authorization: Bearer <token>)",
           file=sys.stderr)
     _exit_through_python_on_sigterm()
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=int(args.timeout_keep_alive))
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=int(args.timeout_keep_alive),
+                limit_concurrency=args.limit_concurrency)
     return 0
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,7 @@ class Core:
         self.clock = clock
         self.signer = Signer(store.signing_key())
         self.faults: list[tuple[str, str | None]] = []
+        self._fault_lock = threading.Lock()
         self.withheld: list[tuple[str, int, str]] = []  # (route, status, body) of each response a lose fault withheld
 
     # ------------------------------------------------------------ identity
@@ -88,10 +90,12 @@ class Core:
         return ApiError(status, LEGACY_BODIES[status], "unknown path")
 
     def take_fault(self, kind: str, route: str) -> bool:
-        for i, (k, r) in enumerate(self.faults):
-            if k == kind and r in (None, route):
-                del self.faults[i]
-                return True
+        """Use up one injected fault; under a lock, as a served simulator takes them from several threads."""
+        with self._fault_lock:
+            for i, (k, r) in enumerate(self.faults):
+                if k == kind and r in (None, route):
+                    del self.faults[i]
+                    return True
         return False
 
     def _run(self, run_id: str, caller: Caller) -> Run:
