@@ -88,10 +88,11 @@ def test_authorization_failures_and_unknown_schemas_stay_errors(sdk: Session, ca
 @pytest.mark.parametrize("case", ["another-route", "no-on-demand-mode", "no-knowledge-schema", "no-limits"])
 def test_support_needs_every_condition(sdk: Session, case: str) -> None:
     route = sdk.world.route("canned")
-    changes: dict[str, Any] = {"another-route": {"route": sdk.world.routes["elsewhere"]},
-                               "no-on-demand-mode": {"delivery_modes": ["inline"]},
-                               "no-knowledge-schema": {"knowledge_schema_version": None},
-                               "no-limits": {"limits": None}}[case]
+    variants: dict[str, dict[str, Any]] = {"another-route": {"route": sdk.world.routes["elsewhere"]},
+                                           "no-on-demand-mode": {"delivery_modes": ["inline"]},
+                                           "no-knowledge-schema": {"knowledge_schema_version": None},
+                                           "no-limits": {"limits": None}}
+    changes = variants[case]
     sdk.control.respond_next(route, "capabilities", 200, _capabilities_body(sdk, **changes))
     answer = sdk.call("capabilities", connection="canned")
     expect(not (answer.ok and answer.value["supported"] is True), "NEG-003",
