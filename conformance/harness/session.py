@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from conformance.checks import describe, expect
+from conformance.errors import HarnessError
 from conformance.harness.core import Control, Wire
 from conformance.harness.protocol import Answer, Harness
 from conformance.harness.world import World
@@ -62,3 +64,20 @@ def requests(entries: list[dict[str, Any]], method: str, endpoint: str) -> list[
     """The transcript entries of one Core endpoint (``capabilities``, ``search``, ``read``, ``turns``)."""
     suffix = "/turns" if endpoint == "turns" else f"/knowledge/{endpoint}"
     return [e for e in entries if e["method"] == method and str(e["path"]).endswith(suffix)]
+
+
+def mapped(entries: list[dict[str, Any]]) -> None:
+    """A check that needs searches and reads to reach the Core as the contract spells them
+    names READ-018 when they do not (and its own rule stays unjudged)."""
+    for e in entries:
+        body = e.get("body") or {}
+        expect("run_id" in body and not ({"runId", "maxBytes"} & set(body)), "READ-018",
+               f"{str(e['path']).rsplit('/', 1)[-1]} went out without the wire names run_id/max_bytes: {describe(body)}")
+
+
+def hints(session: Session, answer: Answer, mark: int, route: str) -> list[dict[str, Any]]:
+    """The hints of a search a check builds on; when there are none, the wire says whose fault that is."""
+    mapped(requests(session.wire.since(mark, route), "POST", "search"))
+    if not (answer.ok and answer.value["hints"]):
+        raise HarnessError(f"the search found nothing to build on: {answer.describe()}")
+    return list(answer.value["hints"])

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conformance.harness.scope import UNSHOWABLE
 from knowledge_schemas import Catalogue, Requirement
 
 VERDICT_EXIT = {"conformant": 0, "non-conformant": 1, "interrupted": 2, "incomplete": 6, "error": 7}
@@ -180,6 +181,8 @@ def _why_not(req: Requirement, skips: list[str], surfaces: list[dict[str, Any]])
         return "; ".join(sorted(set(skips)))
     if req.via == "none":
         return "not observable on any wire: a statement about channels or intent outside this contract's messages"
+    if req.id in UNSHOWABLE:
+        return UNSHOWABLE[req.id]
     client_run = any(s["surface"] in CLIENT_SURFACES for s in surfaces)
     if client_run and req.surface not in CLIENT_SURFACES:
         return f"a rule of the {req.surface} surface: `knowledge-conformance run` checks it against a Core, not a client harness"

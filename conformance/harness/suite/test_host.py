@@ -10,7 +10,7 @@ import pytest
 
 from conformance.checks import describe, expect
 from conformance.errors import HarnessError
-from conformance.harness.session import Session, requests
+from conformance.harness.session import Session, hints, mapped, requests
 
 requirement = pytest.mark.requirement
 
@@ -41,8 +41,9 @@ def test_three_calls_on_the_explicit_connection(host: Session) -> None:
     caps = host.host("getKnowledgeCapabilities", {}, "host")
     found = host.host("searchKnowledge", {"query": "homepage binding", "limit": 3}, "host")
     expect(caps.ok and caps.value["supported"] is True, "HOST-001", f"getKnowledgeCapabilities: {caps.describe()}")
-    expect(found.ok and found.value["hints"], "HOST-001", f"searchKnowledge: {found.describe()}")
-    page = host.host("readKnowledge", {"ref": found.value["hints"][0]["ref"]}, "host")
+    mapped(requests(host.wire.since(mark, route), "POST", "search"))
+    expect(found.ok, "HOST-001", f"searchKnowledge: {found.describe()}")
+    page = host.host("readKnowledge", {"ref": hints(host, found, mark, route)[0]["ref"]}, "host")
     expect(page.ok, "HOST-001", f"readKnowledge: {page.describe()}")
     wire = host.wire.since(mark, route)
     sent = requests(wire, "GET", "capabilities") + requests(wire, "POST", "search") + requests(wire, "POST", "read")
@@ -57,11 +58,10 @@ def test_three_calls_on_the_explicit_connection(host: Session) -> None:
 def test_inputs_accept_snake_case_aliases(host: Session) -> None:
     route = host.world.route("host")
     _current_run(host, "host")
-    found = host.host("searchKnowledge", {"query": "archive ledger"}, "host")
-    if not (found.ok and found.value["hints"]):
-        raise HarnessError(f"the host's search found nothing to read: {found.describe()}")
     mark = host.wire.mark(route)
-    page = host.host("readKnowledge", {"ref": found.value["hints"][0]["ref"], "max_bytes": 4096}, "host")
+    ref = hints(host, host.host("searchKnowledge", {"query": "archive ledger"}, "host"), mark, route)[0]["ref"]
+    mark = host.wire.mark(route)
+    page = host.host("readKnowledge", {"ref": ref, "max_bytes": 4096}, "host")
     reads = requests(host.wire.since(mark, route), "POST", "read")
     expect(page.ok and reads, "HOST-002", f"readKnowledge with max_bytes failed: {page.describe()}")
     expect((reads[0].get("body") or {}).get("max_bytes") == 4096, "HOST-002",
@@ -73,8 +73,9 @@ def test_the_connection_key_chooses_the_identity(host: Session) -> None:
     route = host.world.route("host")
     _current_run(host, "host2")
     mark = host.wire.mark(route)
-    found = host.host("searchKnowledge", {"query": "homepage binding"}, "host2")
+    found = host.host("searchKnowledge", {"query": "billing notes"}, "host2")
     sent = requests(host.wire.since(mark, route), "POST", "search")
+    mapped(sent)
     expect(found.ok and sent, "HOST-003", f"a search on the second connection failed: {found.describe()}")
     expect(all(e.get("account") == host.world.accounts["host2"] for e in sent), "HOST-003",
            "the call went out under another connection than its connectionKey")
@@ -119,6 +120,7 @@ def test_the_binding_is_checked_again_after_the_request(host: Session, call: str
         sent = host.wire.since(mark, route)
     finally:
         host.call("rebind", connection="host", binding=binding, when="now")
+    mapped(requests(sent, "POST", "search"))
     if not sent:
         raise HarnessError("the call sent no request, so its binding never changed underneath it")
     expect(not answer.ok and answer.kind == "binding_changed", "HOST-004",
@@ -132,13 +134,12 @@ def test_model_arguments_choose_no_identity_route_connection_or_run(host: Sessio
     route, elsewhere = world.route("host"), world.routes["elsewhere"]
     other_run = _current_run(host, "host2")
     run = _current_run(host, "host")
-    found = host.host("searchKnowledge", {"query": "homepage binding"}, "host")
-    if not (found.ok and found.value["hints"]):
-        raise HarnessError(f"the host's search found nothing: {found.describe()}")
+    mark = host.wire.mark(route)
+    ref = hints(host, host.host("searchKnowledge", {"query": "homepage binding"}, "host"), mark, route)[0]["ref"]
     hostile = {"route": elsewhere, "workspace": elsewhere, "connectionKey": "host2", "connection_key": "host2",
                "runId": other_run, "run_id": other_run, "token": world.connections["host2"]["token"],
                "expectedBinding": world.connections["host2"]["binding"], "account": world.accounts["host2"]}
-    own = {"query": "homepage binding"} if call == "searchKnowledge" else {"ref": found.value["hints"][0]["ref"]}
+    own = {"query": "homepage binding"} if call == "searchKnowledge" else {"ref": ref}
     mark, mark_elsewhere = host.wire.mark(route), host.wire.mark(elsewhere)
     answer = host.host(call, {**own, **hostile}, "host")
     sent = host.wire.since(mark, route)
