@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "client":
         options = ["--pyargs", "conformance.harness.suite", "-p", "no:cacheprovider", "--harness", args.harness,
-                   "--harness-timeout", str(args.timeout), "--reports", args.reports, "--fail-on", args.fail_on]
+                   "--harness-timeout", str(args.timeout), f"--reports={args.reports}", "--fail-on", args.fail_on]
         for flag, value in (("--harness-core", args.core), ("--harness-control-token", args.control_token),
                             ("--run-id", args.run_id), ("--waivers", args.waivers)):
             if value:

@@ -66,6 +66,29 @@ def test_the_table_names_every_miniature_and_only_client_or_host_rules() -> None
         assert m["exit"] == (7 if not levels else 1 if "MUST" in levels else 0), m["name"]
 
 
+def test_every_client_and_host_rule_has_a_check_or_a_reason() -> None:
+    """Every client/host rule a wire shows is claimed by a client check, or is one no harness can show."""
+    import importlib
+    import pkgutil
+
+    import conformance.harness.suite
+    from conformance.harness.scope import UNSHOWABLE
+
+    tagged: set[str] = set()
+    for info in pkgutil.iter_modules(conformance.harness.suite.__path__):
+        module = importlib.import_module(f"conformance.harness.suite.{info.name}")
+        for obj in vars(module).values():
+            for mark in getattr(obj, "pytestmark", []):
+                if mark.name == "requirement":
+                    tagged.update(mark.args)
+                if mark.name == "parametrize":
+                    tagged.update(rid for c in mark.args[1] if hasattr(c, "marks") for m in c.marks
+                                  if m.name == "requirement" for rid in m.args)
+    shown = {r.id for r in load_catalogue() if r.surface in ("client", "host") and r.via != "none"}
+    assert shown - tagged == set()
+    assert set(UNSHOWABLE) <= tagged, "each rule no harness can show is reported with its reason by a skipped check"
+
+
 def test_the_protocol_schema_refuses_a_malformed_answer() -> None:
     assert problems("answer", {"id": 1, "ok": True, "value": {}}) == []
     assert problems("answer", {"id": 1, "ok": True}), "an ok answer needs a value"

@@ -27,7 +27,7 @@ QUERIES = {"homepage": "homepage binding", "archive": "archive ledger reconciled
 # name -> (mode, legacy status)
 WORKSPACES: dict[str, tuple[str, int | None]] = {
     "main": ("normal", None), "legacy404": ("legacy", 404), "legacy405": ("legacy", 405), "legacy501": ("legacy", 501),
-    "canned": ("normal", None), "unavailable": ("unavailable", None), "expiry": ("normal", None), "host": ("normal", None),
+    "canned": ("normal", None), "unavailable": ("unavailable", None), "flaky": ("normal", None), "partial": ("partial", None), "expiry": ("normal", None), "host": ("normal", None),
     "elsewhere": ("normal", None),
 }
 
