@@ -183,6 +183,29 @@ def _check_control(cfg: Any) -> None:
         _fail(f"{where}: the control extension refused the [control] token ({response.status_code}); check that credential")
 
 
+def _check_harness_core(config: pytest.Config) -> None:
+    """A client run's --harness-core that cannot be reached, or refuses its control token, is a usage error now."""
+    import httpx
+
+    from conformance.config import redact_url
+    from conformance.harness.core import DEFAULT_CONTROL_TOKEN
+
+    url = option(config, "--harness-core")
+    if url is None:
+        return
+    token = option(config, "--harness-control-token") or DEFAULT_CONTROL_TOKEN
+    SECRETS.add(token)
+    try:
+        response = httpx.get(url.rstrip("/") + "/_control/v1/clock", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        _fail(f"--core {redact_url(url)}: cannot reach it ({type(exc).__name__}: {exc})")
+    if response.status_code in (401, 403):
+        _fail(f"--core {redact_url(url)}: the control extension refused the control token ({response.status_code})")
+    if response.status_code != 200:
+        _fail(f"--core {redact_url(url)}: no control extension there (GET /_control/v1/clock answered {response.status_code}); "
+              "client checks need one")
+
+
 def _target_description(cfg: Any) -> str:
     from conformance.config import redact_url
 
@@ -256,6 +279,10 @@ class SuiteSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         cfg = self.state["config"]
+        if option(self.config, "--harness") is not None:
+            if not (_is_worker(self.config) or self.config.option.collectonly):
+                _check_harness_core(self.config)
+            return
         if _is_worker(self.config) or self.config.option.collectonly or cfg.is_sim:
             return
         import httpx

@@ -47,6 +47,7 @@ from simulator.wire_names import WireNames
 
 log = logging.getLogger("knowledge_sim")
 BASE = "/agent-api/v1/workspaces/{route}"
+TRANSCRIPT_BODY_BYTES = 65536
 
 
 class NoStore:
@@ -102,14 +103,13 @@ class Observe:
             log.info(json.dumps({"event": "request", "method": scope["method"], "path": path, "status": status["code"],
                                  "ms": round((time.perf_counter() - started) * 1000, 2)}))
 
-
     def _entry(self, scope: Scope, path: str, status: int, raw: bytes) -> dict[str, Any]:
         """What reached the wire: method, path, status, the JSON body, and whose token it carried
         (account and session, never the token), so a client check can read the wire."""
         entry: dict[str, Any] = {"method": scope["method"], "path": path, "status": status, "at": self.core.clock.now()}
-        if raw:
+        if raw:  # kept up to 64 KiB: the transcript holds 10,000 requests, and a Core suite sends oversized bodies on purpose
             try:
-                entry["body"] = json.loads(raw)
+                entry["body"] = json.loads(raw) if len(raw) <= TRANSCRIPT_BODY_BYTES else None
             except ValueError:
                 entry["body"] = None
         auth = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")

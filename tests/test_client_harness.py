@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -129,3 +130,39 @@ def test_the_node_harness_is_conformant(core: str, tmp_path: Path) -> None:
     code, results, out = client_run(f"{NODE} {ROOT / 'examples' / 'harness' / 'node' / 'harness.mjs'}", core, tmp_path)
     assert code == 0 and results["verdict"] == "conformant", out
     assert "Node" in results["target"]
+
+
+def test_the_control_extension_shows_bodies_and_accounts_and_answers_a_canned_response() -> None:
+    """The two control knobs client checks need, in-process: the transcript's request bodies and the
+    account of the token (never the token), and respond_next (once, only for its endpoint and route)."""
+    from conformance.transport import InProcessTransport
+    from simulator.app import create_app
+
+    app = create_app(seed=0)
+    core_ = app.state.core
+    ident = core_.store.identities("demo")[0]
+    http = httpx.Client(transport=InProcessTransport(app), base_url="http://sim")
+    control = {"Authorization": f"Bearer {core_.config.control_token}"}
+    user = {"Authorization": f"Bearer {ident.token}"}
+    caps = "/agent-api/v1/workspaces/demo/knowledge/capabilities"
+    armed = http.post("/_control/v1/faults", headers=control,
+                      json={"kind": "respond_next", "route": "demo", "endpoint": "capabilities", "status": 503, "body": {"error": "x"}})
+    assert armed.status_code == 201
+    refused = http.post("/_control/v1/faults", headers=control, json={"kind": "fail_next_read_unavailable", "status": 503})
+    assert refused.status_code == 400, "status belongs to respond_next only"
+    assert http.post("/agent-api/v1/workspaces/demo/knowledge/search", headers=user, json={"query": "x", "runId": "r"}).status_code == 400
+    first, second = http.get(caps, headers=user), http.get(caps, headers=user)
+    assert (first.status_code, first.json()) == (503, {"error": "x"})
+    assert second.status_code == 200, "a canned answer fires once"
+    entries = http.get("/_control/v1/transcript", headers=control).json()["requests"]
+    search = next(e for e in entries if e["path"].endswith("/knowledge/search"))
+    assert search["body"] == {"query": "x", "runId": "r"} and search["account"] == ident.account
+    assert search["session_id"] == ident.session_id and ident.token not in json.dumps(entries)
+    http.close()
+
+
+def test_a_core_that_cannot_be_reached_is_a_usage_error(tmp_path: Path) -> None:
+    done = subprocess.run([CLI, "client", "--harness", "unused", "--core", "http://127.0.0.1:9", "--report-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 4 and "cannot reach it" in done.stderr + done.stdout
+    assert not (tmp_path / "results.json").exists()

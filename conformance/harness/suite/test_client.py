@@ -137,6 +137,8 @@ def test_a_legacy_turns_inline_bodies_are_kept(sdk: Session, delivery: str) -> N
     mark = sdk.wire.mark(route)
     answer = sdk.turn("legacy404", delivery)
     turns = requests(sdk.wire.since(mark, route), "POST", "turns")
+    expect(not any("knowledge_delivery" in (t.get("body") or {}) for t in turns), "NEG-004",
+           "a Core that does not support knowledge got knowledge_delivery")
     if not (answer.ok and turns):
         raise HarnessError(f"the turn on the legacy Core failed, so no body to keep: {answer.describe()}")
     sent = turns[-1]["body"]
@@ -268,7 +270,9 @@ def test_after_a_reference_error_search_again(sdk: Session, what: str) -> None:
     run = direct.turn()["run_id"]
     read: dict[str, Any] = {"ref": direct.ref(run, "homepage" if what == "reference" else "archive"), "runId": run}
     if what == "cursor-mid-chain":  # the chain's first page, then the references expire before the next
+        before = sdk.wire.mark(route)
         first = sdk.call("read", connection="expiry", input={**read, "maxBytes": 4096})
+        mapped(requests(sdk.wire.since(before, route), "POST", "read"))
         if not (first.ok and first.value["next_cursor"]):
             raise HarnessError(f"the first page of a chain did not come back with a next_cursor: {first.describe()}")
         read = {**read, "maxBytes": 4096, "cursor": first.value["next_cursor"]}
