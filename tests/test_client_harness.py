@@ -166,3 +166,13 @@ def test_a_core_that_cannot_be_reached_is_a_usage_error(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 4 and "cannot reach it" in done.stderr + done.stdout
     assert not (tmp_path / "results.json").exists()
+
+
+def test_the_documented_exchange_is_valid() -> None:
+    """Every line of docs/harness-protocol.md's example exchange is a protocol command or answer."""
+    text = (ROOT / "docs" / "harness-protocol.md").read_text("utf-8")
+    lines = [line for line in text.splitlines() if line.startswith(("> {", "< {"))]
+    assert len(lines) >= 10
+    for line in lines:
+        message = json.loads(line[2:])
+        assert problems("command" if line[0] == ">" else "answer", message) == [], line[:80]
