@@ -40,6 +40,7 @@ class World:
     connections: dict[str, dict[str, Any]]
     accounts: dict[str, str]
     _ids: itertools.count[int] = field(default_factory=itertools.count)
+    _direct: dict[str, DirectClient] = field(default_factory=dict)
 
     def turn_ids(self, label: str) -> dict[str, str]:
         n = next(self._ids)
@@ -49,8 +50,14 @@ class World:
         return str(self.connections[connection]["route"])
 
     def direct(self, connection: str) -> DirectClient:
-        conn = self.connections[connection]
-        return DirectClient(self.core_url, conn["route"], conn["token"], self)
+        if connection not in self._direct:
+            conn = self.connections[connection]
+            self._direct[connection] = DirectClient(self.core_url, conn["route"], conn["token"], self)
+        return self._direct[connection]
+
+    def close(self) -> None:
+        for client in self._direct.values():
+            client.close()
 
 
 class DirectClient:
