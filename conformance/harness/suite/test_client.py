@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
+from conformance import contract as C
 from conformance.checks import describe, expect
 from conformance.errors import HarnessError
 from conformance.harness.session import Session, mapped, next_action, requests
@@ -23,8 +25,6 @@ def sdk(harness: Session) -> Session:
 def _capabilities_body(sdk: Session, **changes: Any) -> dict[str, Any]:
     """A capabilities answer of the canned workspace, as the Core gives it, with ``changes`` (None drops a member)."""
     conn = sdk.world.connections["canned"]
-    import httpx
-
     response = httpx.get(f"{sdk.world.core_url}/agent-api/v1/workspaces/{conn['route']}/knowledge/capabilities",
                          headers={"Authorization": f"Bearer {conn['token']}"}, timeout=30)
     if response.status_code != 200:
@@ -257,7 +257,7 @@ def test_a_budget_exhausted_chain_is_not_a_full_read(sdk: Session) -> None:
         raise HarnessError(f"read_all failed, so nothing says how much was read: {answer.describe()}")
     expect(reads, "READ-012", "read_all answered without reading")
     expect(answer.value["complete"] is False, "READ-012",
-           f"a chain over the {131072}-byte budget was called complete after {len(reads)} page(s): {answer.describe()}")
+           f"a chain over the {C.READ_CHAIN_MAX_BYTES}-byte budget was called complete after {len(reads)} page(s): {answer.describe()}")
     expect(answer.value["budget_exhausted"] is True or answer.value["truncated"] is True, "READ-012",
            f"a chain stopped by the budget says neither budget_exhausted nor truncated: {answer.describe()}")
 
