@@ -45,6 +45,17 @@ def _parser() -> argparse.ArgumentParser:
     load = sub.add_parser("load", help="the contract under concurrency: a Locust load run (needs the 'load' extra), reports as for run",
                           epilog=VERDICT_HELP)
     _load_arguments(load)
+    client = sub.add_parser("client", help="check a client (SDK or host) through its harness program", epilog=VERDICT_HELP)
+    client.add_argument("--harness", required=True, help="the command that starts the client's harness "
+                                                         "(JSON lines on stdin/stdout, schemas/harness-protocol.schema.json)")
+    client.add_argument("--core", help="a Core with the control extension (default: a served bundled simulator)")
+    client.add_argument("--control-token", help="the control credential of --core (default: the bundled simulator's)")
+    client.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each harness answer (default 30)")
+    client.add_argument("--run-id", help="namespace of the workspaces the run creates (default: random)")
+    client.add_argument("--report-dir", "--reports", dest="reports", default="reports", help="output folder (default: reports)")
+    client.add_argument("--fail-on", choices=("must", "should"), default="must")
+    client.add_argument("--waivers", help="TOML file of [[waiver]] entries")
+    client.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     cmp = sub.add_parser("compare", help="what changed between two results.json files")
     cmp.add_argument("old")
     cmp.add_argument("new")
@@ -88,6 +99,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if args.fail_on_new_failures and regressed(diff) else 0
     import pytest
 
+    if args.command == "client":
+        options = ["--pyargs", "conformance.harness.suite", "-p", "no:cacheprovider", "--harness", args.harness,
+                   "--harness-timeout", str(args.timeout), f"--reports={args.reports}", "--fail-on", args.fail_on]
+        for flag, value in (("--harness-core", args.core), ("--harness-control-token", args.control_token),
+                            ("--run-id", args.run_id), ("--waivers", args.waivers)):
+            if value:
+                options += [flag, value]
+        return int(pytest.main([*options, *args.pytest_args]))
     # Not -q: the header line names the target and the run ID before any test runs.
     options = ["--pyargs", "conformance.suite", "-p", "no:cacheprovider",
                "--reports", args.reports, "--fail-on", args.fail_on, "--rate-limit", str(args.rate_limit)]

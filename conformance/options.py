@@ -56,6 +56,12 @@ OPTIONS: tuple[Option, ...] = (
                                                                          "so a run replays; any seed reaches every rule)"}),
     Option("--deep", (), {"action": "store_true", "help": "release-gating depth for the stateful model and negative testing"}),
     Option("--no-shrink", (), {"action": "store_true", "help": "report the first failing generated sequence without minimising it (faster)"}),
+    Option("--harness", (), {"default": None, "help": "check a client instead of a Core: the command of its harness "
+                                                     "(schemas/harness-protocol.schema.json)"}),
+    Option("--harness-core", (), {"default": None, "help": "client checks: the Core URL (with the control extension); "
+                                                          "default: a served bundled simulator"}),
+    Option("--harness-control-token", (), {"default": None, "help": "client checks: the control credential of --harness-core"}),
+    Option("--harness-timeout", (), {"type": float, "default": 30.0, "help": "client checks: seconds to wait for each answer"}),
 )
 BY_NAME = {o.name: o for o in OPTIONS}
 

@@ -51,7 +51,7 @@ def _suite_dir() -> Path:
 
 def wants_suite(config: pytest.Config) -> bool:
     """Did this session ask for the suite? An explicit --target, or the suite among the paths."""
-    if option(config, "--target") is not None:
+    if option(config, "--target") is not None or option(config, "--harness") is not None:
         return True
     suite = _suite_dir()
     for arg in config.args:
@@ -78,6 +78,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = {"started": time.time(), "pending": [], "worker_requests": {}}
     _prepare(config)
     config.pluginmanager.register(fixtures, "knowledge-conformance-fixtures")
+    if option(config, "--harness") is not None:
+        from conformance.harness import fixtures as harness_fixtures
+
+        config.pluginmanager.register(harness_fixtures, "knowledge-conformance-harness-fixtures")
     config.pluginmanager.register(SuiteSession(config), "knowledge-conformance-session")
     if config.pluginmanager.hasplugin("xdist") and not _is_worker(config):
         config.pluginmanager.register(XdistController(config), "knowledge-conformance-xdist")
@@ -179,6 +183,29 @@ def _check_control(cfg: Any) -> None:
         _fail(f"{where}: the control extension refused the [control] token ({response.status_code}); check that credential")
 
 
+def _check_harness_core(config: pytest.Config) -> None:
+    """A client run's --harness-core that cannot be reached, or refuses its control token, is a usage error now."""
+    import httpx
+
+    from conformance.config import redact_url
+    from conformance.harness.core import DEFAULT_CONTROL_TOKEN
+
+    url = option(config, "--harness-core")
+    if url is None:
+        return
+    token = option(config, "--harness-control-token") or DEFAULT_CONTROL_TOKEN
+    SECRETS.add(token)
+    try:
+        response = httpx.get(url.rstrip("/") + "/_control/v1/clock", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        _fail(f"--core {redact_url(url)}: cannot reach it ({type(exc).__name__}: {exc})")
+    if response.status_code in (401, 403):
+        _fail(f"--core {redact_url(url)}: the control extension refused the control token ({response.status_code})")
+    if response.status_code != 200:
+        _fail(f"--core {redact_url(url)}: no control extension there (GET /_control/v1/clock answered {response.status_code}); "
+              "client checks need one")
+
+
 def _target_description(cfg: Any) -> str:
     from conformance.config import redact_url
 
@@ -252,6 +279,10 @@ class SuiteSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         cfg = self.state["config"]
+        if option(self.config, "--harness") is not None:
+            if not (_is_worker(self.config) or self.config.option.collectonly):
+                _check_harness_core(self.config)
+            return
         if _is_worker(self.config) or self.config.option.collectonly or cfg.is_sim:
             return
         import httpx
@@ -271,6 +302,10 @@ class SuiteSession:
         from conformance.mcp_target import planned_surfaces
         from conformance.report.results import surfaces_line
 
+        harness = option(config, "--harness")
+        if harness is not None:
+            core = option(config, "--harness-core") or "a served bundled simulator"
+            return [f"knowledge-conformance {__version__}: client harness={scrub(harness)} core={scrub(core)} run_id={self.state['run_id']}"]
         surfaces = surfaces_line(planned_surfaces(cfg, option(config, "--mcp-target")))
         return [f"knowledge-conformance {__version__}: target={_target_description(cfg)} run_id={self.state['run_id']}{quirks}",
                 f"surfaces: {surfaces}"]
@@ -410,14 +445,19 @@ class SuiteSession:
         pending = self.state["pending"]
         errored = any(t.outcome == "error" for t in pending)
         cfg = self.state["config"]
+        client = self.state.get("harness")  # a client run: what the harness said it wraps (conformance.harness.fixtures)
         info = RunInfo(
-            suite_version=__version__, catalogue_version=catalogue_version(), target=_target_description(cfg),
+            suite_version=__version__, catalogue_version=catalogue_version(),
+            target=client["target"] if client else _target_description(cfg) if option(config, "--harness") is None
+            else f"client harness {option(config, '--harness')} (it did not start)",
             configuration=self._configuration(), hypothesis=_hypothesis(config),
             started=dt.datetime.fromtimestamp(self.state["started"], dt.UTC).isoformat(timespec="seconds"),
             duration_seconds=time.time() - self.state["started"], requests=sum(self.state.get("worker_requests", {}).values()) + (recorder.count if recorder else 0),
             fail_on=option(config, "--fail-on"), run_id=self.state["run_id"],
             interrupted=exitstatus == pytest.ExitCode.INTERRUPTED and not errored,
-            surfaces=tuple(planned_surfaces(cfg, option(config, "--mcp-target"))),
+            surfaces=tuple(client["surfaces"] if client else planned_surfaces(cfg, option(config, "--mcp-target"))
+                           if option(config, "--harness") is None else _unstarted_client()),
+            gate=tuple(client["gate"]) if client else None if option(config, "--harness") is None else (),
         )
         run = aggregate(load_catalogue(), list(pending), info, waivers=self.state.get("waivers", []), today=dt.date.today())
         kept = self.state.get("kept_workspaces", [])
@@ -441,6 +481,8 @@ class SuiteSession:
         options = {name: option(config, name) for name in ("--no-control", "--realtime", "--rate-limit", "--deep", "--no-shrink",
                                                              "--stateful-examples", "--stateful-steps", "--stateful-seed", "--requirement", "--sim-quirk", "--mcp-target",
                                                              "--sim-seed", "--waivers")}
+        if option(config, "--harness") is not None:  # a client run: its own settings
+            options.update({name: option(config, name) for name in ("--harness", "--harness-core", "--harness-timeout")})
         out: dict[str, Any] = {name.lstrip("-").replace("-", "_"): value for name, value in options.items()}
         out["target_config"] = option(config, "--target-config")
         out["control_available"] = bool(cfg.is_sim or (cfg.control_url and cfg.control_token))
@@ -461,7 +503,7 @@ class SuiteSession:
         s = run.summary
         terminalreporter.section("knowledge contract verdict")
         terminalreporter.write_line(scrub(
-            f"VERDICT: {run.verdict.upper()}  (surfaces: {run.surfaces_line}; server MUSTs verified {s['server_must_verified']}/{s['server_must_total']}; "
+            f"VERDICT: {run.verdict.upper()}  (surfaces: {run.surfaces_line}; {'client/host' if run.is_client_run else 'server'} MUSTs verified {s['server_must_verified']}/{s['server_must_total']}; "
             f"requirements verified {s['verified']}, failed {s['failed']}, waived {s['waived']}, not verified {s['not_verified']}; "
             f"tests failed {s['tests_failed']}, harness errors {s['tests_errored']}; {run.requests} requests; run {run.run_id})"))
         for r in run.requirements:
@@ -471,6 +513,10 @@ class SuiteSession:
             terminalreporter.write_line(scrub(f"  warning: {clip(w, 300)}"))
         for kind, path in self.state.get("paths", {}).items():
             terminalreporter.write_line(f"  {kind:8} {path}")
+
+
+def _unstarted_client() -> tuple[dict[str, Any], ...]:
+    return ({"surface": "client", "label": "client harness", "checked": False, "detail": "the harness did not start"},)
 
 
 class XdistController:

@@ -49,6 +49,7 @@ from simulator.wire_names import WireNames
 log = logging.getLogger("knowledge_sim")
 BASE = "/agent-api/v1/workspaces/{route}"
 T = TypeVar("T")
+TRANSCRIPT_BODY_BYTES = 65536
 
 
 class NoStore:
@@ -82,26 +83,52 @@ class Observe:
             return
         started = time.perf_counter()
         status = {"code": 500}
+        chunks: list[bytes] = []
 
         async def wrapped(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
             await send(message)
 
+        async def reading() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                chunks.append(message.get("body", b""))
+            return message
+
         try:
-            await self.app(scope, receive, wrapped)
+            await self.app(scope, reading, wrapped)
         finally:
             path = scope["path"]
             if not path.startswith("/_control/"):
-                self.transcript.append({"method": scope["method"], "path": path, "status": status["code"], "at": self.core.clock.now()})
+                self.transcript.append(self._entry(scope, path, status["code"], b"".join(chunks)))
             log.info(json.dumps({"event": "request", "method": scope["method"], "path": path, "status": status["code"],
                                  "ms": round((time.perf_counter() - started) * 1000, 2)}))
 
+    def _entry(self, scope: Scope, path: str, status: int, raw: bytes) -> dict[str, Any]:
+        """What reached the wire: method, path, status, the JSON body, and whose token it carried
+        (account and session, never the token), so a client check can read the wire."""
+        entry: dict[str, Any] = {"method": scope["method"], "path": path, "status": status, "at": self.core.clock.now()}
+        if raw:  # kept up to 64 KiB: the transcript holds 10,000 requests, and a Core suite sends oversized bodies on purpose
+            try:
+                entry["body"] = json.loads(raw) if len(raw) <= TRANSCRIPT_BODY_BYTES else None
+            except ValueError:
+                entry["body"] = None
+        auth = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+        scheme, _, token = auth.partition(" ")
+        ident = self.core.store.identity(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        if ident is not None:
+            entry["account"], entry["session_id"] = ident.account, ident.session_id
+        return entry
+
 
 def _endpoint(core: Core, handler: Callable[[Request, Core, Caller], Awaitable[Response]], *,
-              knowledge: bool) -> Callable[[Request], Awaitable[Response]]:
+              knowledge: bool, name: str) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         route = request.path_params["route"]
+        canned = core.take_canned(name, route)
+        if canned is not None:  # an armed respond_next fault (control): the answer a client check needs
+            return json_response(canned[1], canned[0])
         try:
             caller = core.authenticate(request.headers.get("authorization"), route, knowledge_op=knowledge)
             if knowledge:
@@ -199,10 +226,10 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     if config.demo and not store.routes():
         seed_demo(core)
     routes: list[Route | Mount] = [
-        Route(f"{BASE}/knowledge/capabilities", _endpoint(core, _capabilities, knowledge=True), methods=["GET"]),
-        Route(f"{BASE}/knowledge/search", _endpoint(core, _search, knowledge=True), methods=["POST"]),
-        Route(f"{BASE}/knowledge/read", _endpoint(core, _read, knowledge=True), methods=["POST"]),
-        Route(f"{BASE}/turns", _endpoint(core, _turn, knowledge=False), methods=["POST"]),
+        Route(f"{BASE}/knowledge/capabilities", _endpoint(core, _capabilities, knowledge=True, name="capabilities"), methods=["GET"]),
+        Route(f"{BASE}/knowledge/search", _endpoint(core, _search, knowledge=True, name="search"), methods=["POST"]),
+        Route(f"{BASE}/knowledge/read", _endpoint(core, _read, knowledge=True, name="read"), methods=["POST"]),
+        Route(f"{BASE}/turns", _endpoint(core, _turn, knowledge=False, name="turns"), methods=["POST"]),
     ]
     # The search_knowledge tool of seed 003: its Knowledge service route, called by the MCP path.
     sk_tool = sk_class(config.quirks)(store, SkState(embedder_for(config.embedder)))

@@ -60,6 +60,7 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]], *,
         core.store.reset()
         on_corpus(None)
         core.faults.clear()
+        core.canned.clear()
         core.withheld.clear()
         transcript.clear()
         if core.config.clock_start is not None:
@@ -130,7 +131,10 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]], *,
 
     async def fault(request: Request) -> Response:
         body = await body_of(request, "Fault")
-        core.faults.append((body["kind"], body.get("route")))
+        if body["kind"] == "respond_next":
+            core.canned.append((body["endpoint"], body.get("route"), body["status"], body.get("body")))
+        else:
+            core.faults.append((body["kind"], body.get("route")))
         return json_response(body, 201)
 
     async def lost(request: Request) -> Response:

@@ -62,6 +62,7 @@ class Core:
         self.faults: list[tuple[str, str | None]] = []
         self._fault_lock = threading.Lock()
         self.withheld: list[tuple[str, int, str]] = []  # (route, status, body) of each response a lose fault withheld
+        self.canned: list[tuple[str, str | None, int, Any]] = []  # (endpoint, route, status, body) of armed respond_next faults
 
     # ------------------------------------------------------------ identity
     def authenticate(self, authorization: str | None, route: str, *, knowledge_op: bool) -> Caller:
@@ -97,6 +98,14 @@ class Core:
                     del self.faults[i]
                     return True
         return False
+
+    def take_canned(self, endpoint: str, route: str) -> tuple[int, Any] | None:
+        """The answer of an armed ``respond_next`` fault for this endpoint and route, once."""
+        for i, (e, r, status, body) in enumerate(self.canned):
+            if e == endpoint and r in (None, route):
+                del self.canned[i]
+                return status, body
+        return None
 
     def _run(self, run_id: str, caller: Caller) -> Run:
         run = self.store.run(run_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from conformance.report.results import RunInfo, TestResult, Waiver, aggregate
 from knowledge_schemas import load_catalogue
@@ -75,7 +76,8 @@ def test_the_surfaces_line_and_not_verified_reasons_say_what_was_checked() -> No
     assert run_.surfaces_line == "Core HTTP; MCP not checked (MCP checks skipped: --mcp-target none)"
     reasons = {r.id: r.reason for r in run_.requirements}
     assert reasons["MCP-001"] == "MCP checks skipped: --mcp-target none"
-    assert reasons["MCP-007"].startswith("client surface: checked by the client harness")
+    assert reasons["MCP-007"].startswith("not shown by a harness: the harness protocol has no MCP tool listing")
+    assert reasons["NEG-001"].startswith("client surface: a Core cannot show it; `knowledge-conformance client --harness CMD`")
     assert not any("drives the Core HTTP surface only" in why for why in reasons.values())
     run_ = _surfaces_run(MCP_BOTH, [passing(*SERVER_MUSTS, "MCP-001")])
     assert isinstance(run_, RunResult) and run_.surfaces_line == "Core HTTP + MCP stdio + MCP streamable HTTP"
@@ -89,3 +91,26 @@ def test_mcp_surfaces_where_no_mcp_check_ran_are_not_called_checked() -> None:
     assert [s["checked"] for s in run_.surfaces] == [True, False, False]
     assert run_.surfaces_line.startswith("Core HTTP; MCP stdio not checked (bundled simulator: no MCP check ran")
     assert {r.id: r.reason for r in run_.requirements}["MCP-001"] == "not verified: x"
+
+
+CLIENT = [{"surface": "client", "label": "client harness", "checked": True, "detail": "sdk 1.0 (harness h 1.0)"},
+          {"surface": "host", "label": "host harness", "checked": False, "detail": "the harness does not declare this surface"}]
+
+
+def test_a_client_run_gates_on_the_client_musts_it_was_given() -> None:
+    """A client run's verdict counts the MUSTs of its gate (the harness's surfaces), never the Core's."""
+    from conformance.harness.scope import gate
+
+    ids = tuple(gate(load_catalogue(), ["client"]))
+    assert "NEG-001" in ids and "HOST-001" not in ids and "MCP-007" not in ids and "CAP-001" not in ids
+
+    def client_run(tests: list[TestResult]) -> Any:
+        info = RunInfo(**{**INFO.__dict__, "surfaces": tuple(CLIENT), "gate": ids})
+        return aggregate(load_catalogue(), tests, info, waivers=[], today=TODAY)
+
+    assert client_run([passing(*ids)]).verdict == "conformant"
+    short = client_run([passing(*ids[1:])])
+    assert short.verdict == "incomplete" and short.must_label == "Client/host MUSTs"
+    reasons = {r.id: r.reason for r in short.requirements}
+    assert reasons["CAP-001"].startswith("a rule of the server surface: `knowledge-conformance run` checks it")
+    assert client_run([passing(*ids), TestResult("t::c", "failed", ["NEG-002"], "NEG-002", "x")]).verdict == "non-conformant"

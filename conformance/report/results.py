@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conformance.harness.scope import UNSHOWABLE
 from knowledge_schemas import Catalogue, Requirement
 
 VERDICT_EXIT = {"conformant": 0, "non-conformant": 1, "interrupted": 2, "incomplete": 6, "error": 7}
@@ -74,6 +75,7 @@ class RunInfo:
     run_id: str = "local"
     interrupted: bool = False
     surfaces: tuple[dict[str, Any], ...] = ()  # what the run was set up to check (conformance.mcp_target.planned_surfaces)
+    gate: tuple[str, ...] | None = None  # a client run: the MUSTs whose not being verified makes it incomplete (default: the Core's)
 
 
 @dataclass
@@ -96,6 +98,15 @@ class RunResult:
     requirements: list[RequirementResult]
     tests: list[TestResult]
     surfaces: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def is_client_run(self) -> bool:
+        return any(s["surface"] in CLIENT_SURFACES for s in self.surfaces)
+
+    @property
+    def must_label(self) -> str:
+        """Whose MUSTs the verdict counts: the Core's, or the client's and host's."""
+        return "Client/host MUSTs" if self.is_client_run else "Server MUSTs"
 
     @property
     def surfaces_line(self) -> str:
@@ -147,6 +158,7 @@ def load_waivers(path: str | None, catalogue: Catalogue | None = None) -> list[W
 
 
 MCP_SURFACES = ("mcp", "mcp-stdio", "mcp-http")
+CLIENT_SURFACES = ("client", "host")
 
 
 def surfaces_line(surfaces: list[dict[str, Any]]) -> str:
@@ -169,10 +181,14 @@ def _why_not(req: Requirement, skips: list[str], surfaces: list[dict[str, Any]])
         return "; ".join(sorted(set(skips)))
     if req.via == "none":
         return "not observable on any wire: a statement about channels or intent outside this contract's messages"
-    if req.surface == "client":
-        return "client surface: checked by the client harness (not yet available); a Core cannot show it"
-    if req.surface == "host":
-        return "host surface: checked by a host harness (not yet available); a Core cannot show it"
+    if req.id in UNSHOWABLE:
+        return UNSHOWABLE[req.id]
+    client_run = any(s["surface"] in CLIENT_SURFACES for s in surfaces)
+    if client_run and req.surface not in CLIENT_SURFACES:
+        return f"a rule of the {req.surface} surface: `knowledge-conformance run` checks it against a Core, not a client harness"
+    if req.surface in CLIENT_SURFACES and not client_run:
+        return (f"{req.surface} surface: a Core cannot show it; `knowledge-conformance client --harness CMD` checks it "
+                "against a client's harness")
     unchecked = _mcp_unchecked(surfaces)
     if req.surface == "mcp" and unchecked:
         return unchecked
@@ -242,8 +258,12 @@ def aggregate(catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, w
         results.append(RequirementResult(req.id, req.title, req.level, req.surface, req.area, req.source_label, req.quote,
                                          status, reason, [t.nodeid for t in mine], failed, waiver))
     status_of = {r.id: r for r in results}
-    core = [r for r in results if r.surface == "server" and r.level == "MUST"]
-    observable = {q.id for q in catalogue if q.server_observable}
+    if info.gate is None:
+        core = [r for r in results if r.surface == "server" and r.level == "MUST"]
+        observable = {q.id for q in catalogue if q.server_observable}
+    else:
+        core = [r for r in results if r.id in info.gate and r.level == "MUST"]
+        observable = set(info.gate)
     gating: list[str] = []  # failed tests that stop the run from being conformant
     for t in tests:
         if t.outcome != "failed":

@@ -1,0 +1,178 @@
+"""Client conformance through the harness protocol (issue: client and host conformance).
+
+The reference client's harness is conformant; every broken-client miniature is caught with
+exactly the IDs and exit code of schemas/client-miniatures.yaml; the Node harness (standard
+library only) is conformant too where Node is installed. Each run is a whole
+``knowledge-conformance client`` subprocess against one served simulator shared by the module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from conformance.harness.core import DEFAULT_CONTROL_TOKEN, ServedSimulator
+from conformance.harness.miniatures import MINIATURES
+from conformance.harness.protocol import problems
+from knowledge_schemas import SCHEMA_DIR, load_catalogue, load_registry
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE = yaml.safe_load((SCHEMA_DIR / "client-miniatures.yaml").read_text("utf-8"))["miniatures"]
+CHOSEN = os.environ.get("KC_CLIENT_MINIATURES", "fast")
+RUN = [m for m in TABLE if CHOSEN == "all" or (CHOSEN == "fast" and m.get("fast")) or m["name"] in CHOSEN.split(",")]
+NODE = shutil.which("node")
+CLI = str(Path(sys.executable).parent / "knowledge-conformance")
+
+
+@pytest.fixture(scope="module")
+def core() -> Iterator[str]:
+    served = ServedSimulator()
+    try:
+        yield served.url
+    finally:
+        served.close()
+
+
+def client_run(harness: str, core: str, tmp: Path) -> tuple[int, dict[str, Any], str]:
+    done = subprocess.run([CLI, "client", "--harness", harness, "--core", core, "--control-token", DEFAULT_CONTROL_TOKEN,
+                           "--report-dir", str(tmp), "--run-id", secrets.token_hex(4)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    results = json.loads((tmp / "results.json").read_text("utf-8")) if (tmp / "results.json").exists() else {}
+    return done.returncode, results, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+def failed(results: dict[str, Any]) -> set[str]:
+    return {r["id"] for r in results["requirements"] if r["status"] == "failed"}
+
+
+def test_the_table_names_every_miniature_and_only_client_or_host_rules() -> None:
+    assert not load_registry().errors("client-miniatures", {"miniatures": TABLE})
+    assert [m["name"] for m in TABLE] == list(MINIATURES)
+    catalogue = load_catalogue()
+    for m in TABLE:
+        for rid in m["violates"]:
+            assert catalogue[rid].surface in ("client", "host"), f"{m['name']}: {rid} is not a client or host rule"
+        levels = {catalogue[rid].level for rid in m["violates"]}
+        assert m["exit"] == (7 if not levels else 1 if "MUST" in levels else 0), m["name"]
+
+
+def test_every_client_and_host_rule_has_a_check_or_a_reason() -> None:
+    """Every client/host rule a wire shows is claimed by a client check, or is one no harness can show."""
+    import importlib
+    import pkgutil
+
+    import conformance.harness.suite
+    from conformance.harness.scope import UNSHOWABLE
+
+    tagged: set[str] = set()
+    for info in pkgutil.iter_modules(conformance.harness.suite.__path__):
+        module = importlib.import_module(f"conformance.harness.suite.{info.name}")
+        for obj in vars(module).values():
+            for mark in getattr(obj, "pytestmark", []):
+                if mark.name == "requirement":
+                    tagged.update(mark.args)
+                if mark.name == "parametrize":
+                    tagged.update(rid for c in mark.args[1] if hasattr(c, "marks") for m in c.marks
+                                  if m.name == "requirement" for rid in m.args)
+    shown = {r.id for r in load_catalogue() if r.surface in ("client", "host") and r.via != "none"}
+    assert shown - tagged == set()
+    assert set(UNSHOWABLE) <= tagged, "each rule no harness can show is reported with its reason by a skipped check"
+
+
+def test_the_protocol_schema_refuses_a_malformed_answer() -> None:
+    assert problems("answer", {"id": 1, "ok": True, "value": {}}) == []
+    assert problems("answer", {"id": 1, "ok": True}), "an ok answer needs a value"
+    assert problems("answer", {"id": 1, "ok": False, "error": {"kind": "nope", "message": "x"}}), "error kinds are a closed set"
+    assert problems("capabilities_value", {"supported": "yes"})
+
+
+def test_the_reference_client_is_conformant(core: str, tmp_path: Path) -> None:
+    code, results, out = client_run(f"{sys.executable} -m conformance.harness.reference", core, tmp_path)
+    assert code == 0, out
+    assert results["verdict"] == "conformant" and not failed(results)
+    assert results["target"].startswith("client knowledge-conformance reference client "), results["target"]
+    verified = {r["id"] for r in results["requirements"] if r["status"] == "verified"}
+    gate = {r.id for r in load_catalogue() if r.surface in ("client", "host") and r.level == "MUST" and r.via != "none"}
+    assert gate - verified == {"DSH-002", "DSH-004", "MCP-007"}, "every client/host MUST a harness can show is verified"
+    assert "READ-017" in verified
+    reasons = {r["id"]: r["reason"] for r in results["requirements"]}
+    assert reasons["DSH-004"].startswith("not shown by a harness")
+    assert "VERDICT: CONFORMANT" in out and "client/host MUSTs verified 19/19" in out
+
+
+@pytest.mark.parametrize("miniature", RUN, ids=[m["name"] for m in RUN])
+def test_a_broken_client_is_caught_with_its_exact_ids(miniature: dict[str, Any], core: str, tmp_path: Path) -> None:
+    code, results, out = client_run(f"{sys.executable} -m conformance.harness.miniatures {miniature['name']}", core, tmp_path)
+    assert (code, failed(results)) == (miniature["exit"], set(miniature["violates"])), out
+    if miniature["exit"] == 7:
+        assert results["verdict"] == "error" and "is not a capabilities_value" in out
+
+
+def test_a_harness_that_does_not_start_is_a_harness_error(core: str, tmp_path: Path) -> None:
+    code, results, out = client_run(f"{sys.executable} -c 'import sys; sys.exit(3)'", core, tmp_path)
+    assert code == 7 and results["verdict"] == "error", out
+    assert "did not start" in results["target"]
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js is not installed: the Node harness (examples/harness/node) is not run")
+def test_the_node_harness_is_conformant(core: str, tmp_path: Path) -> None:
+    code, results, out = client_run(f"{NODE} {ROOT / 'examples' / 'harness' / 'node' / 'harness.mjs'}", core, tmp_path)
+    assert code == 0 and results["verdict"] == "conformant", out
+    assert "Node" in results["target"]
+
+
+def test_the_control_extension_shows_bodies_and_accounts_and_answers_a_canned_response() -> None:
+    """The two control knobs client checks need, in-process: the transcript's request bodies and the
+    account of the token (never the token), and respond_next (once, only for its endpoint and route)."""
+    from conformance.transport import InProcessTransport
+    from simulator.app import create_app
+
+    app = create_app(seed=0)
+    core_ = app.state.core
+    ident = core_.store.identities("demo")[0]
+    http = httpx.Client(transport=InProcessTransport(app), base_url="http://sim")
+    control = {"Authorization": f"Bearer {core_.config.control_token}"}
+    user = {"Authorization": f"Bearer {ident.token}"}
+    caps = "/agent-api/v1/workspaces/demo/knowledge/capabilities"
+    armed = http.post("/_control/v1/faults", headers=control,
+                      json={"kind": "respond_next", "route": "demo", "endpoint": "capabilities", "status": 503, "body": {"error": "x"}})
+    assert armed.status_code == 201
+    refused = http.post("/_control/v1/faults", headers=control, json={"kind": "fail_next_read_unavailable", "status": 503})
+    assert refused.status_code == 400, "status belongs to respond_next only"
+    assert http.post("/agent-api/v1/workspaces/demo/knowledge/search", headers=user, json={"query": "x", "runId": "r"}).status_code == 400
+    first, second = http.get(caps, headers=user), http.get(caps, headers=user)
+    assert (first.status_code, first.json()) == (503, {"error": "x"})
+    assert second.status_code == 200, "a canned answer fires once"
+    entries = http.get("/_control/v1/transcript", headers=control).json()["requests"]
+    search = next(e for e in entries if e["path"].endswith("/knowledge/search"))
+    assert search["body"] == {"query": "x", "runId": "r"} and search["account"] == ident.account
+    assert search["session_id"] == ident.session_id and ident.token not in json.dumps(entries)
+    http.close()
+
+
+def test_a_core_that_cannot_be_reached_is_a_usage_error(tmp_path: Path) -> None:
+    done = subprocess.run([CLI, "client", "--harness", "unused", "--core", "http://127.0.0.1:9", "--report-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 4 and "cannot reach it" in done.stderr + done.stdout
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_the_documented_exchange_is_valid() -> None:
+    """Every line of docs/harness-protocol.md's example exchange is a protocol command or answer."""
+    text = (ROOT / "docs" / "harness-protocol.md").read_text("utf-8")
+    lines = [line for line in text.splitlines() if line.startswith(("> {", "< {"))]
+    assert len(lines) >= 10
+    for line in lines:
+        message = json.loads(line[2:])
+        assert problems("command" if line[0] == ">" else "answer", message) == [], line[:80]
