@@ -105,17 +105,19 @@ def main(argv: list[str] | None = None) -> int:
         for flag, value in (("--harness-core", args.core), ("--harness-control-token", args.control_token),
                             ("--run-id", args.run_id), ("--waivers", args.waivers)):
             if value:
-                options += [flag, value]
+                options += [f"{flag}={value}"]
         return int(pytest.main([*options, *args.pytest_args]))
     # Not -q: the header line names the target and the run ID before any test runs.
     options = ["--pyargs", "conformance.suite", "-p", "no:cacheprovider",
-               "--reports", args.reports, "--fail-on", args.fail_on, "--rate-limit", str(args.rate_limit)]
+               f"--reports={args.reports}", "--fail-on", args.fail_on, "--rate-limit", str(args.rate_limit)]
     if args.target:  # otherwise the configuration file's [target] url, or the bundled simulator
-        options += ["--target", args.target]
+        options += [f"--target={args.target}"]
+    # Values joined to their flags: pytest takes a separate argument naming an existing folder or
+    # file for a test path, and would root the run (and name its tests) there.
     for flag, value in (("--target-config", args.target_config), ("--waivers", args.waivers), ("--run-id", args.run_id),
                         ("--mcp-target", args.mcp_target)):
         if value:
-            options += [flag, value]
+            options += [f"{flag}={value}"]
     for quirk in args.sim_quirk:
         options += ["--sim-quirk", quirk]
     options += [flag for flag, on in (("--no-control", args.no_control), ("--realtime", args.realtime), ("--deep", args.deep),
