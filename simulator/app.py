@@ -112,7 +112,7 @@ class Observe:
         if raw:  # kept up to 64 KiB: the transcript holds 10,000 requests, and a Core suite sends oversized bodies on purpose
             try:
                 entry["body"] = json.loads(raw) if len(raw) <= TRANSCRIPT_BODY_BYTES else None
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes: recorded without its body
                 entry["body"] = None
         auth = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
         scheme, _, token = auth.partition(" ")

@@ -61,3 +61,22 @@ def test_hundreds_of_idle_connections_leave_room_for_real_clients() -> None:
         for s in idle:
             s.close()
         _stop(proc, http)
+
+
+def test_a_body_nested_deeper_than_the_parser_goes_is_refused_and_serving_goes_on() -> None:
+    """Before, the transcript's own parse of such a body raised after the 400 went out, and the
+    server reset the connection: the suite's deep-nesting probe saw a harness error on a served
+    simulator (in-process, the exception went unseen)."""
+    proc, http = _start()
+    try:
+        minted = http.post("/_control/v1/identities", json={"account": "alice", "route": "demo"},
+                           headers={"authorization": "Bearer sim-control-token"})
+        assert minted.status_code == 201, minted.text
+        headers = {"content-type": "application/json", "authorization": f"Bearer {minted.json()['token']}"}
+        for endpoint, member in (("search", "query"), ("read", "ref"), ("read", "ref")):  # one kept-alive connection
+            deep = b'{"' + member.encode() + b'": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+            response = http.post(f"/agent-api/v1/workspaces/demo/knowledge/{endpoint}", content=deep, headers=headers)
+            assert 400 <= response.status_code < 500 and "error" in response.json()
+        assert http.get("/agent-api/v1/workspaces/demo/knowledge/capabilities").status_code == 401
+    finally:
+        _stop(proc, http)
