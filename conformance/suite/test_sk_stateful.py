@@ -30,7 +30,7 @@ def test_search_knowledge_model_agrees_with_the_target(kc_config: Any, kc_target
     if control is None:
         pytest.skip("not verified: the search_knowledge model drives its states through the test-control extension")
     deep = option(pytestconfig, "--deep")
-    examples = option(pytestconfig, "--stateful-examples") or (100 if deep else 4)
+    examples = option(pytestconfig, "--stateful-examples") or (100 if deep else 3)
     steps = option(pytestconfig, "--stateful-steps") or (40 if deep else 10)
     exercised: set[str] = set()
     record_exercised(exercised)
