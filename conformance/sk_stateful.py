@@ -15,7 +15,7 @@ answer the seed fixes, and nothing more:
   (``content``, ``content_offset``, ``content_limit``, ``content_total_chars``,
   ``content_truncated``) in characters (code points; UTF-16 units pass unless strict);
 - the error family: ``knowledge_resource_unavailable``, one indistinguishable answer for
-  absent, unauthorized, inactive and unpublished resources over the whole walk;
+  absent, unauthorized, inactive and unpublished resources (within each example);
   ``knowledge_runtime_disabled`` in a ``knowledge_unavailable`` envelope; a refusal without
   ``knowledge:read``; no audit event written by any call.
 
@@ -146,7 +146,9 @@ class ItemTruth:
 @dataclass
 class Truth:
     """The target's search_knowledge world as the model knows it. It outlives examples: revisions
-    of earlier examples stay readable by ID, and the character unit, once seen, stays."""
+    of earlier examples stay readable by ID, and the character unit, once seen, stays. (What one
+    example alone judges, such as the refusals it saw, is the machine's, so a shrunk example is
+    judged on its own steps.)"""
 
     tag: str
     items: dict[str, ItemTruth]
@@ -154,7 +156,6 @@ class Truth:
     alice: set[str] = field(default_factory=lambda: set(ALICE))
     runtime: bool = True
     unit: str | None = None
-    unavailable: dict[tuple[Any, ...], str] = field(default_factory=dict)  # refusal signature -> first case
     audit: list[dict[str, Any]] | None = None
 
     def visible(self, who: str, base: str) -> bool:
@@ -239,6 +240,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         self.truth = self.world.truth
         self.rule = "setup"
         self.calls: list[str] = []
+        self.unavailable: dict[tuple[Any, ...], str] = {}  # this example's refusal signatures -> first case
         self._restore()
 
     # ----------------------------------------------------------- plumbing
@@ -490,16 +492,16 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
             if isinstance(value, str):
                 message = message.replace(value, "<id>")
         signature = (answer.is_error, tuple(sorted(answer.codes)), re.sub(r"\s+", " ", message), tuple(sorted(answer.body or {})))
-        self.truth.unavailable.setdefault(signature, f"{what} ({why})")
-        self._expect(len(self.truth.unavailable) == 1, "SK-023",
-                     f"unavailable resources answer differently: {sorted(self.truth.unavailable.values())}")
+        self.unavailable.setdefault(signature, f"{what} ({why})")
+        self._expect(len(self.unavailable) == 1, "SK-023",
+                     f"unavailable resources answer differently: {sorted(self.unavailable.values())}")
 
     def _window(self, answer: Answer, item: str, rev: Rev, at: int, limit: int | None, what: str) -> dict[str, Any] | None:
         """Judge a readable revision's window; returns the body when the read was served."""
         t = self.truth
         units = [t.unit] if t.unit else [CODE_POINT] if self.world.strict else [CODE_POINT, UTF16]
         if not answer.ok:
-            past = all(at >= _total(u, rev.text) for u in units)
+            past = any(at >= _total(u, rev.text) for u in units)
             self._expect(past, "SK-004", f"{what} was refused: {answer.raw}")
             self._expect(INVALID in answer.codes, "SK-026", f"{what}: a window past the end answered {answer.raw}")
             return None
