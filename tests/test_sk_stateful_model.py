@@ -42,7 +42,7 @@ def _run(*quirks: str, walk: bool = False, walk_seed: int = WALK_SEED, strict: b
         try:
             tour(states)
             if walk:
-                run_state_machine_as_test(states, settings=walk_settings(4, 10, shrink=False))
+                run_state_machine_as_test(states, settings=walk_settings(3, 8, shrink=False))
         except ContractViolation as exc:
             return reach, exc
     return reach, None

@@ -31,7 +31,7 @@ def test_search_knowledge_model_agrees_with_the_target(kc_config: Any, kc_target
         pytest.skip("not verified: the search_knowledge model drives its states through the test-control extension")
     deep = option(pytestconfig, "--deep")
     examples = option(pytestconfig, "--stateful-examples") or (100 if deep else 3)
-    steps = option(pytestconfig, "--stateful-steps") or (40 if deep else 10)
+    steps = option(pytestconfig, "--stateful-steps") or (40 if deep else 8)
     exercised: set[str] = set()
     record_exercised(exercised)
     with model_world(kc_config, kc_target, control, chosen) as world:
