@@ -264,11 +264,11 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
     def _no_audit_event(self) -> None:
         """The tool calls since the last control operation wrote no audit event. Checked before each
         control operation and at the end of an example, not after each call: one request, not dozens."""
-        if self.truth.audit is not None and self.calls:
+        calls, self.calls = self.calls, []
+        if self.truth.audit is not None and calls:
             after = self.world.control.audit()
             self._expect(after == self.truth.audit, "SK-007", f"search_knowledge wrote audit events "
-                         f"{(after or [])[len(self.truth.audit):][:3]} during {'; '.join(self.calls[:4])}")
-        self.calls = []
+                         f"{(after or [])[len(self.truth.audit):][:3]} during {'; '.join(calls[:4])}")
 
     @tagged("SK-007")
     def teardown(self) -> None:
@@ -620,11 +620,10 @@ def tour(walk: type[RuleBasedStateMachine]) -> None:
         s.page("alice", "sm-b1", "none", 4000)
         s.runtime_on()
         s.query("alice", "sm-b1", "item", "lexical", "none", 10, False)
+        s.teardown()  # a step of its own: the last calls' audit check, never masking an earlier failure
     except Exception as exc:
         exc.add_note("\n".join(["The scripted tour, up to the failing step:", *s.lines]))
         raise
-    finally:
-        machine_state.teardown()
 
 
 CLAIMS = tuple(sorted(set().union(*TAGS.values())))
