@@ -9,6 +9,7 @@ other forms of it), and the checks compare a server's own orders with each other
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
@@ -87,6 +88,7 @@ def open_sessions(stack: ExitStack, cfg: Any, target: Any, chosen: str | None,
 
     sessions: dict[str, McpSession] = {}
     fixed = False
+    stack.callback(gc.collect)  # runs after every session below has closed: one collection, not one each
     for position, (name, (token, route)) in enumerate(who.items()):
         endpoint = (found := agent_endpoints(cfg, target, chosen, token, route)).get("http") or found.get("stdio")
         if endpoint is None:
@@ -95,7 +97,7 @@ def open_sessions(stack: ExitStack, cfg: Any, target: Any, chosen: str | None,
             if position:
                 continue
             fixed = True
-        sessions[name] = stack.enter_context(connect(endpoint, cfg.timeout_seconds))
+        sessions[name] = stack.enter_context(connect(endpoint, cfg.timeout_seconds, collect=False))
     return sessions, fixed
 
 
