@@ -9,6 +9,7 @@ offline embedding, hybrid at the given alpha, and RRF.
     python benchmarks/retrieval_quality.py                # the table and the mean per mode
     python benchmarks/retrieval_quality.py --alpha 0.3    # another hybrid weight
     python benchmarks/retrieval_quality.py --json         # machine-readable
+    python benchmarks/retrieval_quality.py --embedder wordllama   # the real model (embeddings extra)
 
 nDCG@10: gain ``2**relevance - 1`` discounted by ``log2(rank + 1)``, divided by the gain of
 the ideal order of the labelled documents.
@@ -44,9 +45,9 @@ def ndcg(ranked: list[str], relevant: dict[str, int], k: int = K) -> float:
     return dcg([relevant.get(item, 0) for item in ranked]) / ideal if ideal else 0.0
 
 
-def measure(alpha: float) -> dict[str, Any]:
+def measure(alpha: float, embedder: str = "hashed") -> dict[str, Any]:
     data = json.loads(CORPUS.read_text("utf-8"))
-    client = TestClient(create_app(seed=1, demo=False, control_token="bench-control"))
+    client = TestClient(create_app(seed=1, demo=False, control_token="bench-control", embedder=embedder))
     client.post("/_control/v1/workspaces", json={"route": "bench"}, headers=CONTROL)
     items = [{"id": d["id"], "title": d["title"], "content": d["content"]} for d in data["documents"]]
     client.put("/_control/v1/workspaces/bench/corpus", json={"bases": [{"id": "kb", "items": items}]}, headers=CONTROL)
@@ -60,19 +61,23 @@ def measure(alpha: float) -> dict[str, Any]:
             row[mode] = ndcg([h["knowledge_item_id"] for h in body["results"]], entry["relevant"])
         rows.append(row)
     means = {mode: sum(r[mode] for r in rows) / len(rows) for mode in MODES}
-    return {"k": K, "alpha": alpha, "documents": len(items), "queries": len(rows), "per_query": rows, "mean": means}
+    return {"k": K, "alpha": alpha, "embedder": embedder, "documents": len(items), "queries": len(rows), "per_query": rows,
+            "mean": means}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--alpha", type=float, default=0.5, help="hybrid lexical weight (default 0.5)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--embedder", default="hashed", help="the semantic embedding (default hashed; wordllama needs the "
+                                                             "embeddings extra)")
     args = parser.parse_args(argv)
-    result = measure(args.alpha)
+    result = measure(args.alpha, args.embedder)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"nDCG@{K} on {result['documents']} documents, {result['queries']} queries (hybrid alpha {args.alpha})")
+    print(f"nDCG@{K} on {result['documents']} documents, {result['queries']} queries (hybrid alpha {args.alpha}, "
+          f"embedder {args.embedder})")
     print(f"{'query':40} " + " ".join(f"{m:>8}" for m in MODES))
     for row in result["per_query"]:
         print(f"{row['query'][:40]:40} " + " ".join(f"{row[m]:8.3f}" for m in MODES))

@@ -72,13 +72,14 @@ class McpSession:
 
 
 @contextmanager
-def connect(endpoint: Endpoint, timeout: float = 30.0) -> Iterator[McpSession]:
+def connect(endpoint: Endpoint, timeout: float = 30.0, *, collect: bool = True) -> Iterator[McpSession]:
     """A session on ``endpoint`` for the duration of the block.
 
     On leaving, the session's garbage is collected at once: left to a later automatic
     collection, its finalisers can run inside a compile (pytest rewriting a module a test
     imports), where CPython 3.11.7 raises ``SystemError: AST constructor recursion depth
-    mismatch``."""
+    mismatch``. ``collect=False`` leaves that to the caller, who closes several sessions and
+    then collects once (a full collection of the suite's heap takes a tenth of a second or more)."""
     try:
         with ExitStack() as stack:
             portal = stack.enter_context(anyio.from_thread.start_blocking_portal())
@@ -92,4 +93,5 @@ def connect(endpoint: Endpoint, timeout: float = 30.0) -> Iterator[McpSession]:
             stack.enter_context(portal.wrap_async_context_manager(client))
             yield McpSession(portal, client)
     finally:
-        gc.collect()
+        if collect:
+            gc.collect()

@@ -9,15 +9,17 @@ other forms of it), and the checks compare a server's own orders with each other
 
 from __future__ import annotations
 
+import gc
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 from mcp.shared.exceptions import MCPError
 
-from conformance.mcp_client import McpSession
+from conformance.mcp_client import McpSession, connect
 from conformance.secrets import clip
 
 TOOL = "search_knowledge"
@@ -74,6 +76,29 @@ def call(session: McpSession, arguments: dict[str, Any]) -> Answer:
     good = (not result.is_error and body is not None and not codes and body.get("type") in ("knowledge_search", "knowledge"))
     raw = clip(str(body if body is not None else list(result.texts)), 400)
     return Answer(good, body, frozenset(codes), result.is_error, raw)
+
+
+def open_sessions(stack: ExitStack, cfg: Any, target: Any, chosen: str | None,
+                  who: Mapping[str, tuple[str, str]]) -> tuple[dict[str, McpSession], bool]:
+    """One Agent Session MCP session per identity (name -> token, route), streamable HTTP where
+    there is one, kept open by ``stack``. An MCP target fixed to one identity (its own token) gets
+    one session, named by the first identity, and ``True``: it is not the identity the suite
+    minted, so only checks that need no provisioned world can use it."""
+    from conformance.mcp_target import agent_endpoints
+
+    sessions: dict[str, McpSession] = {}
+    fixed = False
+    stack.callback(gc.collect)  # runs after every session below has closed: one collection, not one each
+    for position, (name, (token, route)) in enumerate(who.items()):
+        endpoint = (found := agent_endpoints(cfg, target, chosen, token, route)).get("http") or found.get("stdio")
+        if endpoint is None:
+            continue
+        if token not in (endpoint.token, *dict(endpoint.env).values()):
+            if position:
+                continue
+            fixed = True
+        sessions[name] = stack.enter_context(connect(endpoint, cfg.timeout_seconds, collect=False))
+    return sessions, fixed
 
 
 def envelope_types(answer: Answer) -> set[str]:

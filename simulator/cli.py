@@ -40,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="connections and requests at once before new ones get 503 (default %(default)s): idle or slow "
                             "clients cannot use up the process's file limit")
     serve.add_argument("--embedder", default="hashed", help="search_knowledge's semantic embedding (default: hashed, "
-                       "character n-grams, offline and deterministic)")
+                       "character n-grams, offline and deterministic; wordllama: a real model shipped in its wheel, "
+                       "offline too, needs the embeddings extra)")
     mcp = sub.add_parser("mcp", help="serve an MCP path over stdio (the Agent Session path also rides `serve`, "
                                      "as streamable HTTP at /agent-api/v1/workspaces/<route>/mcp)")
     mcp.add_argument("--path", choices=("agent", "jobs"), default="agent",

@@ -9,6 +9,7 @@ Documented choices (schemas/CHOICES.md, "search_knowledge"):
   statistics (N, n, average length) of the workspace's searchable documents, whoever asks.
 - Semantic: cosine similarity of embeddings (``Embedder``); the default hashes casefolded
   character 3-grams of each word (with boundary marks) into 256 buckets: deterministic, offline.
+  ``wordllama`` (optional extra) is a real model whose weights ship in its wheel: also offline.
 - Hybrid: each score is divided by the largest of its kind among the candidates (max
   normalisation: the best is 1, a zero stays 0), then ``alpha * lexical + (1 - alpha) *
   semantic`` with alpha clamped to [0, 1]. Candidates: documents with a lexical or a semantic
@@ -21,11 +22,14 @@ Documented choices (schemas/CHOICES.md, "search_knowledge"):
 from __future__ import annotations
 
 import hashlib
+import importlib
+import logging
 import math
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 K1, B = 1.2, 0.75
@@ -75,11 +79,41 @@ class HashedNgrams:
         return vector
 
 
-EMBEDDERS: dict[str, type[Embedder]] = {"hashed": HashedNgrams}
+class WordLlamaEmbedding:
+    """A real sentence-embedding model for machines without network: WordLlama's ``l2_supercat``
+    (static token embeddings distilled from a large language model, average-pooled, 256
+    dimensions), whose weights and tokenizer ship inside the ``wordllama`` wheel on PyPI. Loaded
+    with downloads disabled, so it never reaches for a model hub. Optional: the ``embeddings``
+    extra (``pip install 'knowledge-conformance[embeddings]'``), chosen with ``--embedder wordllama``."""
+
+    CONFIG, DIMENSIONS = "l2_supercat", 256
+
+    def __init__(self) -> None:
+        root = logging.getLogger()
+        handlers, level = list(root.handlers), root.level
+        try:
+            wordllama = importlib.import_module("wordllama")
+        except ImportError as exc:
+            raise ValueError("the wordllama embedder needs the optional extra: pip install 'knowledge-conformance[embeddings]'") from exc
+        finally:  # wordllama 0.4 calls logging.basicConfig(level=INFO) on import: the host's logging stays the host's
+            for handler in [h for h in root.handlers if h not in handlers]:
+                root.removeHandler(handler)
+            root.setLevel(level)
+        # The wheel keeps its tokenizer under tokenizers/, where wordllama 0.4 looks only as a cache
+        # directory: the package's own folder is given as the cache, so nothing is downloaded.
+        shipped = Path(str(wordllama.__file__)).parent
+        self._model = wordllama.WordLlama.load(config=self.CONFIG, dim=self.DIMENSIONS, cache_dir=shipped, disable_download=True)
+
+    def embed(self, text: str) -> list[float]:
+        return [float(x) for x in self._model.embed(text)[0]]
+
+
+EMBEDDERS: dict[str, type[Embedder]] = {"hashed": HashedNgrams, "wordllama": WordLlamaEmbedding}
 
 
 def embedder_for(name: str) -> Embedder:
-    """The embedding chosen at start (``knowledge-sim serve --embedder``); a ValueError names the known ones."""
+    """The embedding chosen at start (``knowledge-sim serve --embedder``); a ValueError names the known
+    ones, or says which extra an optional one needs."""
     if name not in EMBEDDERS:
         raise ValueError(f"unknown embedder {name!r}; known: {', '.join(sorted(EMBEDDERS))}")
     return EMBEDDERS[name]()

@@ -73,6 +73,7 @@ class SearchKnowledge:
 
     def __init__(self, store: Store, state: SkState) -> None:
         self.store, self.state = store, state
+        state.attach(store)  # the states live beside the corpus, so a kept store keeps them
 
     # ------------------------------------------------------------ entry
     def call(self, context: Context, arguments: dict[str, Any], now: float) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from conformance.checks import expect
-from conformance.mcp_client import McpSession, connect
+from conformance.mcp_client import McpSession
 from conformance.options import option
 from conformance.search_knowledge import (
     ARCHIVED_BASE,
@@ -40,6 +40,7 @@ from conformance.search_knowledge import (
     call,
     envelope_types,
     message_of,
+    open_sessions,
     pairs,
     utf16_len,
     utf16_slice,
@@ -89,8 +90,6 @@ class SkWorld:
 
 @pytest.fixture(scope="module")
 def sk(world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.Config) -> Iterator[SkWorld]:
-    from conformance.mcp_target import agent_endpoints
-
     chosen = option(pytestconfig, "--mcp-target")
     corpus, control = Corpus(), None
     who: dict[str, tuple[str, str]] = {"alice": (str(world.primary.token), world.primary.route)}
@@ -107,18 +106,10 @@ def sk(world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.Config) 
         control.scopes("bob", [])
         who = {name: (m["token"], m["route"]) for name in ("alice", "bob", "carol")
                for m in [world.control.mint(name, route)]}
-    sessions: dict[str, McpSession] = {}
     with ExitStack() as stack:
-        for name, (token, route) in who.items():
-            endpoints = agent_endpoints(kc_config, kc_target, chosen, token, route)
-            endpoint = endpoints.get("http") or endpoints.get("stdio")
-            if endpoint is None:
-                continue
-            if token not in (endpoint.token, *dict(endpoint.env).values()):  # an MCP target fixed to one identity
-                if name != "alice":
-                    continue
-                control = None  # it is not the world's caller: only checks without the world can run
-            sessions[name] = stack.enter_context(connect(endpoint, kc_config.timeout_seconds))
+        sessions, fixed = open_sessions(stack, kc_config, kc_target, chosen, who)
+        if fixed:
+            control = None  # the one session is not the world's caller: only checks without the world can run
         if "alice" not in sessions:
             from conformance.mcp_target import skipped
 
