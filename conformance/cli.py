@@ -75,6 +75,12 @@ def _load_arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
 
 
+# This module has imported the ``conformance`` package before pytest starts, so pytest cannot
+# rewrite its asserts and warns; a project whose pytest settings turn warnings into errors
+# (``filterwarnings = ["error"]``) would then stop before any test.
+QUIET_REWRITE = ("-W", "ignore::pytest.PytestAssertRewriteWarning")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "load":
@@ -100,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     import pytest
 
     if args.command == "client":
-        options = ["--pyargs", "conformance.harness.suite", "-p", "no:cacheprovider", "--harness", args.harness,
+        options = ["--pyargs", "conformance.harness.suite", "-p", "no:cacheprovider", *QUIET_REWRITE, "--harness", args.harness,
                    "--harness-timeout", str(args.timeout), f"--reports={args.reports}", "--fail-on", args.fail_on]
         for flag, value in (("--harness-core", args.core), ("--harness-control-token", args.control_token),
                             ("--run-id", args.run_id), ("--waivers", args.waivers)):
@@ -108,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                 options += [f"{flag}={value}"]
         return int(pytest.main([*options, *args.pytest_args]))
     # Not -q: the header line names the target and the run ID before any test runs.
-    options = ["--pyargs", "conformance.suite", "-p", "no:cacheprovider",
+    options = ["--pyargs", "conformance.suite", "-p", "no:cacheprovider", *QUIET_REWRITE,
                f"--reports={args.reports}", "--fail-on", args.fail_on, "--rate-limit", str(args.rate_limit)]
     if args.target:  # otherwise the configuration file's [target] url, or the bundled simulator
         options += [f"--target={args.target}"]

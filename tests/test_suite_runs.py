@@ -85,7 +85,7 @@ def test_failing_stateful_run_stores_its_sequence_and_compare_flags_it(tmp_path:
     _, clean, _ = _suite(tmp_path / "clean", "-k", "stateful")
     code, broken, _ = _suite(tmp_path / "broken", "-k", "stateful", "--sim-quirk", "revision_change_ignored", "--no-shrink")
     assert code == 1
-    stateful = next(t for t in broken["tests"] if "stateful" in t["nodeid"])
+    stateful = next(t for t in broken["tests"] if "/test_stateful.py::" in t["nodeid"])
     assert stateful["violated"] == "REF-008"
     assert stateful["sequence"][0] == "state = KnowledgeContract()" and any("publish_revision" in s for s in stateful["sequence"])
     html = (tmp_path / "broken" / "report.html").read_text("utf-8")
