@@ -96,6 +96,16 @@ def test_a_token_of_another_workspace_gets_no_data(world: Any, direction: str) -
         checks.error_envelope(response, "AUTH-002")
 
 
+@R("WIRE-001")
+@pytest.mark.parametrize("route", ["a", "x" * 65, "Bad Route", "-dash-first"], ids=["one-char", "65-chars", "space-upper", "dash-first"])
+def test_a_route_that_is_not_the_tokens_gets_an_error_envelope(world: Any, route: str) -> None:
+    """Whatever a Core takes for a well-formed route, these are not this token's workspace: the
+    answer is a 4xx error envelope (a malformed route included), never a success or a 5xx."""
+    response = world.core.capabilities(world.primary.token, route)
+    expect(400 <= response.status_code < 500, "WIRE-001", f"capabilities on route {route!r} answered HTTP {response.status_code}")
+    checks.error_envelope(response, "WIRE-001", strict=world.cfg.strict_codes)
+
+
 @R("WIRE-003")
 def test_responses_are_not_cacheable(world: Any) -> None:
     response = world.core.capabilities(world.primary.token, world.route)
