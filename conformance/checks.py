@@ -120,6 +120,10 @@ def page(response: httpx.Response, *, ref: str, max_bytes: int | None, requireme
     return dict(body)
 
 
+_REFERENCE_KINDS = {"reference_invalid": "invalid", "reference_expired": "expired", "reference_mismatch": "bound to another context",
+                    "scope_changed": "out of date with the scope", "revision_changed": "out of date with the revision"}
+
+
 def reference_error(response: httpx.Response, cfg: TargetConfig, kind: str | Collection[str], *, requirement: str,
                     secret: str | None = None, text: DocumentText | None = None) -> dict[str, Any]:
     """A changed/invalid/expired reference: 4xx, the seed's code family, next_action search_knowledge, no content.
@@ -133,9 +137,9 @@ def reference_error(response: httpx.Response, cfg: TargetConfig, kind: str | Col
     kinds = sorted({kind} if isinstance(kind, str) else set(kind))
     if not kinds:
         raise ValueError("reference_error needs at least one kind")
-    what = " or ".join(k.replace("_", " ") for k in kinds)
-    expect(response.status_code != 200, requirement, f"the server accepted a {what} reference and answered 200")
-    expect(400 <= response.status_code < 500, requirement, f"expected a 4xx for a {what} reference, got HTTP {response.status_code}")
+    what = " or ".join(_REFERENCE_KINDS.get(k, k.replace("_", " ")) for k in kinds)
+    expect(response.status_code != 200, requirement, f"the server accepted a reference that is {what}, and answered 200")
+    expect(400 <= response.status_code < 500, requirement, f"expected a 4xx for a reference that is {what}, got HTTP {response.status_code}")
     body = body_of(response, "REF-011")
     code = body.get("error") if isinstance(body, dict) else None
     expect(C.is_reference_error_code(code), "REF-011", f"error code {code!r} is not knowledge_reference_* / knowledge_*changed")

@@ -8,9 +8,11 @@ for strict codes, so the project's tests run the suite against them over loopbac
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -271,6 +273,69 @@ class MemberOrderMatters(Wrapper):
 
     def applies(self, path: str) -> bool:
         return False
+
+
+def _map_refs(value: Any, change: Any) -> Any:
+    """``value`` with every ``ref`` member (at any depth) passed through ``change``."""
+    if isinstance(value, dict):
+        return {k: (change(v) if k == "ref" and isinstance(v, str) else _map_refs(v, change)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_map_refs(v, change) for v in value]
+    return value
+
+
+class PaddedBase64Refs(Wrapper):
+    """References are standard base64, with padding, of a 16-byte opaque ID (one with '+' or '/'),
+    decoded as Python's default ``b64decode`` does: whatever follows the padding is ignored, so
+    the reference with text appended after its padding is the same reference."""
+
+    def __init__(self, app: Any) -> None:
+        super().__init__(app)
+        self.ids: dict[str, bytes] = {}
+        self.refs: dict[bytes, str] = {}
+        self.rng = random.Random(1)
+
+    def _opaque(self, ref: str) -> str:
+        if ref not in self.ids:
+            raw = self.rng.randbytes(16)
+            while not set(base64.b64encode(raw).decode()) & set("+/"):
+                raw = self.rng.randbytes(16)
+            self.ids[ref], self.refs[raw] = raw, ref
+        return base64.b64encode(self.ids[ref]).decode()
+
+    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+        parsed = _json(body)
+        if path.endswith("/knowledge/read") and isinstance(parsed, dict) and isinstance(parsed.get("ref"), str):
+            try:
+                parsed["ref"] = self.refs.get(base64.b64decode(parsed["ref"]), "unknown-reference")
+            except ValueError:
+                parsed["ref"] = "undecodable"
+            body = json.dumps(parsed).encode()
+        return headers, body, None
+
+    def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
+        return (status, _map_refs(body, self._opaque)) if status == 200 else None
+
+
+class CursorNamesItsChain(Wrapper):
+    """A cursor is self-contained: it names the chain it continues, and the ref sent beside it
+    is not consulted (the cursor stays bound to its run, context, scope and revision)."""
+
+    def __init__(self, app: Any) -> None:
+        super().__init__(app)
+        self.owners: dict[str, str] = {}
+
+    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+        parsed = _json(body)
+        if path.endswith("/knowledge/read") and isinstance(parsed, dict) and parsed.get("cursor") in self.owners:
+            parsed["ref"] = self.owners[parsed["cursor"]]
+            body = json.dumps(parsed).encode()
+        return headers, body, None
+
+    def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
+        if path.endswith("/knowledge/read") and status == 200 and isinstance(body.get("next_cursor"), str):
+            self.owners[body["next_cursor"]] = str(body["ref"])
+        return None
 
 
 class ForbiddenWithoutToken(Wrapper):

@@ -23,6 +23,7 @@ from tests.seed_allowed import (
     ClampsMaxBytes,
     ControlWithoutLegacyStatus,
     ControlWithoutLostReadback,
+    CursorNamesItsChain,
     DecoratedTitles,
     DeliveryExtraMember,
     ErrorsWithoutMessage,
@@ -35,6 +36,7 @@ from tests.seed_allowed import (
     MemberOrderMatters,
     OneHint,
     OtherPaths,
+    PaddedBase64Refs,
     RefusesLargeLimit,
     SmallPages,
     TurnsOfAnotherSchema,
@@ -81,6 +83,9 @@ RUNS: dict[str, tuple[Any, ...]] = {
     "delivery-extra-strict": ((DeliveryExtraMember,), only("TURN-006"), True),
     "member-order": ((MemberOrderMatters,), only("TURN-004"), False),
     "member-order-strict": ((MemberOrderMatters,), only("TURN-004"), True),
+    "cursor-names-chain": ((CursorNamesItsChain,), only("REF-008"), False),
+    "cursor-names-chain-strict": ((CursorNamesItsChain,), only("REF-008"), True),
+    "padded-base64-refs": ((PaddedBase64Refs,), only("REF-015"), False),
     "other-paths": ((OtherPaths,), [*only("WIRE-001", "WIRE-002"), "-k", "generated"], False, PATHS_CONFIG),
 }
 
@@ -258,3 +263,16 @@ def test_a_refused_replay_with_reordered_members_passes_unless_strict(runs: Any)
     assert _failed(runs, "member-order") == {} and _status(runs, "member-order", "TURN-004") == "verified", _out(runs, "member-order")
     failed = _failed(runs, "member-order-strict")
     assert set(failed) == {"TURN-004"} and "reordered" in failed["TURN-004"], _out(runs, "member-order-strict")
+
+
+def test_a_cursor_that_names_its_own_chain_passes_unless_strict(runs: Any) -> None:
+    """Beside another document's reference, such a cursor reads its own chain on: the seed allows it."""
+    assert _failed(runs, "cursor-names-chain") == {} and _status(runs, "cursor-names-chain", "REF-008") == "verified", \
+        _out(runs, "cursor-names-chain")
+    assert set(_failed(runs, "cursor-names-chain-strict")) == {"REF-008"}, _out(runs, "cursor-names-chain-strict")
+
+
+def test_padded_base64_references_decoded_leniently_pass(runs: Any) -> None:
+    """Text after a reference's padding is ignored by common decoders: never probed as a tampered reference."""
+    assert _failed(runs, "padded-base64-refs") == {} and _status(runs, "padded-base64-refs", "REF-015") == "verified", \
+        _out(runs, "padded-base64-refs")

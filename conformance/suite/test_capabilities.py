@@ -96,6 +96,16 @@ def test_a_token_of_another_workspace_gets_no_data(world: Any, direction: str) -
         checks.error_envelope(response, "AUTH-002")
 
 
+@R("WIRE-001")
+@pytest.mark.parametrize("route", ["a", "x" * 65, "Bad Route", "-dash-first"], ids=["one-char", "65-chars", "space-upper", "dash-first"])
+def test_a_route_that_is_not_the_tokens_gets_an_error_envelope(world: Any, route: str) -> None:
+    """Whatever a Core takes for a well-formed route, these are not this token's workspace: the
+    answer is a 4xx error envelope (a malformed route included), never a success or a 5xx."""
+    response = world.core.capabilities(world.primary.token, route)
+    expect(400 <= response.status_code < 500, "WIRE-001", f"capabilities on route {route!r} answered HTTP {response.status_code}")
+    checks.error_envelope(response, "WIRE-001", strict=world.cfg.strict_codes)
+
+
 @R("WIRE-003")
 def test_responses_are_not_cacheable(world: Any) -> None:
     response = world.core.capabilities(world.primary.token, world.route)
@@ -113,9 +123,15 @@ def test_disabled_workspace_reports_enabled_false(fresh_world: Any) -> None:
 @R("TURN-003")
 def test_a_disabled_workspace_accepts_an_on_demand_turn(fresh_world: Any) -> None:
     """enabled false means the protocol exists (CAP-006): a client that negotiated it emits
-    knowledge_delivery on_demand, and the Core accepts that turn even while knowledge is disabled."""
-    fresh_world.control.set_mode(fresh_world.route, "disabled")
-    fresh_world.start_run()
+    knowledge_delivery on_demand. The seed does not say the turn must then succeed, so by default
+    a refusal (a 4xx envelope) passes too; strict expects the turn (CHOICES.md)."""
+    world = fresh_world
+    world.control.set_mode(world.route, "disabled")
+    response = world.core.turn(world.primary.token, world.route, CoreWire.turn_body("homepage binding", "on_demand"))
+    if response.status_code != 200 and not world.cfg.strict_codes:
+        checks.error_envelope(response, "TURN-003")  # the seed does not say a disabled Core must take the turn
+        return
+    checks.ok(response, "TURN-003", "an on_demand turn while knowledge is disabled")
 
 
 @R("CAP-006")
@@ -127,7 +143,7 @@ def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(fresh_world: Any, 
     world.control.set_mode(world.route, "disabled")
     response = world.core.turn(world.primary.token, world.route,
                                CoreWire.turn_body("homepage binding", None if delivery == "unset" else delivery))
-    body = checks.body_of(response, "CAP-006")
+    body = checks.body_of(response, "WIRE-001")
     leaked = world.document_text().leaked(body)
     expect(leaked is None, "CAP-006", f"a turn of a disabled workspace (delivery {delivery}) carries document text: {leaked!r}")
 
