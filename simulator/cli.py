@@ -5,11 +5,39 @@ from __future__ import annotations
 import argparse
 import logging
 import logging.handlers
+import math
+import os
 import queue
 import sys
 
 from simulator.config import SimConfig
 from simulator.quirks import QUIRKS
+
+CONTROL_TOKEN_ENV = "KNOWLEDGE_SIM_CONTROL_TOKEN"
+"""The control credential when --control-token is not given: an environment variable stays out
+of the process list (``ps``), where any local user reads a command line."""
+
+
+def _count(text: str) -> int:
+    """A whole number of at least 1 (0 threads or 0 connections at once would serve nothing)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _seconds(text: str) -> int:
+    """Finite seconds, at least 1, rounded up to whole seconds (the server takes an int)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value >= 1):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, at least 1, not {text}")
+    return math.ceil(value)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,19 +53,21 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--quirk", action="append", default=[], metavar="NAME", help="deviate on purpose (repeatable); see `quirks`")
     serve.add_argument("--no-control", action="store_true", help="do not expose the test-control extension")
     serve.add_argument("--control-token", default=None,
-                       help=f"credential of the control extension (default {SimConfig.control_token!r}, loopback only)")
+                       help=f"credential of the control extension (default: ${CONTROL_TOKEN_ENV} if set, which keeps it out "
+                            f"of the process list; else {SimConfig.control_token!r}, loopback only)")
     serve.add_argument("--frozen-clock", action="store_true", help="the clock moves only through control")
     serve.add_argument("--wire-names", metavar="FILE.toml",
                        help="serve other member names: [names.capabilities|limits|turn_context|knowledge_delivery] tables, as in wire-defaults.toml")
     serve.add_argument("--log-level", default="warning", help="info logs one line per request (never blocking: dropped when stderr "
                                                                 "is not read); default warning")
-    serve.add_argument("--store-threads", type=int, default=SimConfig.store_threads,
+    serve.add_argument("--store-threads", type=_count, default=SimConfig.store_threads,
                        help="threads that run searches, reads and turns beside the event loop (default %(default)s)")
-    serve.add_argument("--timeout-keep-alive", type=float, default=30.0,
-                       help="seconds an idle kept-alive connection stays open (default %(default)s: longer than the 5 s idle "
+    serve.add_argument("--timeout-keep-alive", type=_seconds, default=30,
+                       help="seconds an idle kept-alive connection stays open, at least 1, a fraction rounded up to whole "
+                            "seconds (default %(default)s: longer than the 5 s idle "
                             "expiry of common client pools, so the client closes first and a request never races the close)")
-    serve.add_argument("--limit-concurrency", type=int, default=1000,
-                       help="connections and requests at once before new ones get 503 (default %(default)s): idle or slow "
+    serve.add_argument("--limit-concurrency", type=_count, default=1000,
+                       help="connections and requests at once before new ones get 503, at least 1 (default %(default)s): idle or slow "
                             "clients cannot use up the process's file limit")
     serve.add_argument("--embedder", default="hashed", help="search_knowledge's semantic embedding (default: hashed, "
                        "character n-grams, offline and deterministic; wordllama: a real model shipped in its wheel, "
@@ -143,17 +173,18 @@ def main(argv: list[str] | None = None) -> int:
     from simulator.corpus import load_corpus, seed_demo
     from simulator.wire_names import load_wire_names
 
-    if args.control_token is None and not args.no_control and not _loopback(args.host):
+    control_token = args.control_token or os.environ.get(CONTROL_TOKEN_ENV) or None  # empty counts as not given
+    if control_token is None and not args.no_control and not _loopback(args.host):
         print(f"knowledge-sim: refusing to serve the control extension on {args.host} with the default credential; "
-              "give --control-token (or --no-control)", file=sys.stderr)
+              f"give --control-token or set {CONTROL_TOKEN_ENV} (or --no-control)", file=sys.stderr)
         return 2
     _log_without_blocking(args.log_level.upper())
     _raise_open_file_limit()
     try:
         app = create_app(
-            SimConfig(seed=args.seed, database=args.database, concurrent=True, store_threads=max(1, args.store_threads),
+            SimConfig(seed=args.seed, database=args.database, concurrent=True, store_threads=args.store_threads,
                       control_enabled=not args.no_control,
-                      control_token=args.control_token or SimConfig.control_token, frozen_clock=args.frozen_clock,
+                      control_token=control_token or SimConfig.control_token, frozen_clock=args.frozen_clock,
                       clock_start=None if not args.frozen_clock else SimConfig.clock_start, demo=args.corpus is None,
                       wire_names=load_wire_names(args.wire_names) if args.wire_names else {}, embedder=args.embedder),
             quirks=args.quirk,
@@ -175,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     print("  Agent Session MCP (streamable HTTP) at /agent-api/v1/workspaces/<route>/mcp (Authorization: Bearer <token>)",
           file=sys.stderr)
     _exit_through_python_on_sigterm()
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=int(args.timeout_keep_alive),
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=args.timeout_keep_alive,
                 limit_concurrency=args.limit_concurrency)
     return 0
 

@@ -98,6 +98,79 @@ def test_the_distributed_mode_adds_up_its_workers(tmp_path: Path) -> None:
     assert figures["requests"] > 0 and all(figures["checks"][r["id"]] > 0 for r in results["requirements"]), logs
 
 
+# ---------------------------------------------------------- usage errors, before any load
+def _refused(tmp_path: Path, *extra: str) -> str:
+    """Run ``load`` expecting a usage error: exit 4 and one line on stderr; returns that line."""
+    cmd = [sys.executable, "-c", "from conformance.cli import main; raise SystemExit(main())", "load",
+           "--report-dir", str(tmp_path / "reports"), *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert (proc.returncode, len(lines)) == (4, 1), (proc.returncode, proc.stderr[-2000:])
+    assert not (tmp_path / "reports" / "results.json").exists()
+    return lines[0]
+
+
+def test_an_unreachable_target_or_control_is_a_usage_error(tmp_path: Path) -> None:
+    closed = f"http://127.0.0.1:{closed_port()}"
+    config = tmp_path / "target.toml"
+    config.write_text(f'[control]\nurl = "{closed}/_control/v1"\ntoken = "t0ken-of-the-test"\n', "utf-8")
+    line = _refused(tmp_path, "--target", closed, "--target-config", str(config))
+    assert "--target" in line and "cannot reach it" in line and "t0ken-of-the-test" not in line
+
+
+def test_a_control_extension_unreachable_or_refusing_its_token_is_a_usage_error(tmp_path: Path) -> None:
+    from conformance.load import serve
+
+    served = serve.start()
+    try:
+        for control, token, expected in ((f"http://127.0.0.1:{closed_port()}", served.control_token, "cannot reach it"),
+                                         (served.url, "not-the-control-token", "refused the [control] token")):
+            config = tmp_path / "target.toml"
+            config.write_text(f'[control]\nurl = "{control}/_control/v1"\ntoken = "{token}"\n', "utf-8")
+            line = _refused(tmp_path, "--target", served.url, "--target-config", str(config))
+            assert "[control] url" in line and expected in line and token not in line, line
+    finally:
+        served.stop()
+
+
+@pytest.mark.parametrize("option", [("--identities", "-5"), ("--identities", "0"), ("--users", "0"),
+                                    ("--spawn-rate", "nan"), ("--spawn-rate", "-1"), ("--run-time", "0")])
+def test_a_number_out_of_range_is_a_usage_error(tmp_path: Path, option: tuple[str, str]) -> None:
+    assert option[0] in _refused(tmp_path, *option)
+
+
+def test_the_served_simulator_gets_its_control_token_from_the_environment_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any local user reads a command line (``ps``): the run's control credential goes in the environment."""
+    from conformance.errors import HarnessError
+    from conformance.load import serve
+
+    seen: dict[str, Any] = {}
+
+    class Exited:
+        returncode = 1
+
+        def __init__(self, cmd: list[str], **kwargs: Any) -> None:
+            seen.update(cmd=cmd, env=kwargs.get("env") or {})
+
+        def poll(self) -> int:
+            return 1
+
+    monkeypatch.setattr(serve.subprocess, "Popen", Exited)
+    with pytest.raises(HarnessError):
+        serve.start()
+    token = seen["env"]["KNOWLEDGE_SIM_CONTROL_TOKEN"]
+    assert len(token) >= 32 and not any(token in arg for arg in seen["cmd"]) and "--control-token" not in seen["cmd"]
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 # ---------------------------------------------------------- the judging can fail
 def _figures() -> LoadFigures:
     return LoadFigures(users=2, spawn_rate=1.0, run_time=1.0, requests=10)

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 import time
 
 import httpx
+import pytest
 
+from simulator.cli import _parser
+from simulator.cli import main as sim_main
+from simulator.config import SimConfig
 from tests.test_simulator_restart import _port
 
 
-def _start(*extra: str) -> tuple[subprocess.Popen[bytes], httpx.Client]:
+def _start(*extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], httpx.Client]:
     port = _port()
     # stderr piped and never read: a pipe holds about 64 KB, the size of some 500 request log lines
     proc = subprocess.Popen([sys.executable, "-m", "simulator.cli", "serve", "--port", str(port), "--seed", "1", *extra],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
     deadline = time.monotonic() + 60
     while True:
@@ -80,3 +85,39 @@ def test_a_body_nested_deeper_than_the_parser_goes_is_refused_and_serving_goes_o
         assert http.get("/agent-api/v1/workspaces/demo/knowledge/capabilities").status_code == 401
     finally:
         _stop(proc, http)
+
+
+@pytest.mark.parametrize("option", [("--limit-concurrency", "0"), ("--limit-concurrency", "0.5"), ("--store-threads", "0"),
+                                    ("--store-threads", "-1"), ("--timeout-keep-alive", "-1"), ("--timeout-keep-alive", "nan"),
+                                    ("--timeout-keep-alive", "inf"), ("--timeout-keep-alive", "0.5")])
+def test_a_serving_number_out_of_range_is_refused_in_one_line(option: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    """0 connections at once answers everything 503, a negative keep-alive answers nothing, nan was a traceback."""
+    with pytest.raises(SystemExit) as exited:
+        sim_main(["serve", *option])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exited.value.code == 2 and error.startswith("knowledge-sim serve: error: argument " + option[0]), error
+
+
+def test_a_fractional_keep_alive_is_rounded_up_to_whole_seconds() -> None:
+    assert _parser().parse_args(["serve", "--timeout-keep-alive", "1.5"]).timeout_keep_alive == 2
+    assert _parser().parse_args(["serve"]).timeout_keep_alive == 30
+
+
+def test_the_control_token_can_come_from_the_environment() -> None:
+    """KNOWLEDGE_SIM_CONTROL_TOKEN keeps the credential off the command line (``ps``); the default is then refused."""
+    proc, http = _start(env={**os.environ, "KNOWLEDGE_SIM_CONTROL_TOKEN": "env-control-credential"})
+    try:
+        answers = [http.get("/_control/v1/clock", headers={"Authorization": f"Bearer {token}"}).status_code
+                   for token in ("env-control-credential", SimConfig.control_token)]
+    finally:
+        _stop(proc, http)
+    assert answers[0] == 200 and answers[1] in (401, 403), answers
+
+
+@pytest.mark.parametrize("given", [[], ["--control-token", ""]])
+def test_the_default_control_credential_stays_refused_off_loopback(given: list[str], monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty token, from the environment or the command line, counts as none given."""
+    monkeypatch.setenv("KNOWLEDGE_SIM_CONTROL_TOKEN", "")
+    assert sim_main(["serve", "--host", "0.0.0.0", *given]) == 2
+    assert "KNOWLEDGE_SIM_CONTROL_TOKEN" in capsys.readouterr().err

@@ -8,6 +8,7 @@ other command (and no pytest session) should get that."""
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import secrets
 import sys
@@ -48,9 +49,34 @@ def _settings(args: argparse.Namespace) -> Settings:
         run_time = float(parse_timespan(args.run_time))
     except ValueError:
         raise ConfigError(f"--run-time {args.run_time!r}: use seconds or a span such as 20s, 2m, 1h30m") from None
-    if args.users < 1 or args.spawn_rate <= 0 or run_time <= 0:
-        raise ConfigError("--users, --spawn-rate and --run-time must be positive")
-    return Settings(args.users, args.spawn_rate, run_time, args.identities or max(2, args.users), Path(args.reports))
+    for name, value, least in (("--users", args.users, 1), ("--identities", args.identities, 1)):
+        if value is not None and value < least:
+            raise ConfigError(f"{name} must be at least {least}, not {value}")
+    for name, value in (("--spawn-rate", args.spawn_rate), ("--run-time", run_time)):
+        if not (math.isfinite(value) and value > 0):  # nan compares false both ways: refused here, not let through
+            raise ConfigError(f"{name} must be a positive number, not {value:g}")
+    identities = args.identities if args.identities is not None else max(2, args.users)
+    return Settings(args.users, args.spawn_rate, run_time, identities, Path(args.reports))
+
+
+def _reachable(cfg: TargetConfig) -> None:
+    """A --target or [control] url that does not answer, or control refusing its token, is a usage
+    error before any load, as for ``run``: one line, exit 4, never a harness error of the run."""
+    timeout = min(cfg.timeout_seconds, 10.0)
+    try:
+        httpx.get(httpx.URL(cfg.target).copy_with(username=None, password=None), timeout=timeout)
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise ConfigError(f"--target {redact_url(cfg.target)}: cannot reach it ({type(exc).__name__}: {exc})") from None
+    if cfg.control_url is None or cfg.control_token is None:
+        return
+    where = f"[control] url {redact_url(cfg.control_url)}"
+    try:
+        response = httpx.get(httpx.URL(cfg.control_url.rstrip("/") + "/clock").copy_with(username=None, password=None),
+                             headers={"Authorization": f"Bearer {cfg.control_token}"}, timeout=timeout)
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise ConfigError(f"{where}: cannot reach it ({type(exc).__name__}: {exc})") from None
+    if response.status_code in (401, 403):
+        raise ConfigError(f"{where}: the control extension refused the [control] token ({response.status_code})")
 
 
 def _config(args: argparse.Namespace, served: serve.Served | None) -> TargetConfig:
@@ -110,6 +136,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         served = serve.start(tuple(args.sim_quirk)) if not args.target else None
         cfg = _config(args, served)
+        if served is None:
+            _reachable(cfg)
         ctx = prepare(cfg, settings.identities)
     except ConfigError as exc:
         if served is not None:

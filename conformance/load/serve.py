@@ -24,6 +24,9 @@ from conformance.secrets import SECRETS
 
 COMMAND = "knowledge-sim"
 CONTROL_BASE = "/_control/v1"
+CONTROL_TOKEN_ENV = "KNOWLEDGE_SIM_CONTROL_TOKEN"
+"""How the run's control credential reaches ``knowledge-sim serve``: its environment, never its
+command line (which any local user reads in ``ps``)."""
 START_SECONDS = 60.0
 
 
@@ -65,13 +68,14 @@ def start(quirks: tuple[str, ...] = ()) -> Served:
     token = secrets.token_hex(16)
     SECRETS.add(token)
     port = free_port()
-    cmd = [_command(), "serve", "--host", "127.0.0.1", "--port", str(port), "--control-token", token]
+    cmd = [_command(), "serve", "--host", "127.0.0.1", "--port", str(port)]
     for quirk in quirks:
         cmd += ["--quirk", quirk]
     handle, name = tempfile.mkstemp(prefix="knowledge-sim-", suffix=".log")
     log = Path(name)
     with os.fdopen(handle, "wb") as out:  # a file, never a pipe nobody reads
-        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   env={**os.environ, CONTROL_TOKEN_ENV: token})
     url = f"http://127.0.0.1:{port}"
     served = Served(url, token, process, log)
     deadline = time.monotonic() + START_SECONDS
