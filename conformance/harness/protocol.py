@@ -130,6 +130,7 @@ class Harness:
             self.process.stdin.write(json.dumps(command) + "\n")
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
+            self._settle()
             raise HarnessProtocolError(self._exited(f"the harness exited before {cmd}")) from None
         try:
             line = self._lines.get(timeout=self.timeout)
