@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -22,9 +23,11 @@ import httpx
 import pytest
 import yaml
 
-from conformance.harness.core import DEFAULT_CONTROL_TOKEN, ServedSimulator
+from conformance.cli import main
+from conformance.harness.core import DEFAULT_CONTROL_TOKEN, TOKEN_ENV, ServedSimulator
 from conformance.harness.miniatures import MINIATURES
-from conformance.harness.protocol import problems
+from conformance.harness.protocol import Harness, HarnessProtocolError, problems
+from conformance.secrets import SECRETS
 from knowledge_schemas import SCHEMA_DIR, load_catalogue, load_registry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,16 +39,16 @@ CLI = str(Path(sys.executable).parent / "knowledge-conformance")
 
 
 @pytest.fixture(scope="module")
-def core() -> Iterator[str]:
+def core() -> Iterator[ServedSimulator]:
     served = ServedSimulator()
     try:
-        yield served.url
+        yield served
     finally:
         served.close()
 
 
-def client_run(harness: str, core: str, tmp: Path) -> tuple[int, dict[str, Any], str]:
-    done = subprocess.run([CLI, "client", "--harness", harness, "--core", core, "--control-token", DEFAULT_CONTROL_TOKEN,
+def client_run(harness: str, core: ServedSimulator, tmp: Path) -> tuple[int, dict[str, Any], str]:
+    done = subprocess.run([CLI, "client", "--harness", harness, "--core", core.url, "--control-token", core.control_token,
                            "--report-dir", str(tmp), "--run-id", secrets.token_hex(4)],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     results = json.loads((tmp / "results.json").read_text("utf-8")) if (tmp / "results.json").exists() else {}
@@ -97,7 +100,7 @@ def test_the_protocol_schema_refuses_a_malformed_answer() -> None:
     assert problems("capabilities_value", {"supported": "yes"})
 
 
-def test_the_reference_client_is_conformant(core: str, tmp_path: Path) -> None:
+def test_the_reference_client_is_conformant(core: ServedSimulator, tmp_path: Path) -> None:
     code, results, out = client_run(f"{sys.executable} -m conformance.harness.reference", core, tmp_path)
     assert code == 0, out
     assert results["verdict"] == "conformant" and not failed(results)
@@ -112,21 +115,108 @@ def test_the_reference_client_is_conformant(core: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("miniature", RUN, ids=[m["name"] for m in RUN])
-def test_a_broken_client_is_caught_with_its_exact_ids(miniature: dict[str, Any], core: str, tmp_path: Path) -> None:
+def test_a_broken_client_is_caught_with_its_exact_ids(miniature: dict[str, Any], core: ServedSimulator, tmp_path: Path) -> None:
     code, results, out = client_run(f"{sys.executable} -m conformance.harness.miniatures {miniature['name']}", core, tmp_path)
     assert (code, failed(results)) == (miniature["exit"], set(miniature["violates"])), out
     if miniature["exit"] == 7:
         assert results["verdict"] == "error" and "is not a capabilities_value" in out
 
 
-def test_a_harness_that_does_not_start_is_a_harness_error(core: str, tmp_path: Path) -> None:
-    code, results, out = client_run(f"{sys.executable} -c 'import sys; sys.exit(3)'", core, tmp_path)
+def test_a_harness_that_does_not_start_is_one_harness_error_with_its_reason(core: ServedSimulator, tmp_path: Path) -> None:
+    """Before: 1,600+ lines of fixture tracebacks and a verdict saying only "the harness did not start"."""
+    code, results, out = client_run(f"{sys.executable} -c 'import sys; print(\"boom-tail\", file=sys.stderr); sys.exit(3)'",
+                                    core, tmp_path)
     assert code == 7 and results["verdict"] == "error", out
     assert "did not start" in results["target"]
+    assert "Traceback" not in out and len(out.splitlines()) < 40, out
+    reason = "the harness closed stdout instead of answering start (exit 3)"
+    assert f"harness error: the harness did not start: {reason}: boom-tail" in out and "  boom-tail" in out, out
+    assert [t["outcome"] for t in results["tests"]] == ["error"], "no test ran after the start failed"
+    assert reason in results["tests"][0]["message"] and "VERDICT: ERROR" in out and reason in out.split("VERDICT: ERROR")[1]
+
+
+def _fake_harness(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "h.py"
+    script.write_text("import json, sys\n" + body, "utf-8")
+    return f"{sys.executable} {script}"
+
+
+START_VALUE = {"client": {"name": "c", "version": "1"}, "harness": {"name": "h", "version": "1"}, "surfaces": ["client"]}
+CONNECTION = {"key": "main", "route": "r", "token": "t", "binding": {"hubUrl": "http://127.0.0.1:9", "clientAppId": "a",
+                                                                      "workspace": "r", "sessionId": "s"}}
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    ("print('hello there', flush=True); sys.stdin.read()", r"the harness printed something that is not one JSON line \(answering start\): 'hello there'"),
+    ("sys.stdin.read()", "no answer to start within 1 s"),
+    ("c = json.loads(sys.stdin.readline()); print(json.dumps({'id': c['id'], 'ok': True, 'value': {'protocol': 'knowledge-harness.v2', "
+     f"**{START_VALUE!r}}}}}), flush=True); sys.stdin.read()",
+     r'/protocol: expected knowledge-harness\.v1, the harness answered start with "knowledge-harness\.v2"'),
+    ("print('why', file=sys.stderr); sys.exit(5)", r"the harness (closed stdout instead of answering|exited before) start \(exit 5\): why"),
+], ids=["garbage", "hangs", "other-protocol", "exits"])
+def test_a_start_failure_says_its_real_reason_on_one_line(tmp_path: Path, body: str, reason: str) -> None:
+    running = Harness(_fake_harness(tmp_path, body), timeout=1)
+    try:
+        with pytest.raises(HarnessProtocolError) as caught:
+            running.start("http://127.0.0.1:9", [CONNECTION])
+    finally:
+        running.close(stop=False)
+    assert re.fullmatch(reason, str(caught.value)), str(caught.value)
+
+
+def test_a_missing_harness_executable_is_a_harness_error() -> None:
+    with pytest.raises(HarnessProtocolError, match=r"cannot start the harness '/nonexistent/harness': .*No such file"):
+        Harness("/nonexistent/harness")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--harness", ""], "--harness: the command is empty"),
+    (["--harness", "   "], "--harness: the command is empty"),
+    (["--harness", "python 'x"], "No closing quotation"),
+    (["--harness", "x", "--timeout", "0"], "--timeout must be a positive number of seconds, not 0"),
+    (["--harness", "x", "--timeout", "-1"], "--timeout must be a positive number of seconds, not -1"),
+    (["--harness", "x", "--timeout", "nan"], "--timeout must be a positive number of seconds"),
+])
+def test_a_bad_harness_option_is_a_one_line_usage_error(args: list[str], message: str, capsys: pytest.CaptureFixture[str],
+                                                         tmp_path: Path) -> None:
+    """Before: exit 7 and a traceback (IndexError, shlex's ValueError, "the runner built an invalid start command")."""
+    code = main(["client", *args, "--report-dir", str(tmp_path)])
+    captured = capsys.readouterr()
+    lines = (captured.out + captured.err).strip().splitlines()
+    assert code == 4 and len(lines) == 1 and lines[0].startswith("ERROR: ") and message in lines[0], lines
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--harness", "", "--harness-core", "http://127.0.0.1:9"], "--harness: the command is empty"),
+    (["--harness", "x", "--harness-timeout", "-1", "--harness-core", "http://127.0.0.1:9"], "--harness-timeout must be a positive"),
+])
+def test_the_pytest_options_refuse_a_bad_harness_before_anything_starts(args: list[str], message: str, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "conformance.harness.suite", "-q", "-p", "no:cacheprovider",
+                           "--report-dir", str(tmp_path), *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    out = done.stdout + done.stderr
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert done.returncode == 4 and "Traceback" not in out and len(lines) == 1 and message in lines[0], out[-1500:]
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_the_served_simulator_has_a_random_control_token_never_on_its_command_line(core: ServedSimulator) -> None:
+    """Before: --seed and the fixed default token, which any local user could use to drive its control extension."""
+    other = ServedSimulator()
+    try:
+        assert core.control_token != other.control_token and DEFAULT_CONTROL_TOKEN not in (core.control_token, other.control_token)
+        assert core.control_token in SECRETS.values
+        argv = " ".join(map(str, core.process.args))  # type: ignore[arg-type]
+        assert core.control_token not in argv and "--control-token" not in argv
+        clock = core.url + "/_control/v1/clock"
+        assert httpx.get(clock, headers={"Authorization": f"Bearer {DEFAULT_CONTROL_TOKEN}"}).status_code in (401, 403)
+        assert httpx.get(clock, headers={"Authorization": f"Bearer {core.control_token}"}).status_code == 200
+        assert TOKEN_ENV == "KNOWLEDGE_SIM_CONTROL_TOKEN"
+    finally:
+        other.close()
 
 
 @pytest.mark.skipif(NODE is None, reason="Node.js is not installed: the Node harness (examples/harness/node) is not run")
-def test_the_node_harness_is_conformant(core: str, tmp_path: Path) -> None:
+def test_the_node_harness_is_conformant(core: ServedSimulator, tmp_path: Path) -> None:
     code, results, out = client_run(f"{NODE} {ROOT / 'examples' / 'harness' / 'node' / 'harness.mjs'}", core, tmp_path)
     assert code == 0 and results["verdict"] == "conformant", out
     assert "Node" in results["target"]

@@ -8,6 +8,8 @@ from GET /transcript: method, path, status, JSON body, and the account of the to
 
 from __future__ import annotations
 
+import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -19,8 +21,10 @@ from typing import Any
 import httpx
 
 from conformance.errors import HarnessError
+from conformance.secrets import SECRETS
 
 DEFAULT_CONTROL_TOKEN = "sim-control-token"  # the bundled simulator's loopback-only default
+TOKEN_ENV = "KNOWLEDGE_SIM_CONTROL_TOKEN"  # knowledge-sim serve reads its control token here: never on a command line `ps` shows
 API = "/agent-api/v1/workspaces/{route}"
 
 
@@ -39,23 +43,35 @@ def _simulator_command() -> list[str]:
 
 
 class ServedSimulator:
-    """``knowledge-sim serve`` on a free loopback port, frozen clock, fixed seed; stopped by ``close``."""
+    """``knowledge-sim serve`` on a free loopback port, frozen clock, fixed seed; stopped by ``close``.
+
+    Its control token is drawn for this run (and scrubbed from every output): with the fixed
+    default, any local user could drive the control extension of a run's Core. It is handed
+    over in the environment, never on the command line, which every local user can read."""
 
     def __init__(self, seed: int = 0) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.control_token = secrets.token_hex(16)
+        SECRETS.add(self.control_token)
         self.process = subprocess.Popen([*_simulator_command(), "serve", "--port", str(self.port), "--seed", str(seed),
-                                         "--frozen-clock"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                         "--frozen-clock"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        env={**os.environ, TOKEN_ENV: self.control_token})
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 err = self.process.stderr.read().decode("utf-8", "replace") if self.process.stderr else ""
                 raise HarnessError(f"the bundled simulator exited ({self.process.returncode}): {err[-500:]}")
             try:
-                httpx.get(self.url + "/_control/v1/clock", headers={"Authorization": f"Bearer {DEFAULT_CONTROL_TOKEN}"}, timeout=2)
-                return
+                answer = httpx.get(self.url + "/_control/v1/clock", headers={"Authorization": f"Bearer {self.control_token}"}, timeout=2)
             except httpx.HTTPError:
                 time.sleep(0.2)
+                continue
+            if answer.status_code in (401, 403):
+                self.close()
+                raise HarnessError(f"the bundled simulator refused the run's control token ({answer.status_code}): "
+                                   f"this knowledge-sim does not read {TOKEN_ENV}")
+            return
         self.close()
         raise HarnessError("the bundled simulator did not start serving within 60 s")
 

@@ -9,6 +9,7 @@ client did.
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import shlex
@@ -49,6 +50,21 @@ def problems(definition: str, instance: Any) -> list[str]:
     return [f"/{'/'.join(map(str, e.absolute_path))}: {e.message[:200]}" for e in found]
 
 
+def usage_problem(command: str | None, timeout: float, timeout_flag: str = "--timeout") -> str | None:
+    """Why a harness command or answer timeout cannot run at all (a usage error, exit 4, before any
+    test), or None. The command is split as a POSIX shell line, as the runner starts it."""
+    if command is not None:
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            return f"--harness {command!r}: {exc} (the command is split as a POSIX shell line)"
+        if not argv:
+            return "--harness: the command is empty; give the command that starts the client's harness"
+    if not (math.isfinite(timeout) and timeout > 0):
+        return f"{timeout_flag} must be a positive number of seconds, not {timeout:g}"
+    return None
+
+
 @dataclass(frozen=True)
 class Answer:
     """One answer: what the client returned (``ok``, ``value``) or raised (``error``)."""
@@ -81,7 +97,8 @@ class Harness:
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._stderr: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
 
     def _pump(self) -> None:
         assert self.process.stdout is not None
@@ -97,6 +114,11 @@ class Harness:
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr[-10:])
 
+    def _exited(self, what: str) -> str:
+        """Why the harness is gone, on one line: its exit status and the end of its stderr."""
+        tail = " | ".join(line for line in self._stderr[-3:] if line.strip())
+        return f"{what} (exit {self.process.poll()})" + (f": {clip(tail, -300)}" if tail else "")
+
     def call(self, cmd: str, **fields: Any) -> Answer:
         command = {"id": self._next, "cmd": cmd, **fields}
         self._next += 1
@@ -108,26 +130,32 @@ class Harness:
             self.process.stdin.write(json.dumps(command) + "\n")
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
-            raise HarnessProtocolError(f"the harness exited before {cmd} (exit {self.process.poll()}): {self.stderr_tail()}") from None
+            self._settle()
+            raise HarnessProtocolError(self._exited(f"the harness exited before {cmd}")) from None
         try:
             line = self._lines.get(timeout=self.timeout)
         except queue.Empty:
             raise HarnessProtocolError(f"no answer to {cmd} within {self.timeout:g} s") from None
         if line is None:
-            raise HarnessProtocolError(f"the harness closed stdout instead of answering {cmd} (exit {self.process.poll()}): {self.stderr_tail()}")
+            self._settle()
+            raise HarnessProtocolError(self._exited(f"the harness closed stdout instead of answering {cmd}"))
         return self._check(cmd, command, line)
 
     def _check(self, cmd: str, command: dict[str, Any], line: str) -> Answer:
         try:
             raw = json.loads(line)
         except ValueError:
-            raise HarnessProtocolError(f"the answer to {cmd} is not one JSON line: {clip(line, 200)!r}") from None
+            raise HarnessProtocolError(f"the harness printed something that is not one JSON line (answering {cmd}): "
+                                       f"{clip(line.rstrip(), 200)!r}") from None
         bad = problems("answer", raw)
         if bad:
             raise HarnessProtocolError(f"the answer to {cmd} is not a protocol answer: {'; '.join(bad[:3])}")
         if raw["id"] != command["id"]:
             raise HarnessProtocolError(f"the answer to {cmd} (id {command['id']}) carries id {raw['id']}")
         answer = Answer(raw["ok"], raw.get("value"), raw.get("error"))
+        if answer.ok and cmd == "start" and isinstance(answer.value, dict) and answer.value.get("protocol") != PROTOCOL:
+            raise HarnessProtocolError(f"/protocol: expected {PROTOCOL}, the harness answered start with "
+                                       f"{clip(json.dumps(answer.value.get('protocol')), 100)}")
         if answer.ok:
             definition = HOST_VALUE_OF[command["call"]] if cmd == "host_call" else VALUE_OF[cmd]
             bad = problems(definition, answer.value)
@@ -141,12 +169,25 @@ class Harness:
             raise HarnessProtocolError(f"the harness refused start: {answer.describe()}")
         return dict(answer.value)
 
-    def close(self) -> None:
+    def _settle(self) -> None:
+        """A harness that closed stdout is exiting: give it a moment, so its status and stderr are known."""
+        try:
+            self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return
+        self._drainer.join(timeout=1)
+
+    def close(self, *, stop: bool = True) -> None:
+        """Stop the harness: with ``stop`` first (a harness that broke the protocol at start is not asked:
+        it may never answer), then terminate it if it is still running."""
         if self.process.poll() is None:
-            try:
-                self.call("stop")
-            except (HarnessError, RuntimeError):
-                pass
+            if stop:
+                try:
+                    self.call("stop")
+                except (HarnessError, RuntimeError):
+                    pass
+            else:
+                self.process.terminate()
             try:
                 self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
