@@ -92,3 +92,10 @@ def option(config: pytest.Config, name: str) -> Any:
     """This package's value of option ``name`` (its documented spelling)."""
     opt = BY_NAME[name]
     return getattr(config.option, opt.dest, opt.default)
+
+
+def walk_size(config: pytest.Config, default: tuple[int, int], deep: tuple[int, int]) -> tuple[int, int]:
+    """``(examples, steps)`` of a stateful model's random walk: the options when given, else the
+    model's own default, or its ``--deep`` size."""
+    examples, steps = deep if option(config, "--deep") else default
+    return option(config, "--stateful-examples") or examples, option(config, "--stateful-steps") or steps

@@ -224,6 +224,23 @@ class LegacySearchGone(Wrapper):
         return None
 
 
+class CoreSwap(Wrapper):
+    """Not a rewrite on the way: the wrapped app's own Core becomes ``core_class`` (a subclass of
+    the clean Core that changes one habit), so its cursors, expiry and binding stay its own."""
+
+    core_class: ClassVar[type[Core]] = Core
+
+    def __init__(self, app: Any) -> None:
+        super().__init__(app)
+        inner = app
+        while not hasattr(inner, "state"):
+            inner = inner.app
+        inner.state.core.__class__ = self.core_class
+
+    def applies(self, path: str) -> bool:
+        return False
+
+
 class _SmallPagesCore(Core):
     """The clean Core, but every page is at most ``SmallPages.PAGE_BYTES`` of JSON, whatever was asked."""
 
@@ -231,22 +248,14 @@ class _SmallPagesCore(Core):
         return super()._page(caller, run, ref, rev, offset, consumed, min(max_bytes, SmallPages.PAGE_BYTES))
 
 
-class SmallPages(Wrapper):
+class SmallPages(CoreSwap):
     """Answers every read with pages far smaller than asked (the seed bounds a page from above only):
     a budget-sized chain takes a few hundred pages. Not a rewrite on the way: the Core itself pages
     small, so its cursors, expiry and binding stay its own (the wrapped app's Core becomes one that does)."""
 
     PAGE_BYTES = 1400  # complete JSON of a page: a few hundred content bytes next to the ref and cursor
 
-    def __init__(self, app: Any) -> None:
-        super().__init__(app)
-        inner = app
-        while not hasattr(inner, "state"):
-            inner = inner.app
-        inner.state.core.__class__ = _SmallPagesCore
-
-    def applies(self, path: str) -> bool:
-        return False
+    core_class = _SmallPagesCore
 
 
 class _MemberOrderCore(Core):
@@ -260,19 +269,11 @@ class _MemberOrderCore(Core):
         return super().start_turn(caller, body)
 
 
-class MemberOrderMatters(Wrapper):
+class MemberOrderMatters(CoreSwap):
     """Refuses the replay of a turn whose JSON members come in another order (409 turn_conflict): the
     run stays pinned, which is all the seed asks; strict expects the replay (JSON members are unordered)."""
 
-    def __init__(self, app: Any) -> None:
-        super().__init__(app)
-        inner = app
-        while not hasattr(inner, "state"):
-            inner = inner.app
-        inner.state.core.__class__ = _MemberOrderCore
-
-    def applies(self, path: str) -> bool:
-        return False
+    core_class = _MemberOrderCore
 
 
 def _map_refs(value: Any, change: Any) -> Any:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
 from conformance.mcp_target import skipped
-from conformance.options import option
+from conformance.options import option, walk_size
 from conformance.search_knowledge import call
 from conformance.sk_stateful import CLAIMS, WALK_SEED, Reach, machine, model_world, tour
 from conformance.stateful import walk_settings
@@ -29,9 +29,7 @@ def test_search_knowledge_model_agrees_with_the_target(kc_config: Any, kc_target
         pytest.skip("not verified: MCP checks skipped: --mcp-target none")
     if control is None:
         pytest.skip("not verified: the search_knowledge model drives its states through the test-control extension")
-    deep = option(pytestconfig, "--deep")
-    examples = option(pytestconfig, "--stateful-examples") or (100 if deep else 3)
-    steps = option(pytestconfig, "--stateful-steps") or (40 if deep else 8)
+    examples, steps = walk_size(pytestconfig, default=(3, 8), deep=(100, 40))
     exercised: set[str] = set()
     record_exercised(exercised)
     with model_world(kc_config, kc_target, control, chosen) as world:

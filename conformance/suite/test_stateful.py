@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-from conformance.options import option
+from conformance.options import option, walk_size
 from conformance.stateful import CLAIMS, WALK_SEED, machine, tour, walk_settings
 from conformance.world import provision
 
@@ -27,9 +27,7 @@ def test_stateful_model_agrees_with_the_target(kc_config: Any, core: Any, contro
     then the random walk. Only the IDs whose checks ran on a definite prediction count as verified."""
     if control is None:
         pytest.skip("not verified: the stateful model drives time and state through the test-control extension")
-    deep = option(pytestconfig, "--deep")
-    examples = option(pytestconfig, "--stateful-examples") or (200 if deep else 20)
-    steps = option(pytestconfig, "--stateful-steps") or (60 if deep else 25)
+    examples, steps = walk_size(pytestconfig, default=(20, 25), deep=(200, 60))
     exercised: set[str] = set()
     walk = machine(lambda: provision(kc_config, core, control, large=False), kc_config, exercised,
                    walk_seed=option(pytestconfig, "--stateful-seed") or WALK_SEED)

@@ -191,13 +191,19 @@ def test_delivery_is_pinned_across_a_lost_response(sdk: Session) -> None:
 
 
 # ---------------------------------------------------------------- search / read
-@requirement("READ-018")
-def test_run_id_and_max_bytes_map_to_the_wire(sdk: Session) -> None:
+def _fresh_ref(sdk: Session, doc: str) -> tuple[str, str, str, Any]:
+    """``(route, run, ref, mark)`` on the main connection: a run started and a reference to ``doc``
+    found directly on the Core (not through the client), then a mark in the wire transcript."""
     route = sdk.world.route("main")
     direct = sdk.world.direct("main")
     run = direct.turn()["run_id"]
-    ref = direct.ref(run, "archive")
-    mark = sdk.wire.mark(route)
+    ref = direct.ref(run, doc)
+    return route, run, ref, sdk.wire.mark(route)
+
+
+@requirement("READ-018")
+def test_run_id_and_max_bytes_map_to_the_wire(sdk: Session) -> None:
+    route, run, ref, mark = _fresh_ref(sdk, "archive")
     found = sdk.call("search", connection="main", input={"query": "archive ledger", "runId": run, "limit": 2})
     page = sdk.call("read", connection="main", input={"ref": ref, "runId": run, "maxBytes": 4096})
     wire = sdk.wire.since(mark, route)
@@ -212,11 +218,7 @@ def test_run_id_and_max_bytes_map_to_the_wire(sdk: Session) -> None:
 
 @requirement("READ-017")
 def test_one_read_is_one_page(sdk: Session) -> None:
-    route = sdk.world.route("main")
-    direct = sdk.world.direct("main")
-    run = direct.turn()["run_id"]
-    ref = direct.ref(run, "archive")
-    mark = sdk.wire.mark(route)
+    route, run, ref, mark = _fresh_ref(sdk, "archive")
     page = sdk.call("read", connection="main", input={"ref": ref, "runId": run, "maxBytes": 4096})
     reads = requests(sdk.wire.since(mark, route), "POST", "read")
     mapped(reads)
@@ -245,11 +247,7 @@ def test_unavailability_is_not_an_empty_corpus(sdk: Session, how: str) -> None:
 
 @requirement("READ-012")
 def test_a_budget_exhausted_chain_is_not_a_full_read(sdk: Session) -> None:
-    route = sdk.world.route("main")
-    direct = sdk.world.direct("main")
-    run = direct.turn()["run_id"]
-    ref = direct.ref(run, "glacier")
-    mark = sdk.wire.mark(route)
+    route, run, ref, mark = _fresh_ref(sdk, "glacier")
     answer = sdk.call("read_all", connection="main", input={"ref": ref, "runId": run})
     reads = requests(sdk.wire.since(mark, route), "POST", "read")
     mapped(reads)
