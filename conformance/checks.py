@@ -175,3 +175,50 @@ def split_in(piece: str, expected: str) -> str | None:
 
 def describe(body: Any) -> str:
     return clip(json.dumps(body, ensure_ascii=False), 300)
+
+
+def bounded_delivery(world: Any, body: dict[str, Any], context: dict[str, Any]) -> None:
+    """The checks of an on_demand turn's delivery object (also run under load, conformance.load)."""
+    names = world.cfg.names
+    field = names.turn_context["knowledge_delivery"]
+    sent = context.get(field)
+    expect(isinstance(sent, dict), "TURN-003", f"an on_demand turn has no context.{field}")
+    delivery = names.delivery(context)
+    hints = delivery.get("hints", [])
+    expect(isinstance(hints, list) and len(hints) <= C.SEARCH_MAX_HINTS, "TURN-007", f"{len(hints)} hints in context.{field}")
+    expect(len(C.canonical(sent).encode()) <= C.SEARCH_MAX_BYTES, "TURN-007", f"context.{field} is larger than a search response may be")
+    known = set(load_registry().contents["knowledge-delivery.schema.json"]["properties"])
+    extras = {name: value for name, value in delivery.items() if name not in known}
+    whole = world.document_text().whole(extras)
+    expect(whole is None, "TURN-007", f"context.{field} carries a whole document ({len(whole or '')} characters) outside its hints, "
+           f"in {sorted(extras)}")
+    errors = load_registry().errors("knowledge-delivery", delivery)
+    expect(not errors, "TURN-006", f"context.{field} does not match the delivery schema: {'; '.join(errors[:3])}")
+    if world.cfg.strict_codes:
+        expect(not extras, "TURN-006", f"strict: context.{field} has members the delivery schema does not name: {sorted(extras)}")
+    schema("turn-response", body, names=names)
+
+
+def empty_knowledge(world: Any, context: dict[str, Any]) -> None:
+    """context.knowledge and knowledge_refs present and empty in on_demand mode (also run under load)."""
+    member = world.cfg.names.turn_context
+    knowledge, refs = member["knowledge"], member["knowledge_refs"]
+    expect(context.get(knowledge) == [] and context.get(refs) == [], "TURN-008",
+           f"{knowledge}/{refs} must be present and empty: {knowledge}={clip(str(context.get(knowledge)), 120)} {refs}={clip(str(context.get(refs)), 120)}")
+
+
+def binding_refused(world: Any, response: Any, rule: str, what: str, *, known: list[str]) -> None:
+    """The read under a foreign context must fail with a 4xx envelope that carries no document text."""
+    expect(response.status_code != 200, rule, f"a {what} was accepted under a context that differs from its binding")
+    body = error_envelope(response, rule)
+    text = world.document_text()
+    text.add(known)
+    leaked = text.leaked(body)
+    expect(leaked is None, "REF-014", f"the refusal carries document text: {leaked!r}")
+    code = body.get("error")
+    cfg = world.cfg
+    if C.is_reference_error_code(code):
+        reference_error(response, cfg, "reference_mismatch", requirement=rule, text=text)
+    elif cfg.strict_codes:
+        expect(code == cfg.code("run_not_found") and response.status_code == cfg.status("run_not_found"), "REF-011",
+               f"refused with {response.status_code} {code!r}; strict expects {cfg.code('reference_mismatch')!r} or {cfg.code('run_not_found')!r}")

@@ -9,9 +9,13 @@ import math
 import os
 import queue
 import sys
+from typing import TYPE_CHECKING, Any
 
 from simulator.config import SimConfig
 from simulator.quirks import QUIRKS
+
+if TYPE_CHECKING:
+    from mcp.server import Server
 
 CONTROL_TOKEN_ENV = "KNOWLEDGE_SIM_CONTROL_TOKEN"
 """The control credential when --control-token is not given: an environment variable stays out
@@ -157,7 +161,6 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout = None  # nothing left to flush at exit
         return 0
     if args.command == "mcp":
-        from simulator.mcp_server import run_stdio
         from simulator.quirks import parse_quirks
 
         try:
@@ -165,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"knowledge-sim: {exc}", file=sys.stderr)
             return 2
-        return run_stdio(args.path, core_url=args.core_url, route=args.route, quirks=args.quirk,
+        return _run_stdio(args.path, core_url=args.core_url, route=args.route, quirks=args.quirk,
                          job_seconds=args.job_seconds, seed=args.seed)
     import uvicorn
 
@@ -208,6 +211,45 @@ def main(argv: list[str] | None = None) -> int:
     _exit_through_python_on_sigterm()
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=args.timeout_keep_alive,
                 limit_concurrency=args.limit_concurrency)
+    return 0
+
+
+
+async def _serve_stdio(server: Server[Any]) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def _run_stdio(path: str, *, core_url: str | None, route: str | None, quirks: list[str], job_seconds: float,
+              seed: int = 0) -> int:
+    import time
+
+    import anyio
+    import httpx
+
+    from simulator.mcp_server import TOKEN_ENV, CoreHttp, Session, agent_server, job_server
+    from simulator.miniatures.mcp import agent_class, job_class
+
+    if path == "jobs":
+        server = job_server(job_class(quirks)(time.monotonic, job_seconds))
+    else:
+        token = os.environ.get(TOKEN_ENV, "")
+        if core_url:
+            client = httpx.AsyncClient(base_url=core_url.rstrip("/"), timeout=30)
+        else:
+            from simulator.app import create_app
+
+            app = create_app(quirks=quirks, seed=seed, demo=True)
+            client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sim.local")
+            if not token or not route:
+                core = app.state.core
+                route = route or core.store.routes()[0]
+                token = token or core.store.identities(route)[0].token
+        session = Session(token=token or None, route=route)
+        server = agent_server(agent_class(quirks)(CoreHttp(client)), lambda _ctx: session)
+    anyio.run(_serve_stdio, server)
     return 0
 
 

@@ -12,9 +12,7 @@ schemas are the project's own, from ``schemas/``, not derived from Python signat
 
 from __future__ import annotations
 
-import os
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -139,39 +137,6 @@ def stdio_command(path: str = "agent", *, core_url: str | None = None, route: st
     for quirk in quirks:
         argv += ["--quirk", quirk]
     return argv, ({TOKEN_ENV: token} if token else {})
-
-
-async def _serve_stdio(server: Server[Any]) -> None:
-    from mcp.server.stdio import stdio_server
-
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
-
-
-def run_stdio(path: str, *, core_url: str | None, route: str | None, quirks: list[str], job_seconds: float,
-              seed: int = 0) -> int:
-    from simulator.miniatures.mcp import agent_class, job_class
-
-    if path == "jobs":
-        server = job_server(job_class(quirks)(time.monotonic, job_seconds))
-    else:
-        token = os.environ.get(TOKEN_ENV, "")
-        if core_url:
-            client = httpx.AsyncClient(base_url=core_url.rstrip("/"), timeout=30)
-        else:
-            from simulator.app import create_app
-
-            app = create_app(quirks=quirks, seed=seed, demo=True)
-            client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sim.local")
-            if not token or not route:
-                core = app.state.core
-                route = route or core.store.routes()[0]
-                token = token or core.store.identities(route)[0].token
-        session = Session(token=token or None, route=route)
-        server = agent_server(agent_class(quirks)(CoreHttp(client)), lambda _ctx: session)
-    anyio.run(_serve_stdio, server)
-    return 0
-
 
 
 def http_endpoint(base_url: str, route: str) -> str:

@@ -99,7 +99,7 @@ CLIENT = [{"surface": "client", "label": "client harness", "checked": True, "det
 
 def test_a_client_run_gates_on_the_client_musts_it_was_given() -> None:
     """A client run's verdict counts the MUSTs of its gate (the harness's surfaces), never the Core's."""
-    from conformance.harness.scope import gate
+    from conformance.report.client_scope import gate
 
     ids = tuple(gate(load_catalogue(), ["client"]))
     assert "NEG-001" in ids and "HOST-001" not in ids and "MCP-007" not in ids and "CAP-001" not in ids

@@ -37,8 +37,8 @@ def _start(config: pytest.Config) -> None:
     in the state as soon as it runs, so that the end of the session stops it whatever failed."""
     from conformance.harness.core import DEFAULT_CONTROL_TOKEN, ServedSimulator
     from conformance.harness.protocol import Harness
-    from conformance.harness.scope import gate
     from conformance.harness.world import build
+    from conformance.report.client_scope import gate
     from conformance.secrets import SECRETS
     from conformance.transport import Recorder
     from knowledge_schemas import load_catalogue

@@ -27,8 +27,6 @@ from conformance.checks import ContractViolation, expect
 from conformance.errors import HarnessError
 from conformance.load.http import LocustTransport
 from conformance.load.setup import Context, Issued, context
-from conformance.suite.test_bindings import refused
-from conformance.suite.test_turns import bounded_delivery, empty_knowledge
 from conformance.transport import Recorder
 from conformance.wire import CoreWire
 from conformance.world import World
@@ -119,8 +117,8 @@ class ContractUser(HttpUser):
         self.run_id = str(body.get("run_id", ""))
         context = body.get("context")
         context = context if isinstance(context, dict) else {}
-        bounded_delivery(self.world, body, context)
-        empty_knowledge(self.world, context)
+        checks.bounded_delivery(self.world, body, context)
+        checks.empty_knowledge(self.world, context)
 
     def search(self, query: str) -> dict[str, Any]:
         body = checks.search_response(self.world.search(query, self.run_id))
@@ -140,8 +138,8 @@ class ContractUser(HttpUser):
                    f"bytes: any next character would still fit the {C.READ_CHAIN_MAX_BYTES}-byte budget")
 
     def refuse(self, world: World, response: httpx.Response) -> None:
-        """The suite's binding refusal (test_bindings.refused), credited to the reference-error rules when it is one."""
-        refused(world, response, "REF-009", "ref", known=[])
+        """The suite's binding refusal (checks.binding_refused), credited to the reference-error rules when it is one."""
+        checks.binding_refused(world, response, "REF-009", "ref", known=[])
         if C.is_reference_error_code(response.json().get("error")):  # refused() has read it as an error envelope
             self.ctx.tally.passed(REFERENCE_CODES)
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.harness.scope import UNSHOWABLE
+from conformance.report.client_scope import UNSHOWABLE
 from knowledge_schemas import Catalogue, Requirement
 
 VERDICT_EXIT = {"conformant": 0, "non-conformant": 1, "interrupted": 2, "incomplete": 6, "error": 7}

@@ -20,7 +20,6 @@ import pytest
 
 from conformance import checks
 from conformance import contract as C
-from conformance.checks import expect
 
 R = pytest.mark.requirement
 
@@ -58,21 +57,6 @@ def test_one_differing_binding_is_refused(world: Any, dimension: str, what: str,
     extra = {"cursor": page["next_cursor"]} if what == "cursor" else {}
     response = world.read(ref, run, who=stranger, max_bytes=C.READ_MIN_MAX_BYTES, **extra)
     rule = DIMENSIONS[dimension][1] if dimension in DIMENSIONS else "REF-006"
-    refused(world, response, rule, what, known=[page["content"]])
+    checks.binding_refused(world, response, rule, what, known=[page["content"]])
 
 
-def refused(world: Any, response: Any, rule: str, what: str, *, known: list[str]) -> None:
-    """The read under a foreign context must fail with a 4xx envelope that carries no document text."""
-    expect(response.status_code != 200, rule, f"a {what} was accepted under a context that differs from its binding")
-    body = checks.error_envelope(response, rule)
-    text = world.document_text()
-    text.add(known)
-    leaked = text.leaked(body)
-    expect(leaked is None, "REF-014", f"the refusal carries document text: {leaked!r}")
-    code = body.get("error")
-    cfg = world.cfg
-    if C.is_reference_error_code(code):
-        checks.reference_error(response, cfg, "reference_mismatch", requirement=rule, text=text)
-    elif cfg.strict_codes:
-        expect(code == cfg.code("run_not_found") and response.status_code == cfg.status("run_not_found"), "REF-011",
-               f"refused with {response.status_code} {code!r}; strict expects {cfg.code('reference_mismatch')!r} or {cfg.code('run_not_found')!r}")

@@ -14,9 +14,7 @@ from conformance import contract as C
 from conformance.checks import expect
 from conformance.client import KnowledgeError, ReferenceClient
 from conformance.errors import HarnessError
-from conformance.secrets import clip
 from conformance.wire import CoreWire
-from knowledge_schemas import load_registry
 
 R = pytest.mark.requirement
 
@@ -36,29 +34,9 @@ def test_on_demand_turn_carries_bounded_hints(world: Any) -> None:
     members beyond the delivery schema's: they pass, unless they carry a whole document ("only bounded
     hints"); strict accepts only the schema's members (CHOICES.md)."""
     body, context = _on_demand_context(world)
-    bounded_delivery(world, body, context)
+    checks.bounded_delivery(world, body, context)
 
 
-def bounded_delivery(world: Any, body: dict[str, Any], context: dict[str, Any]) -> None:
-    """The checks of an on_demand turn's delivery object (also run under load, conformance.load)."""
-    names = world.cfg.names
-    field = names.turn_context["knowledge_delivery"]
-    sent = context.get(field)
-    expect(isinstance(sent, dict), "TURN-003", f"an on_demand turn has no context.{field}")
-    delivery = names.delivery(context)
-    hints = delivery.get("hints", [])
-    expect(isinstance(hints, list) and len(hints) <= C.SEARCH_MAX_HINTS, "TURN-007", f"{len(hints)} hints in context.{field}")
-    expect(len(C.canonical(sent).encode()) <= C.SEARCH_MAX_BYTES, "TURN-007", f"context.{field} is larger than a search response may be")
-    known = set(load_registry().contents["knowledge-delivery.schema.json"]["properties"])
-    extras = {name: value for name, value in delivery.items() if name not in known}
-    whole = world.document_text().whole(extras)
-    expect(whole is None, "TURN-007", f"context.{field} carries a whole document ({len(whole or '')} characters) outside its hints, "
-           f"in {sorted(extras)}")
-    errors = load_registry().errors("knowledge-delivery", delivery)
-    expect(not errors, "TURN-006", f"context.{field} does not match the delivery schema: {'; '.join(errors[:3])}")
-    if world.cfg.strict_codes:
-        expect(not extras, "TURN-006", f"strict: context.{field} has members the delivery schema does not name: {sorted(extras)}")
-    checks.schema("turn-response", body, names=names)
 
 
 @R("TURN-008")
@@ -66,15 +44,9 @@ def test_on_demand_turn_keeps_knowledge_and_refs_present_and_empty(world: Any) -
     """Its own test, independent of the delivery object: a Core that answers on_demand with
     the inline context fails here whatever it does with context.knowledge_delivery."""
     _, context = _on_demand_context(world)
-    empty_knowledge(world, context)
+    checks.empty_knowledge(world, context)
 
 
-def empty_knowledge(world: Any, context: dict[str, Any]) -> None:
-    """context.knowledge and knowledge_refs present and empty in on_demand mode (also run under load)."""
-    member = world.cfg.names.turn_context
-    knowledge, refs = member["knowledge"], member["knowledge_refs"]
-    expect(context.get(knowledge) == [] and context.get(refs) == [], "TURN-008",
-           f"{knowledge}/{refs} must be present and empty: {knowledge}={clip(str(context.get(knowledge)), 120)} {refs}={clip(str(context.get(refs)), 120)}")
 
 
 @R("TURN-007", "TURN-003")
