@@ -29,7 +29,7 @@ from starlette.testclient import TestClient
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from simulator import create_app
-from simulator.sk_routes import TOOL_PATH
+from simulator.search_knowledge.routes import TOOL_PATH
 
 CORPUS = Path(__file__).with_name("retrieval_corpus.json")
 MODES = ("lexical", "semantic", "hybrid", "rrf")

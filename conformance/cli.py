@@ -106,15 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     import pytest
 
     if args.command == "client":
-        from conformance.harness.protocol import usage_problem
+        from conformance.clients.protocol import usage_problem
 
         problem = usage_problem(args.harness, args.timeout)
         if problem is not None:
-            from conformance.secrets import scrub
+            from conformance.target.secrets import scrub
 
             print(f"ERROR: {scrub(problem)}", file=sys.stderr)
             return USAGE_ERROR
-        options = ["--pyargs", "conformance.harness.suite", "-p", "no:cacheprovider", *QUIET_REWRITE, "--harness", args.harness,
+        options = ["--pyargs", "conformance.suite.clients", "-p", "no:cacheprovider", *QUIET_REWRITE, "--harness", args.harness,
                    "--harness-timeout", str(args.timeout), f"--reports={args.reports}", "--fail-on", args.fail_on]
         for flag, value in (("--harness-core", args.core), ("--harness-control-token", args.control_token),
                             ("--run-id", args.run_id), ("--waivers", args.waivers)):

@@ -34,15 +34,15 @@ from simulator.core import Caller, Core
 from simulator.corpus import seed_demo
 from simulator.errors import ApiError
 from simulator.http import error_response, in_store_thread, json_response, read_json, validate
-from simulator.mcp_server import MCP_PATH, mount
+from simulator.mcp.server import MCP_PATH, mount
 from simulator.miniatures import compose
 from simulator.miniatures.mcp import agent_class
 from simulator.miniatures.search_knowledge import sk_class
 from simulator.quirks import parse_quirks
-from simulator.sk_ranking import embedder_for
-from simulator.sk_routes import control_routes as sk_control_routes
-from simulator.sk_routes import tool_route
-from simulator.sk_store import SkState
+from simulator.search_knowledge.ranking import embedder_for
+from simulator.search_knowledge.routes import control_routes as sk_control_routes
+from simulator.search_knowledge.routes import tool_route
+from simulator.search_knowledge.store import SkState
 from simulator.store import Store
 from simulator.wire_names import WireNames
 

@@ -229,7 +229,7 @@ def _run_stdio(path: str, *, core_url: str | None, route: str | None, quirks: li
     import anyio
     import httpx
 
-    from simulator.mcp_server import TOKEN_ENV, CoreHttp, Session, agent_server, job_server
+    from simulator.mcp.server import TOKEN_ENV, CoreHttp, Session, agent_server, job_server
     from simulator.miniatures.mcp import agent_class, job_class
 
     if path == "jobs":

@@ -27,4 +27,4 @@ class SimConfig:
     max_body_bytes: int = 1 << 20
     # Member names served instead of the canonical ones: [names.*] tables of wire-defaults.toml.
     wire_names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    embedder: str = "hashed"  # search_knowledge's semantic embedding: a name of simulator.sk_ranking.EMBEDDERS
+    embedder: str = "hashed"  # search_knowledge's semantic embedding: a name of simulator.search_knowledge.ranking.EMBEDDERS

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance.transport import InProcessTransport
+from conformance.target.transport import InProcessTransport
 from simulator import create_app
 from simulator.store import ItemInput
 

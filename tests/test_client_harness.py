@@ -24,10 +24,10 @@ import pytest
 import yaml
 
 from conformance.cli import main
-from conformance.harness.core import DEFAULT_CONTROL_TOKEN, TOKEN_ENV, ServedSimulator
-from conformance.harness.miniatures import MINIATURES
-from conformance.harness.protocol import Harness, HarnessProtocolError, problems
-from conformance.secrets import SECRETS
+from conformance.clients.core import DEFAULT_CONTROL_TOKEN, TOKEN_ENV, ServedSimulator
+from conformance.clients.miniatures import MINIATURES
+from conformance.clients.protocol import Harness, HarnessProtocolError, problems
+from conformance.target.secrets import SECRETS
 from knowledge_schemas import SCHEMA_DIR, load_catalogue, load_registry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,12 +75,12 @@ def test_every_client_and_host_rule_has_a_check_or_a_reason() -> None:
     import importlib
     import pkgutil
 
-    import conformance.harness.suite
+    import conformance.suite.clients
     from conformance.report.client_scope import UNSHOWABLE
 
     tagged: set[str] = set()
-    for info in pkgutil.iter_modules(conformance.harness.suite.__path__):
-        module = importlib.import_module(f"conformance.harness.suite.{info.name}")
+    for info in pkgutil.iter_modules(conformance.suite.clients.__path__):
+        module = importlib.import_module(f"conformance.suite.clients.{info.name}")
         for obj in vars(module).values():
             for mark in getattr(obj, "pytestmark", []):
                 if mark.name == "requirement":
@@ -101,7 +101,7 @@ def test_the_protocol_schema_refuses_a_malformed_answer() -> None:
 
 
 def test_the_reference_client_is_conformant(core: ServedSimulator, tmp_path: Path) -> None:
-    code, results, out = client_run(f"{sys.executable} -m conformance.harness.reference", core, tmp_path)
+    code, results, out = client_run(f"{sys.executable} -m conformance.clients.reference", core, tmp_path)
     assert code == 0, out
     assert results["verdict"] == "conformant" and not failed(results)
     assert results["target"].startswith("client knowledge-conformance reference client "), results["target"]
@@ -116,7 +116,7 @@ def test_the_reference_client_is_conformant(core: ServedSimulator, tmp_path: Pat
 
 @pytest.mark.parametrize("miniature", RUN, ids=[m["name"] for m in RUN])
 def test_a_broken_client_is_caught_with_its_exact_ids(miniature: dict[str, Any], core: ServedSimulator, tmp_path: Path) -> None:
-    code, results, out = client_run(f"{sys.executable} -m conformance.harness.miniatures {miniature['name']}", core, tmp_path)
+    code, results, out = client_run(f"{sys.executable} -m conformance.clients.miniatures {miniature['name']}", core, tmp_path)
     assert (code, failed(results)) == (miniature["exit"], set(miniature["violates"])), out
     if miniature["exit"] == 7:
         assert results["verdict"] == "error" and "is not a capabilities_value" in out
@@ -191,7 +191,7 @@ def test_a_bad_harness_option_is_a_one_line_usage_error(args: list[str], message
     (["--harness", "x", "--harness-timeout", "-1", "--harness-core", "http://127.0.0.1:9"], "--harness-timeout must be a positive"),
 ])
 def test_the_pytest_options_refuse_a_bad_harness_before_anything_starts(args: list[str], message: str, tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "conformance.harness.suite", "-q", "-p", "no:cacheprovider",
+    done = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "conformance.suite.clients", "-q", "-p", "no:cacheprovider",
                            "--report-dir", str(tmp_path), *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     out = done.stdout + done.stderr
     lines = [line for line in out.splitlines() if line.strip()]
@@ -225,7 +225,7 @@ def test_the_node_harness_is_conformant(core: ServedSimulator, tmp_path: Path) -
 def test_the_control_extension_shows_bodies_and_accounts_and_answers_a_canned_response() -> None:
     """The two control knobs client checks need, in-process: the transcript's request bodies and the
     account of the token (never the token), and respond_next (once, only for its endpoint and route)."""
-    from conformance.transport import InProcessTransport
+    from conformance.target.transport import InProcessTransport
     from simulator.app import create_app
 
     app = create_app(seed=0)

@@ -19,8 +19,8 @@ import pytest
 
 import simulator
 from conformance.report.results import load_waivers
-from conformance.secrets import FRAGMENT
-from conformance.target import serve_over_loopback
+from conformance.target.open import serve_over_loopback
+from conformance.target.secrets import FRAGMENT
 from knowledge_schemas import SCHEMA_DIR, load_catalogue
 from simulator.config import SimConfig
 

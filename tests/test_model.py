@@ -1,4 +1,4 @@
-"""The model of conformance/model.py on its own: events in, predictions out, no target.
+"""The model of conformance/server/model.py on its own: events in, predictions out, no target.
 
 Each prediction the seeds pin is checked one way, and each one they leave open
 is checked to allow every behaviour; the page judge must fail each kind of bad page."""
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from conformance import contract as C
-from conformance.model import AWAY, HOME, REFERENCE_KINDS, Doc, Model, PageExpectation, Prediction
+from conformance.server.model import AWAY, HOME, REFERENCE_KINDS, Doc, Model, PageExpectation, Prediction
+from conformance.target import contract as C
 
 TEXT = "alphadoc " + "é😀 line\n" * 40
 LONG = "longdoc " + "x" * (C.READ_CHAIN_MAX_BYTES + 10)

@@ -12,11 +12,11 @@ import yaml
 import simulator.app
 import simulator.core
 import simulator.http
+import simulator.search_knowledge.ranking
+import simulator.search_knowledge.routes
+import simulator.search_knowledge.store
+import simulator.search_knowledge.tool
 import simulator.signing
-import simulator.sk_ranking
-import simulator.sk_routes
-import simulator.sk_store
-import simulator.sk_tool
 from knowledge_schemas import SCHEMA_DIR, load_catalogue, load_registry
 from simulator import create_app
 from simulator.core import Core
@@ -26,7 +26,7 @@ from simulator.miniatures.mcp import agent_class, job_class
 from simulator.miniatures.search_knowledge import MINIATURES as SK_MINIATURES
 from simulator.miniatures.search_knowledge import sk_class
 from simulator.quirks import OUTCOMES_FILE, QUIRKS, load_quirks
-from simulator.sk_tool import SearchKnowledge
+from simulator.search_knowledge.tool import SearchKnowledge
 
 
 def _raw() -> dict[str, object]:
@@ -116,8 +116,8 @@ def test_all_quirks_compose_together() -> None:
     assert all(issubclass(core_class, m) for m in MINIATURES.values() if issubclass(m, Core))
 
 
-@pytest.mark.parametrize("module", [simulator.core, simulator.app, simulator.http, simulator.signing, simulator.sk_tool,
-                                    simulator.sk_store, simulator.sk_ranking, simulator.sk_routes], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [simulator.core, simulator.app, simulator.http, simulator.signing, simulator.search_knowledge.tool,
+                                    simulator.search_knowledge.store, simulator.search_knowledge.ranking, simulator.search_knowledge.routes], ids=lambda m: m.__name__)
 def test_the_reference_core_names_no_quirk(module: object) -> None:
     source = inspect.getsource(module)  # type: ignore[arg-type]
     assert [name for name in QUIRKS if name in source] == []

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance.client import KnowledgeError, ReferenceClient
+from conformance.clients.reference_client import KnowledgeError, ReferenceClient
 
 CAPS: dict[str, Any] = {"schema_version": "bailing.agent-knowledge-capabilities.v1", "knowledge_schema_version": "bailing.agent-knowledge.v1",
         "route": "acme", "enabled": True, "delivery_modes": ["inline", "on_demand"],

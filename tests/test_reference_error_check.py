@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conformance import checks
-from conformance.config import TargetConfig, load_config
+from conformance.server import checks
+from conformance.target.config import TargetConfig, load_config
 
 
 def _cfg(tmp_path: Path, strict: bool) -> TargetConfig:

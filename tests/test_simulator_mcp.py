@@ -14,12 +14,12 @@ import anyio
 import httpx
 import pytest
 
-from conformance.mcp_client import Endpoint, McpSession, ToolResult, connect
-from conformance.target import serve_over_loopback
+from conformance.mcp.session import Endpoint, McpSession, ToolResult, connect
+from conformance.target.open import serve_over_loopback
 from knowledge_schemas.mcp import AGENT_TOOLS, JOB_TOOLS, KNOWLEDGE_TOOLS
 from simulator import create_app
-from simulator.mcp_jobs import JobTools
-from simulator.mcp_server import http_endpoint, stdio_command
+from simulator.mcp.jobs import JobTools
+from simulator.mcp.server import http_endpoint, stdio_command
 
 ROUTE, CTL = "mcp-sim", {"Authorization": "Bearer ctl"}
 TOKEN_WORD = "zebrafinch"

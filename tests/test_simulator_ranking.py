@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from conformance.transport import InProcessTransport
+from conformance.target.transport import InProcessTransport
 from simulator import create_app
 
 CTL = {"Authorization": "Bearer ctl"}

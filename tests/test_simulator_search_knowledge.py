@@ -13,10 +13,21 @@ import pytest
 from starlette.testclient import TestClient
 
 from simulator import create_app
-from simulator.mcp_tools import AgentTools, CoreHttp, Session
-from simulator.sk_ranking import RRF_K, Doc, HashedNgrams, Scored, bm25, cosine, embedder_for, fuse, rank, tokens
-from simulator.sk_routes import TOOL_PATH
-from simulator.sk_tool import UNAVAILABLE
+from simulator.mcp.tools import AgentTools, CoreHttp, Session
+from simulator.search_knowledge.ranking import (
+    RRF_K,
+    Doc,
+    HashedNgrams,
+    Scored,
+    bm25,
+    cosine,
+    embedder_for,
+    fuse,
+    rank,
+    tokens,
+)
+from simulator.search_knowledge.routes import TOOL_PATH
+from simulator.search_knowledge.tool import UNAVAILABLE
 
 CONTROL = {"authorization": "Bearer control"}
 

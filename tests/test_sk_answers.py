@@ -8,8 +8,8 @@ from typing import Any
 
 from mcp.shared.exceptions import MCPError
 
-from conformance.mcp_client import ToolResult
-from conformance.search_knowledge import call, envelope_types, message_of, utf16_len, utf16_slice
+from conformance.mcp.session import ToolResult
+from conformance.search_knowledge.answers import call, envelope_types, message_of, utf16_len, utf16_slice
 
 
 class _Session:

@@ -14,8 +14,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from simulator import create_app
-from simulator.sk_ranking import HashedNgrams, cosine, embedder_for
-from simulator.sk_routes import TOOL_PATH
+from simulator.search_knowledge.ranking import HashedNgrams, cosine, embedder_for
+from simulator.search_knowledge.routes import TOOL_PATH
 
 CONTROL = {"authorization": "Bearer control"}
 QUERY = "how do we roll out software to production"

@@ -13,7 +13,7 @@ from typing import Any
 from starlette.testclient import TestClient
 
 from simulator import create_app
-from simulator.sk_routes import TOOL_PATH
+from simulator.search_knowledge.routes import TOOL_PATH
 from tests.test_simulator_restart import CTL, _served
 
 SK = "/_control/v1/workspaces/keep/knowledge"

@@ -1,4 +1,4 @@
-"""The search_knowledge stateful model (conformance/sk_stateful.py) against the simulator over
+"""The search_knowledge stateful model (conformance/search_knowledge/stateful.py) against the simulator over
 its streamable-HTTP MCP path: the tour reaches every rule and claim, the tags say what each rule
 checks, a clean walk passes on any seed, the tour alone catches the SK quirks a state walk can
 show, and ranking quirks pass it (it depends on no order or score)."""
@@ -11,12 +11,21 @@ from contextlib import contextmanager
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-from conformance.checks import ContractViolation
-from conformance.config import load_config
-from conformance.sk_stateful import CLAIMS, TAGS, WALK_SEED, Reach, SkModelWorld, machine, model_world, tour
-from conformance.stateful import walk_settings
-from conformance.target import open_target
-from conformance.wire import ControlWire
+from conformance.search_knowledge.stateful import (
+    CLAIMS,
+    TAGS,
+    WALK_SEED,
+    Reach,
+    SkModelWorld,
+    machine,
+    model_world,
+    tour,
+)
+from conformance.server.checks import ContractViolation
+from conformance.server.stateful import walk_settings
+from conformance.server.wire import ControlWire
+from conformance.target.config import load_config
+from conformance.target.open import open_target
 
 
 @contextmanager

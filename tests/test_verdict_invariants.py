@@ -19,8 +19,8 @@ from knowledge_schemas import load_catalogue, load_registry
 SERVER_MUSTS = [r.id for r in load_catalogue() if r.server_observable and r.level == "MUST"]
 HEADER = f"""
 import pytest
-from conformance.checks import ContractViolation
-from conformance.wire import ControlError
+from conformance.server.checks import ContractViolation
+from conformance.server.wire import ControlError
 R = pytest.mark.requirement
 
 @R(*{SERVER_MUSTS!r})

@@ -10,10 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance import checks
-from conformance.config import ConfigError, load_config
-from conformance.names import WireNames
-from conformance.transport import InProcessTransport
+from conformance.server import checks
+from conformance.target.config import ConfigError, load_config
+from conformance.target.names import WireNames
+from conformance.target.transport import InProcessTransport
 from simulator import create_app
 from simulator.cli import main as sim_main
 from simulator.wire_names import load_wire_names

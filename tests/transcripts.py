@@ -1,4 +1,4 @@
-"""Recorded transcripts for the transcript checker (conformance.transcript).
+"""Recorded transcripts for the transcript checker (conformance.server.transcript).
 
 ``record_refresh_scenario`` drives a short, fixed sequence against the in-process
 simulator (clean, or with quirks) through a ``Checker`` and returns what it
@@ -19,13 +19,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from conformance.checks import ContractViolation
-from conformance.config import TargetConfig, load_config
-from conformance.stateful import world_of
-from conformance.target import open_target
-from conformance.transcript import Checker
-from conformance.wire import ControlWire, CoreWire
-from conformance.world import World, provision
+from conformance.server.checks import ContractViolation
+from conformance.server.stateful import world_of
+from conformance.server.transcript import Checker
+from conformance.server.wire import ControlWire, CoreWire
+from conformance.server.world import World, provision
+from conformance.target.config import TargetConfig, load_config
+from conformance.target.open import open_target
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUIRKY = FIXTURES / "transcript-read-refreshes-expiry.json"

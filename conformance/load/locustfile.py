@@ -21,14 +21,14 @@ from typing import Any
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
-from conformance.config import Secret, check_http_url, load_config, redact_url
 from conformance.load import report
 from conformance.load.profile import PROFILE, ContractUser
 from conformance.load.runner import watch
 from conformance.load.setup import prepare
 from conformance.load.tally import Tally
 from conformance.report.results import VERDICT_EXIT
-from conformance.secrets import scrub
+from conformance.target.config import Secret, check_http_url, load_config, redact_url
+from conformance.target.secrets import scrub
 
 __all__ = ["ContractUser"]  # the user class Locust runs
 TALLY_KEY = "kc_tally"

@@ -1,7 +1,7 @@
 """The Locust user: one identity of the pool driving turns, searches, read chains followed page
 by page and reference reuse, while many others do the same.
 
-Every step runs the suite's own checks (``conformance.checks``, ``World.follow``, the binding
+Every step runs the suite's own checks (``conformance.server.checks``, ``World.follow``, the binding
 refusal of ``test_bindings``), so the invariants are the sequential suite's: the search bound
 (4096 bytes, three hints), every page within its ``max_bytes``, a chain within 131072 content
 bytes, references bound to their account, the reference-error family, no 5xx. A check that
@@ -21,15 +21,15 @@ import pytest
 from locust import HttpUser, between, task
 from locust.clients import HttpSession
 
-from conformance import checks
-from conformance import contract as C
-from conformance.checks import ContractViolation, expect
-from conformance.errors import HarnessError
 from conformance.load.http import LocustTransport
 from conformance.load.setup import Context, Issued, context
-from conformance.transport import Recorder
-from conformance.wire import CoreWire
-from conformance.world import World
+from conformance.server import checks
+from conformance.server.checks import ContractViolation, expect
+from conformance.server.wire import CoreWire
+from conformance.server.world import World
+from conformance.target import contract as C
+from conformance.target.errors import HarnessError
+from conformance.target.transport import Recorder
 
 TURN = ("TURN-003", "TURN-006", "TURN-007", "TURN-008", "WIRE-002")
 SEARCH = ("SRCH-001", "SRCH-003", "SRCH-004", "SRCH-005", "SRCH-006", "SRCH-007", "SRCH-008", "READ-007", "WIRE-002")

@@ -19,7 +19,7 @@ from conformance import __version__
 from conformance.load.tally import Tally
 from conformance.report.results import RunInfo, RunResult, TestResult, aggregate
 from conformance.report.writers import write_all
-from conformance.secrets import SECRETS, scrub
+from conformance.target.secrets import SECRETS, scrub
 from knowledge_schemas import Catalogue, load_catalogue
 from knowledge_schemas.catalogue import catalogue_version
 

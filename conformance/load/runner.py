@@ -23,13 +23,13 @@ import locust
 from locust.env import Environment
 from locust.util.timespan import parse_timespan
 
-from conformance.config import ConfigError, Secret, TargetConfig, load_config, redact_url
-from conformance.errors import HarnessError
 from conformance.load import report, serve
 from conformance.load.profile import PROFILE, ContractUser
 from conformance.load.setup import Context, attach, prepare
 from conformance.report.results import VERDICT_EXIT
-from conformance.secrets import scrub
+from conformance.target.config import ConfigError, Secret, TargetConfig, load_config, redact_url
+from conformance.target.errors import HarnessError
+from conformance.target.secrets import scrub
 
 USAGE_ERROR = 4
 RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")

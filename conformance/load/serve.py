@@ -19,8 +19,8 @@ from pathlib import Path
 
 import httpx
 
-from conformance.errors import HarnessError
-from conformance.secrets import SECRETS
+from conformance.target.errors import HarnessError
+from conformance.target.secrets import SECRETS
 
 COMMAND = "knowledge-sim"
 CONTROL_BASE = "/_control/v1"

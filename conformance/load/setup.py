@@ -1,6 +1,6 @@
 """What every simulated user shares: the target configuration, a provisioned world (workspace,
 corpus and a pool of identities of distinct accounts, built with the suite's own
-``conformance.world.provision`` through the control extension), the board of references
+``conformance.server.world.provision`` through the control extension), the board of references
 users were issued (for reuse by others), and the process's tally.
 
 Each process provisions its own world (in distributed mode, each worker under its own
@@ -18,13 +18,13 @@ from typing import Any
 
 import httpx
 
-from conformance import corpus
-from conformance.config import TargetConfig
-from conformance.leaks import DocumentText
 from conformance.load.tally import Tally
-from conformance.target import NO_DELAY
-from conformance.wire import ControlWire, CoreWire
-from conformance.world import Who, World, provision
+from conformance.server import corpus
+from conformance.server.leaks import DocumentText
+from conformance.server.wire import ControlWire, CoreWire
+from conformance.server.world import Who, World, provision
+from conformance.target.config import TargetConfig
+from conformance.target.open import NO_DELAY
 
 REUSE_WITHIN_SECONDS = 200.0
 """A reference older than this (by this process's clock) is never handed to its owner again:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conformance.secrets import clip
+from conformance.target.secrets import clip
 from knowledge_schemas import load_registry
 
 

@@ -74,7 +74,7 @@ class RunInfo:
     fail_on: str
     run_id: str = "local"
     interrupted: bool = False
-    surfaces: tuple[dict[str, Any], ...] = ()  # what the run was set up to check (conformance.mcp_target.planned_surfaces)
+    surfaces: tuple[dict[str, Any], ...] = ()  # what the run was set up to check (conformance.mcp.endpoints.planned_surfaces)
     gate: tuple[str, ...] | None = None  # a client run: the MUSTs whose not being verified makes it incomplete (default: the Core's)
 
 

@@ -16,7 +16,7 @@ from functools import cache
 from simulator.core import Core
 from simulator.miniatures import capabilities, concurrency, mcp, read, references, search, search_knowledge, turns, wire
 from simulator.miniatures._asgi import Miniature, Wrapper
-from simulator.sk_tool import SearchKnowledge
+from simulator.search_knowledge.tool import SearchKnowledge
 
 MINIATURES: dict[str, Miniature | type[SearchKnowledge]] = {
     **capabilities.MINIATURES, **turns.MINIATURES, **search.MINIATURES,

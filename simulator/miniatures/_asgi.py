@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from simulator.core import Core
-from simulator.mcp_jobs import JobTools
-from simulator.mcp_tools import AgentTools
+from simulator.mcp.jobs import JobTools
+from simulator.mcp.tools import AgentTools
 
 _PATH = re.compile(r"^/agent-api/v1/workspaces/(?P<route>[^/]+)/(?P<tail>knowledge/[a-z]+|turns)$")
 _OPERATIONS = {("GET", "knowledge/capabilities"): "capabilities", ("POST", "knowledge/search"): "search",

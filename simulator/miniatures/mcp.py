@@ -12,8 +12,8 @@ from typing import Any
 import mcp_types as types
 
 from knowledge_schemas.mcp import AGENT_TOOLS, KNOWLEDGE_TOOLS
-from simulator.mcp_jobs import JobTools
-from simulator.mcp_tools import AgentTools, Session
+from simulator.mcp.jobs import JobTools
+from simulator.mcp.tools import AgentTools, Session
 
 
 class McpMissingFlag(AgentTools):

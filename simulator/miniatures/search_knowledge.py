@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
-from simulator.sk_tool import Context, SearchKnowledge, SkError
+from simulator.search_knowledge.tool import Context, SearchKnowledge, SkError
 from simulator.store import Revision
 
 

@@ -1,0 +1,83 @@
+"""What a client check holds: the running harness, the world, the wire, and small readers
+of answers (an error's next_action wherever the client put it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from conformance.clients.core import Control, Wire
+from conformance.clients.protocol import Answer, Harness
+from conformance.clients.world import World
+from conformance.server.checks import describe, expect
+from conformance.target.errors import HarnessError
+
+
+@dataclass
+class Session:
+    harness: Harness
+    world: World
+    control: Control
+    surfaces: list[str]
+
+    @property
+    def wire(self) -> Wire:
+        return Wire(self.control)
+
+    def needs(self, surface: str) -> None:
+        if surface not in self.surfaces:
+            pytest.skip(f"not verified: the harness declares no {surface} surface (its start answer)")
+
+    def call(self, cmd: str, **fields: Any) -> Answer:
+        return self.harness.call(cmd, **fields)
+
+    def turn(self, connection: str, delivery: str = "inline", *, ids: dict[str, str] | None = None, text: str = "homepage binding",
+             model_input: dict[str, Any] | None = None) -> Answer:
+        extra = {"model_input": model_input} if model_input is not None else {}
+        return self.call("turn", connection=connection, input=text, ids=ids or self.world.turn_ids(connection),
+                         delivery=delivery, **extra)
+
+    def host(self, call: str, input: dict[str, Any], connection: str, *, signal: str | None = None,
+             binding: dict[str, Any] | None = None, workspace: str | None = None) -> Answer:
+        conn = self.world.connections[connection]
+        options: dict[str, Any] = {"workspace": workspace or conn["route"], "connectionKey": connection,
+                                   "expectedBinding": binding or conn["binding"]}
+        if signal is not None:
+            options["signal"] = signal
+        return self.call("host_call", call=call, input=input, options=options)
+
+
+def next_action(answer: Answer) -> str | None:
+    """The next_action of an error answer: its own, or its feedback object's."""
+    if answer.error is None:
+        return None
+    action = answer.error.get("next_action")
+    feedback = answer.error.get("feedback")
+    if action is None and isinstance(feedback, dict):
+        action = feedback.get("next_action")
+    return None if action is None else str(action)
+
+
+def requests(entries: list[dict[str, Any]], method: str, endpoint: str) -> list[dict[str, Any]]:
+    """The transcript entries of one Core endpoint (``capabilities``, ``search``, ``read``, ``turns``)."""
+    suffix = "/turns" if endpoint == "turns" else f"/knowledge/{endpoint}"
+    return [e for e in entries if e["method"] == method and str(e["path"]).endswith(suffix)]
+
+
+def mapped(entries: list[dict[str, Any]]) -> None:
+    """A check that needs searches and reads to reach the Core as the contract spells them
+    names READ-018 when they do not (and its own rule stays unjudged)."""
+    for e in entries:
+        body = e.get("body") or {}
+        expect("run_id" in body and not ({"runId", "maxBytes"} & set(body)), "READ-018",
+               f"{str(e['path']).rsplit('/', 1)[-1]} went out without the wire names run_id/max_bytes: {describe(body)}")
+
+
+def hints(session: Session, answer: Answer, mark: int, route: str) -> list[dict[str, Any]]:
+    """The hints of a search a check builds on; when there are none, the wire says whose fault that is."""
+    mapped(requests(session.wire.since(mark, route), "POST", "search"))
+    if not (answer.ok and answer.value["hints"]):
+        raise HarnessError(f"the search found nothing to build on: {answer.describe()}")
+    return list(answer.value["hints"])

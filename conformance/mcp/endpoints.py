@@ -1,0 +1,109 @@
+"""Where the MCP paths under test are: ``--mcp-target``, else the ``[mcp]`` table, else the
+bundled simulator's (over stdio and streamable HTTP, reached through the
+``knowledge_conformance.targets`` entry points, never by import)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from conformance.mcp.session import Endpoint
+from conformance.target.config import TargetConfig
+from conformance.target.open import Target, _factory, serve_over_loopback
+
+JOB_SECONDS = 1.0  # how long the bundled simulator's governed jobs stay pending
+
+
+def _loopback(target: Target) -> str:
+    """The bundled simulator over loopback: the target's own URL, or its app served beside it."""
+    if not target.base_url.startswith("http://sim.local"):
+        return target.base_url
+    found = target.__dict__.get("_mcp_url")
+    if found is None:
+        found, stop = serve_over_loopback(target.app)
+        target.__dict__["_mcp_url"] = found
+        target._closers = (*target._closers, stop)
+    return str(found)
+
+
+def agent_endpoints(cfg: TargetConfig, target: Target, chosen: str | None, token: str, route: str) -> dict[str, Endpoint]:
+    """The Agent Session path for the identity ``token`` on ``route``, by transport."""
+    if skipped(chosen):
+        return {}
+    if chosen:
+        if chosen.startswith(("http://", "https://")):
+            return {"http": Endpoint("http", url=chosen, token=str(cfg.mcp.get("token") or token))}
+        return {"stdio": Endpoint("stdio", argv=tuple(shlex.split(chosen)))}
+    found: dict[str, Endpoint] = {}
+    if cfg.mcp.get("url"):
+        found["http"] = Endpoint("http", url=cfg.mcp["url"], token=str(cfg.mcp.get("token") or token))
+    if cfg.mcp.get("command"):
+        found["stdio"] = Endpoint("stdio", argv=tuple(cfg.mcp["command"]))
+    found = {k: v for k, v in found.items() if _wanted(cfg, k)}
+    if found or not cfg.is_sim or target.app is None:
+        return found
+    base = _loopback(target)
+    argv, env = _factory("sim-mcp-stdio")("agent", core_url=base, route=route, token=token, quirks=list(cfg.sim_quirks))
+    return {"http": Endpoint("http", url=_factory("sim-mcp-http")(base, route), token=token),
+            "stdio": Endpoint("stdio", argv=tuple(argv), env=tuple(sorted(env.items())))}
+
+
+def _wanted(cfg: TargetConfig, transport: str) -> bool:
+    """``[mcp].transport`` picks stdio or http when the table gives both (``both``, or unset: every one given)."""
+    return cfg.mcp.get("transport") in (None, "both", transport)
+
+
+def skipped(chosen: str | None) -> bool:
+    """``--mcp-target none``: no MCP check at all, on either path."""
+    return chosen is not None and chosen.strip().lower() == "none"
+
+
+def job_endpoint(cfg: TargetConfig, target: Target, chosen: str | None = None) -> Endpoint | None:
+    """The Fixed Client Token stdio server, when there is one to check."""
+    if skipped(chosen):
+        return None
+    if cfg.mcp.get("jobs_command"):
+        return Endpoint("stdio", argv=tuple(cfg.mcp["jobs_command"]))
+    if not cfg.is_sim or target.app is None or cfg.mcp.get("command") or cfg.mcp.get("url"):
+        return None
+    argv, env = _factory("sim-mcp-stdio")("jobs", quirks=list(cfg.sim_quirks), job_seconds=JOB_SECONDS)
+    return Endpoint("stdio", argv=tuple(argv), env=tuple(sorted(env.items())))
+
+
+def planned_surfaces(cfg: TargetConfig, chosen: str | None) -> list[dict[str, Any]]:
+    """The surfaces a run is set up to check, from the configuration alone (no server is
+    started): the Core HTTP surface always, and each MCP transport with what serves it, or why
+    none is checked. Mirrors ``agent_endpoints`` and ``job_endpoint``; the results model then
+    says whether any check really ran on them."""
+    http = {"surface": "http", "label": "Core HTTP", "checked": True, "detail": "the Core API"}
+    if skipped(chosen):
+        return [http, {"surface": "mcp", "label": "MCP", "checked": False, "detail": "MCP checks skipped: --mcp-target none"}]
+    agent: dict[str, str] = {}
+    if chosen:
+        agent["http" if chosen.startswith(("http://", "https://")) else "stdio"] = "--mcp-target"
+    else:
+        if cfg.mcp.get("url"):
+            agent["http"] = "[mcp].url"
+        if cfg.mcp.get("command"):
+            agent["stdio"] = "[mcp].command"
+        agent = {k: v for k, v in agent.items() if _wanted(cfg, k)}
+        if not agent and cfg.is_sim:
+            agent = {"http": "bundled simulator", "stdio": "bundled simulator"}
+    jobs = "[mcp].jobs_command" if cfg.mcp.get("jobs_command") else \
+        "bundled simulator" if cfg.is_sim and not (cfg.mcp.get("command") or cfg.mcp.get("url")) else ""
+    out = [http]
+    if "stdio" in agent or jobs:
+        paths = [f"Agent Session path ({agent['stdio']})"] if "stdio" in agent else []
+        paths += [f"Fixed Client Token job path ({jobs})"] if jobs else []
+        out.append({"surface": "mcp-stdio", "label": "MCP stdio", "checked": True, "detail": "; ".join(paths)})
+    if "http" in agent:
+        out.append({"surface": "mcp-http", "label": "MCP streamable HTTP", "checked": True,
+                    "detail": f"Agent Session path ({agent['http']})"})
+    if len(out) == 1:
+        out.append({"surface": "mcp", "label": "MCP", "checked": False,
+                    "detail": "no MCP server to check: give --mcp-target or an [mcp] table"})
+    return out
+
+
+def describe(endpoints: dict[str, Any]) -> str:
+    return ", ".join(f"{k} ({v.describe()})" for k, v in sorted(endpoints.items())) or "none"

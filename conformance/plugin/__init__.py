@@ -1,0 +1,555 @@
+"""pytest plugin: the suite's options, and, only in a session that asked for the suite,
+its marker, fixtures, fail-early checks, result bookkeeping and reports.
+
+A session asks for the suite by naming it (``--pyargs conformance.suite`` or its folder)
+or by giving ``--target``. Any other pytest session in an environment where this
+package sees the options (added so that they never take a name that session already
+uses, see conformance.plugin.options) and the marker's description, and nothing else: no
+fixtures, no network, no exit-code changes.
+
+Reports are written by the main process only; under pytest-xdist the workers'
+results reach it through each report's ``user_properties``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+
+from conformance import __version__
+from conformance.plugin.options import add_options, option
+from conformance.plugin.state import EXERCISED, MARKER, STATE
+from conformance.target.secrets import SECRETS, clip, scrub
+
+RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+SUITE_FLAG = "KNOWLEDGE_CONFORMANCE_SUITE"  # a package that sets it to True holds suite tests
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> Any:
+    """Options are added once the session's own conftest files have added theirs (see conformance.plugin.options)."""
+    result = yield
+    add_options(parser)
+    return result
+
+
+def _suite_dir() -> Path:
+    import conformance.suite
+
+    return Path(conformance.suite.__file__).resolve().parent
+
+
+def wants_suite(config: pytest.Config) -> bool:
+    """Did this session ask for the suite? An explicit --target, or the suite among the paths."""
+    if option(config, "--target") is not None or option(config, "--harness") is not None:
+        return True
+    suite = _suite_dir()
+    for arg in config.args:
+        name = str(arg).split("::", 1)[0]
+        if config.option.pyargs and (name == "conformance" or name.startswith("conformance.suite")):
+            return True
+        path = Path(name).resolve()
+        if path == suite or suite in path.parents:
+            return True
+    return False
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The client checks (``suite/clients``) run only in a client run (``--harness``), the Core's
+    surfaces only without it: ``--pyargs conformance.suite`` means the Core suite, as before."""
+    if not wants_suite(config):
+        return None
+    suite = _suite_dir()
+    if suite not in collection_path.parents:
+        return None
+    clients = suite / "clients"
+    inside = collection_path == clients or clients in collection_path.parents
+    return True if inside != (option(config, "--harness") is not None) else None
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Always registered: a project that imports suite modules (to list their IDs) runs under --strict-markers.
+    config.addinivalue_line("markers", f"{MARKER}(*ids): requirement IDs of the catalogue that this test verifies")
+    if not wants_suite(config):
+        return
+    from conformance.plugin import fixtures
+
+    config.stash[STATE] = {"started": time.time(), "pending": [], "worker_requests": {}}
+    _prepare(config)
+    config.pluginmanager.register(fixtures, "knowledge-conformance-fixtures")
+    if option(config, "--harness") is not None:
+        from conformance.plugin import client_fixtures as harness_fixtures
+
+        config.pluginmanager.register(harness_fixtures, "knowledge-conformance-harness-fixtures")
+    config.pluginmanager.register(SuiteSession(config), "knowledge-conformance-session")
+    if config.pluginmanager.hasplugin("xdist") and not _is_worker(config):
+        config.pluginmanager.register(XdistController(config), "knowledge-conformance-xdist")
+
+
+def _fail(message: str) -> NoReturn:
+    raise pytest.UsageError(scrub(message))
+
+
+def _prepare(config: pytest.Config) -> None:
+    """Everything that can be checked before a test runs is checked here: a bad setup
+    is a usage error (exit 4) with one line saying what to fix, never a wall of failures."""
+    from conformance.report.results import load_waivers
+    from conformance.target.config import ConfigError, load_config
+    from knowledge_schemas import load_catalogue
+
+    state = config.stash[STATE]
+    if _is_worker(config):
+        run_id = str(config.workerinput.get("kc_run_id", "local"))  # type: ignore[attr-defined]
+        worker = str(config.workerinput.get("workerid", "w"))  # type: ignore[attr-defined]
+    else:
+        run_id = option(config, "--run-id") or secrets.token_hex(4)
+        worker = ""
+        if not RUN_ID.match(run_id):
+            _fail(f"--run-id {run_id!r}: use 1-32 lowercase letters, digits and hyphens")
+    try:
+        cfg = load_config(option(config, "--target-config"), target=option(config, "--target"))
+    except ConfigError as exc:
+        _fail(str(exc))
+    mcp_target = option(config, "--mcp-target")
+    if mcp_target and str(mcp_target).startswith(("http://", "https://")):
+        SECRETS.add_url(mcp_target)  # its user-info and query values never reach a report
+    cfg.sim_quirks = tuple(option(config, "--sim-quirk"))
+    cfg.sim_seed = option(config, "--sim-seed")
+    cfg.realtime = option(config, "--realtime")
+    cfg.rate_limit = option(config, "--rate-limit")
+    if cfg.rate_limit < 0:
+        _fail(f"--rate-limit must be 0 (no limit) or a positive number of requests per second, not {cfg.rate_limit:g}")
+    cfg.run_id, cfg.worker = run_id, worker
+    if cfg.sim_quirks and not cfg.is_sim:
+        _fail("--sim-quirk applies to the bundled simulator only (--target sim or sim+http)")
+    if cfg.sim_quirks:
+        _check_quirks(cfg.sim_quirks)
+    state["config"], state["run_id"] = cfg, run_id
+    if _is_worker(config):
+        return
+    catalogue = load_catalogue()
+    bad = sorted(set(option(config, "--requirement")) - set(catalogue.ids))
+    if bad:
+        _fail(f"--requirement: unknown ID(s) {', '.join(bad)}")
+    try:
+        state["waivers"] = load_waivers(option(config, "--waivers"), catalogue)
+    except ValueError as exc:
+        _fail(str(exc))
+    if not config.option.collectonly:
+        _check_report_dir(Path(option(config, "--reports")))
+
+
+def _check_quirks(names: tuple[str, ...]) -> None:
+    """An unknown quirk is a usage error now, not a harness error in every test later."""
+    import difflib
+
+    from conformance.target.open import known_quirks
+
+    known = known_quirks()
+    if known is None:
+        return
+    unknown = sorted(set(names) - known)
+    if unknown:
+        near = sorted({m for n in unknown for m in difflib.get_close_matches(n, known, n=3)})
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        _fail(f"--sim-quirk: unknown quirk(s) {', '.join(unknown)}{hint} (knowledge-sim quirks lists them)")
+
+
+def _check_report_dir(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".write-check-{os.getpid()}"
+        probe.write_text("", "utf-8")
+        probe.unlink()
+    except OSError as exc:
+        _fail(f"--report-dir {directory}: cannot write reports there ({exc.strerror or exc})")
+
+
+def _check_control(cfg: Any) -> None:
+    """One read of the control extension (GET /clock) with the configured credential: a wrong
+    control token is a usage error now, not a harness error in every test that provisions."""
+    import httpx
+
+    from conformance.target.config import redact_url
+
+    where = f"[control] url {redact_url(cfg.control_url)}"
+    url = httpx.URL(cfg.control_url.rstrip("/") + "/clock").copy_with(username=None, password=None)
+    try:
+        response = httpx.get(url, headers={"Authorization": f"Bearer {cfg.control_token}"}, timeout=min(cfg.timeout_seconds, 10.0))
+    except httpx.HTTPError:
+        return  # control that cannot be reached stays a harness error of the tests that need it (exit 7), as documented
+    if response.status_code in (401, 403):
+        _fail(f"{where}: the control extension refused the [control] token ({response.status_code}); check that credential")
+
+
+def _check_harness_core(config: pytest.Config) -> None:
+    """A client run's --harness-core that cannot be reached, or refuses its control token, is a usage error now."""
+    import httpx
+
+    from conformance.clients.core import DEFAULT_CONTROL_TOKEN
+    from conformance.target.config import redact_url
+
+    url = option(config, "--harness-core")
+    if url is None:
+        return
+    token = option(config, "--harness-control-token") or DEFAULT_CONTROL_TOKEN
+    SECRETS.add(token)
+    try:
+        response = httpx.get(url.rstrip("/") + "/_control/v1/clock", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        _fail(f"--core {redact_url(url)}: cannot reach it ({type(exc).__name__}: {exc})")
+    if response.status_code in (401, 403):
+        _fail(f"--core {redact_url(url)}: the control extension refused the control token ({response.status_code})")
+    if response.status_code != 200:
+        _fail(f"--core {redact_url(url)}: no control extension there (GET /_control/v1/clock answered {response.status_code}); "
+              "client checks need one")
+
+
+def _target_description(cfg: Any) -> str:
+    from conformance.target.config import redact_url
+
+    if cfg.target == "sim":
+        return "bundled simulator (in-process)"
+    if cfg.target == "sim+http":
+        return "bundled simulator (loopback HTTP)"
+    return f"live Core at {redact_url(cfg.target)}"
+
+
+def _ids(item: pytest.Item) -> list[str]:
+    return list(dict.fromkeys(rid for mark in item.iter_markers(MARKER) for rid in mark.args))
+
+
+def _in_suite(item: pytest.Item) -> bool:
+    import sys
+
+    module = getattr(item, "module", None)
+    package = sys.modules.get(getattr(module, "__package__", None) or "")
+    return bool(getattr(package, SUITE_FLAG, False))
+
+
+def _stable_nodeid(item: pytest.Item) -> str:
+    """The test's ID from its module name: the same in a serial run, under xdist and from any rootdir."""
+    module = getattr(item, "module", None)
+    _, _, rest = item.nodeid.partition("::")
+    return f"{module.__name__.replace('.', '/')}.py::{rest}" if module is not None and rest else item.nodeid
+
+
+def _classify(exc: BaseException | None) -> tuple[str, str | None]:
+    """(outcome, violated requirement) of a failed phase: a check's violation is the
+    target's failure; anything the suite could not judge is a harness error."""
+    import httpx
+
+    from conformance.clients.reference_client import KnowledgeError
+    from conformance.server.checks import ContractViolation
+    from conformance.target.errors import HarnessError
+
+    if isinstance(exc, ContractViolation):
+        return "failed", exc.requirement
+    if isinstance(exc, BaseExceptionGroup):  # e.g. Hypothesis' FlakyFailure, schemathesis' grouped failures
+        inner = [_classify(e) for e in exc.exceptions]
+        named = next((v for o, v in inner if o == "failed" and v is not None), None)
+        if named is not None:
+            return "failed", named
+        return ("failed", None) if inner and all(o == "failed" for o, _ in inner) else ("error", None)
+    if isinstance(exc, (HarnessError, httpx.TransportError)):
+        return "error", None
+    if isinstance(exc, (AssertionError, pytest.fail.Exception, KnowledgeError)):
+        return "failed", None  # KnowledgeError: the target refused what the reference client asked of it
+    return "error", None
+
+
+_STEP = re.compile(r"^(?:E\s+)?(state = \w+\(\)|state\.\w+\(.*\)|\w+ = state\.\w+\(.*\))\s*$")
+
+
+def _failing_sequence(longrepr: str) -> list[str]:
+    """The minimal failing program Hypothesis printed for a stateful test, one step a line."""
+    return [m.group(1) for m in map(_STEP.match, longrepr.splitlines()) if m]
+
+
+class SuiteSession:
+    """The hooks of a suite session: claims checked at collection, results kept per phase,
+    reports and the verdict at the end."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.state: dict[str, Any] = config.stash[STATE]
+
+    # ------------------------------------------------------------- start
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        cfg = self.state["config"]
+        if option(self.config, "--harness") is not None:
+            if not (_is_worker(self.config) or self.config.option.collectonly):
+                _check_harness_core(self.config)
+            return
+        if _is_worker(self.config) or self.config.option.collectonly or cfg.is_sim:
+            return
+        import httpx
+
+        from conformance.target.config import redact_url
+
+        try:
+            httpx.get(cfg.target, timeout=min(cfg.timeout_seconds, 10.0))
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            _fail(f"--target {redact_url(cfg.target)}: cannot reach it ({type(exc).__name__}: {exc})")
+        if cfg.control_url is not None and cfg.control_token is not None:
+            _check_control(cfg)
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        cfg = self.state["config"]
+        quirks = f" quirks={','.join(cfg.sim_quirks)}" if cfg.sim_quirks else ""
+        from conformance.mcp.endpoints import planned_surfaces
+        from conformance.report.results import surfaces_line
+
+        harness = option(config, "--harness")
+        if harness is not None:
+            core = option(config, "--harness-core") or "a served bundled simulator"
+            return [f"knowledge-conformance {__version__}: client harness={scrub(harness)} core={scrub(core)} run_id={self.state['run_id']}"]
+        surfaces = surfaces_line(planned_surfaces(cfg, option(config, "--mcp-target")))
+        return [f"knowledge-conformance {__version__}: target={_target_description(cfg)} run_id={self.state['run_id']}{quirks}",
+                f"surfaces: {surfaces}"]
+
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+        from knowledge_schemas import load_catalogue
+
+        catalogue = load_catalogue()
+        suite = [i for i in items if _in_suite(i)]
+        untagged = [i.nodeid for i in suite if not _ids(i)]
+        if untagged:
+            _fail(f"suite tests without a requirement ID (every test must name what it verifies): {', '.join(untagged[:5])}")
+        unknown = sorted({rid for i in suite for rid in _ids(i) if rid not in catalogue})
+        if unknown:
+            _fail(f"tests name requirement IDs missing from the catalogue: {', '.join(unknown)}")
+        wanted = set(option(config, "--requirement"))
+        if wanted:
+            keep = [i for i in items if wanted & set(_ids(i))]
+            config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+            items[:] = keep
+        for item in items:
+            if _in_suite(item):
+                item.user_properties.append(("requirements", json.dumps(_ids(item))))
+                item.user_properties.append(("kc_nodeid", _stable_nodeid(item)))
+
+    # ------------------------------------------------------------- tests
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        recorder = self.state.get("recorder")
+        if recorder is not None:
+            recorder.current = []
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+        outcome: Any = yield
+        report = outcome.get_result()
+        if report.when == "teardown" and _is_worker(self.config) and self.state.get("recorder") is not None:
+            # The worker's running total rides on every test: an interrupted run's workers never report at the end.
+            report.user_properties.append(("kc_worker_requests", self.state["recorder"].count))
+        exercised = item.stash.get(EXERCISED, None)
+        if report.when == "call" and exercised is not None:
+            report.user_properties.append(("exercised", json.dumps(sorted(exercised))))
+        if report.failed:
+            exc = call.excinfo.value if call.excinfo is not None else None
+            kind, violated = _classify(exc)
+            report.user_properties.append(("kc_outcome", kind))
+            if violated is not None:
+                report.user_properties.append(("violated", violated))
+            if call.excinfo is not None:
+                report.user_properties.append(("message", scrub(f"{call.excinfo.typename}: {call.excinfo.value}")[:2000]))
+            sequence = _failing_sequence(report.longreprtext)
+            if sequence:
+                report.user_properties.append(("sequence", json.dumps([scrub(s) for s in sequence])))
+            recorder = self.state.get("recorder")
+            if recorder is not None and recorder.current:
+                base, auth = self.state.get("base_url", ""), self.state["config"].wire["auth"]
+                exchanges = [{**asdict(e), "curl": e.curl(base, auth["header"], auth["scheme"])} for e in recorder.current[-4:]]
+                report.user_properties.append(("exchanges", json.dumps(exchanges)))
+        self._scrub_report(report)
+
+    @staticmethod
+    def _scrub_report(report: pytest.TestReport) -> None:
+        """Tracebacks (``--tb=long`` shows locals and source), captured output and
+        properties leave the process only scrubbed: the terminal, JUnit and xdist all read them."""
+        if not SECRETS.values:
+            return
+        if report.failed and report.longrepr is not None:
+            text = report.longreprtext
+            clean = scrub(text)
+            if clean != text:
+                report.longrepr = clean
+        report.sections = [(title, scrub(content)) for title, content in report.sections]
+        report.user_properties = [(k, scrub(v) if isinstance(v, str) else v) for k, v in report.user_properties]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from conformance.report.results import TestResult
+
+        counted: Any = dict(report.user_properties).get("kc_worker_requests")
+        if counted is not None and not _is_worker(self.config):
+            worker = str(getattr(report, "worker_id", "?"))  # set by pytest-xdist on every report a worker sends
+            seen = self.state.setdefault("worker_requests", {})
+            seen[worker] = max(seen.get(worker, 0), int(counted))
+        relevant = report.when == "call" or (report.when == "setup" and not report.passed) or (report.when == "teardown" and report.failed)
+        if not relevant:
+            return
+        props: dict[str, Any] = dict(report.user_properties)
+        if "requirements" not in props:
+            if report.failed:  # a crashed worker, or a test outside the suite that ran in its session
+                self.state["pending"].append(TestResult(report.nodeid, "error", [], None, scrub(
+                    f"failed outside the suite's requirement bookkeeping: {(report.longreprtext.strip().splitlines() or ['?'])[-1]}")[:2000],
+                    detail=clip(report.longreprtext, -4000)))
+            return
+        detail = ""
+        if report.skipped:
+            longrepr = report.longrepr
+            message = (longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)).removeprefix("Skipped: ")
+            outcome = "skipped"
+        elif report.failed:
+            detail = clip(report.longreprtext, -4000)
+            message = props.get("message") or (detail.strip().splitlines() or ["test failed"])[-1]
+            outcome = props.get("kc_outcome", "error")
+            if report.when != "call" and outcome == "failed" and "violated" not in props:
+                outcome = "error"  # a fixture's plain assertion is the harness's, not the target's
+        else:
+            message, outcome = "", "passed"
+        self.state["pending"].append(TestResult(
+            props.get("kc_nodeid", report.nodeid), outcome, json.loads(props["requirements"]), props.get("violated"), message,
+            json.loads(props.get("exchanges", "[]")), round(report.duration, 4),
+            json.loads(props["exercised"]) if "exercised" in props else None,
+            json.loads(props["sequence"]) if "sequence" in props else None, detail,
+        ))
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            from conformance.report.results import TestResult
+
+            text = scrub(report.longreprtext)
+            self.state["pending"].append(TestResult(report.nodeid or "<collection>", "error", [], None,
+                                                    f"collection error: {(text.strip().splitlines() or ['?'])[-1]}"[:2000], detail=text[-4000:]))
+
+    # ------------------------------------------------------------- end
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        config = self.config
+        recorder = self.state.get("recorder")
+        if _is_worker(config):
+            config.workeroutput["kc_requests"] = recorder.count if recorder else 0  # type: ignore[attr-defined]
+            config.workeroutput["kc_kept"] = self.state.get("kept_workspaces", [])  # type: ignore[attr-defined]
+            return
+        if config.option.collectonly or exitstatus == pytest.ExitCode.USAGE_ERROR:
+            return
+        from conformance.mcp.endpoints import planned_surfaces
+        from conformance.report.results import VERDICT_EXIT, RunInfo, aggregate
+        from conformance.report.writers import write_all
+        from knowledge_schemas import load_catalogue
+        from knowledge_schemas.catalogue import catalogue_version
+
+        pending = self.state["pending"]
+        errored = any(t.outcome == "error" for t in pending)
+        cfg = self.state["config"]
+        client = self.state.get("harness")  # a client run: what the harness said it wraps (conformance.plugin.client_fixtures)
+        info = RunInfo(
+            suite_version=__version__, catalogue_version=catalogue_version(),
+            target=client["target"] if client else _target_description(cfg) if option(config, "--harness") is None
+            else f"client harness {option(config, '--harness')} (it did not start)",
+            configuration=self._configuration(), hypothesis=_hypothesis(config),
+            started=dt.datetime.fromtimestamp(self.state["started"], dt.UTC).isoformat(timespec="seconds"),
+            duration_seconds=time.time() - self.state["started"], requests=sum(self.state.get("worker_requests", {}).values()) + (recorder.count if recorder else 0),
+            fail_on=option(config, "--fail-on"), run_id=self.state["run_id"],
+            interrupted=exitstatus == pytest.ExitCode.INTERRUPTED and not errored,
+            surfaces=tuple(client["surfaces"] if client else planned_surfaces(cfg, option(config, "--mcp-target"))
+                           if option(config, "--harness") is None else _unstarted_client()),
+            gate=tuple(client["gate"]) if client else None if option(config, "--harness") is None else (),
+        )
+        run = aggregate(load_catalogue(), list(pending), info, waivers=self.state.get("waivers", []), today=dt.date.today())
+        kept = self.state.get("kept_workspaces", [])
+        if kept:
+            run.warnings.append(f"the control extension kept {len(kept)} workspace(s) of run {run.run_id} (no delete): {', '.join(sorted(kept)[:5])}")
+        try:
+            self.state["paths"] = write_all(run, Path(option(config, "--reports")), scrub)
+        except OSError as exc:
+            self.state["write_error"] = f"could not write the reports: {exc}"
+            session.exitstatus = VERDICT_EXIT["error"]
+            self.state["run"] = run
+            return
+        self.state["run"] = run
+        if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED) or errored \
+                or run.verdict == "interrupted":
+            session.exitstatus = VERDICT_EXIT[run.verdict]
+
+    def _configuration(self) -> dict[str, Any]:
+        """The run's settings, as a reader needs them to reproduce it; never a secret."""
+        config, cfg = self.config, self.state["config"]
+        options = {name: option(config, name) for name in ("--no-control", "--realtime", "--rate-limit", "--deep", "--no-shrink",
+                                                             "--stateful-examples", "--stateful-steps", "--stateful-seed", "--requirement", "--sim-quirk", "--mcp-target",
+                                                             "--sim-seed", "--waivers")}
+        if option(config, "--harness") is not None:  # a client run: its own settings
+            options.update({name: option(config, name) for name in ("--harness", "--harness-core", "--harness-timeout")})
+        out: dict[str, Any] = {name.lstrip("-").replace("-", "_"): value for name, value in options.items()}
+        out["target_config"] = option(config, "--target-config")
+        out["control_available"] = bool(cfg.is_sim or (cfg.control_url and cfg.control_token))
+        out["strict_codes"] = cfg.strict_codes
+        out["clock_skew_seconds"] = cfg.clock_skew_seconds
+        out["wire"] = cfg.wire
+        out["identities"] = sorted(cfg.identities)
+        out["workers"] = int(getattr(config.option, "numprocesses", 0) or 0)
+        return dict(SECRETS.data(out))
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if "write_error" in self.state:
+            terminalreporter.write_line(f"VERDICT: ERROR  ({scrub(self.state['write_error'])})")
+            return
+        run = self.state.get("run")
+        if run is None:
+            return
+        s = run.summary
+        terminalreporter.section("knowledge contract verdict")
+        terminalreporter.write_line(scrub(
+            f"VERDICT: {run.verdict.upper()}  (surfaces: {run.surfaces_line}; {'client/host' if run.is_client_run else 'server'} MUSTs verified {s['server_must_verified']}/{s['server_must_total']}; "
+            f"requirements verified {s['verified']}, failed {s['failed']}, waived {s['waived']}, not verified {s['not_verified']}; "
+            f"tests failed {s['tests_failed']}, harness errors {s['tests_errored']}; {run.requests} requests; run {run.run_id})"))
+        for r in run.requirements:
+            if r.status in ("failed", "waived"):
+                terminalreporter.write_line(scrub(f"  {r.status.upper():7} {r.id} {r.title}: {clip(r.reason, 160)}"))
+        for w in run.warnings:
+            terminalreporter.write_line(scrub(f"  warning: {clip(w, 300)}"))
+        for kind, path in self.state.get("paths", {}).items():
+            terminalreporter.write_line(f"  {kind:8} {path}")
+
+
+def _unstarted_client() -> tuple[dict[str, Any], ...]:
+    return ({"surface": "client", "label": "client harness", "checked": False, "detail": "the harness did not start"},)
+
+
+class XdistController:
+    """pytest-xdist, main process: hand each worker the run ID, sum what workers counted."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.state: dict[str, Any] = config.stash[STATE]
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["kc_run_id"] = self.state["run_id"]
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        output = getattr(node, "workeroutput", {}) or {}
+        if "kc_requests" in output:
+            seen = self.state.setdefault("worker_requests", {})
+            seen[str(node.gateway.id)] = max(seen.get(str(node.gateway.id), 0), int(output["kc_requests"]))
+        self.state.setdefault("kept_workspaces", []).extend(output.get("kc_kept", []))
+
+
+def _hypothesis(config: pytest.Config) -> dict[str, Any]:
+    """Generated tests are derandomized: the same suite version and target replay the same cases."""
+    seed = config.getoption("hypothesis_seed", None)
+    return {"derandomize": True, "seed": None if seed is None else str(seed)}

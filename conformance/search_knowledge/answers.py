@@ -1,0 +1,229 @@
+"""The suite's side of the ``search_knowledge`` tool (seed 003): reading a tool answer (a
+result, a refusal with a code, or a protocol error), the control calls of its states, and
+the corpus the checks are built on.
+
+Nothing here depends on how a server ranks: the corpus makes lexical and semantic evidence
+disagree (a document holding the query word once in unrelated text, and one holding only
+other forms of it), and the checks compare a server's own orders with each other.
+"""
+
+from __future__ import annotations
+
+import gc
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from mcp.shared.exceptions import MCPError
+
+from conformance.mcp.session import McpSession, connect
+from conformance.target.secrets import clip
+
+TOOL = "search_knowledge"
+MAIN, OTHER, PRIVATE, ARCHIVED_BASE = "kb-main", "kb-other", "kb-private", "kb-archived"
+# Text whose code points, UTF-16 units and UTF-8 bytes all differ: astral characters, combining
+# sequences, CJK, escapes.
+WINDOW_PIECES = ["a", "\U0001F600", "e\u0301", "中", "\U0001D11E", "\"", "\\", "\n", "a\u0308\u0301", "€", "z", "\U00020000"]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One ``search_knowledge`` call as the suite sees it."""
+
+    ok: bool
+    body: dict[str, Any] | None
+    codes: frozenset[str]
+    is_error: bool
+    raw: str
+
+    def hits(self) -> list[dict[str, Any]]:
+        found = (self.body or {}).get("results")
+        return [h for h in found if isinstance(h, dict)] if isinstance(found, list) else []
+
+    def items(self) -> list[str]:
+        return [str(h.get("knowledge_item_id")) for h in self.hits()]
+
+    def has(self, code: str) -> bool:
+        return code in self.codes
+
+
+def _codes(body: Any) -> set[str]:
+    """Every error code an answer names: ``error``, ``code``, or either inside ``error`` or ``feedback``."""
+    found: set[str] = set()
+    if not isinstance(body, dict):
+        return found
+    for key in ("error", "code", "error_code"):
+        if isinstance(body.get(key), str):
+            found.add(body[key])
+    for key in ("error", "feedback"):
+        inner = body.get(key)
+        if isinstance(inner, dict):
+            found |= {v for k in ("code", "error") if isinstance(v := inner.get(k), str)}
+    return found
+
+
+def call(session: McpSession, arguments: dict[str, Any]) -> Answer:
+    try:
+        result = session.call(TOOL, arguments)
+    except MCPError as exc:  # a JSON-RPC error (e.g. invalid params): a refusal without a tool result
+        return Answer(False, None, frozenset({f"jsonrpc:{exc.code}"}), True, clip(f"JSON-RPC error {exc.code}: {exc.message}", 300))
+    body = result.structured if result.has_structured else result.text_json()
+    body = body if isinstance(body, dict) else None
+    codes = _codes(body)
+    good = (not result.is_error and body is not None and not codes and body.get("type") in ("knowledge_search", "knowledge"))
+    raw = clip(str(body if body is not None else list(result.texts)), 400)
+    return Answer(good, body, frozenset(codes), result.is_error, raw)
+
+
+def open_sessions(stack: ExitStack, cfg: Any, target: Any, chosen: str | None,
+                  who: Mapping[str, tuple[str, str]]) -> tuple[dict[str, McpSession], bool]:
+    """One Agent Session MCP session per identity (name -> token, route), streamable HTTP where
+    there is one, kept open by ``stack``. An MCP target fixed to one identity (its own token) gets
+    one session, named by the first identity, and ``True``: it is not the identity the suite
+    minted, so only checks that need no provisioned world can use it."""
+    from conformance.mcp.endpoints import agent_endpoints
+
+    sessions: dict[str, McpSession] = {}
+    fixed = False
+    stack.callback(gc.collect)  # runs after every session below has closed: one collection, not one each
+    for position, (name, (token, route)) in enumerate(who.items()):
+        endpoint = (found := agent_endpoints(cfg, target, chosen, token, route)).get("http") or found.get("stdio")
+        if endpoint is None:
+            continue
+        if token not in (endpoint.token, *dict(endpoint.env).values()):
+            if position:
+                continue
+            fixed = True
+        sessions[name] = stack.enter_context(connect(endpoint, cfg.timeout_seconds, collect=False))
+    return sessions, fixed
+
+
+def envelope_types(answer: Answer) -> set[str]:
+    """Every key and string value of the answer's top level and of its ``error`` object (where a
+    ``knowledge_unavailable`` envelope can be named)."""
+    body = answer.body or {}
+    values = {v for v in body.values() if isinstance(v, str)} | set(body)
+    inner = body.get("error")
+    if isinstance(inner, dict):
+        values |= {v for v in inner.values() if isinstance(v, str)}
+    return values
+
+
+def message_of(answer: Answer) -> str:
+    """The human-readable message of a refusal (top level, or inside ``error`` or ``feedback``)."""
+    body = answer.body or {}
+    for holder in (body, body.get("error"), body.get("feedback")):
+        if isinstance(holder, dict) and isinstance(holder.get("message"), str):
+            return str(holder["message"])
+    return answer.raw if answer.body is None else ""
+
+
+# ----------------------------------------------------------------- control
+class SkControl:
+    """The control extension's ``/workspaces/{route}/knowledge/...`` calls (schemas/control-openapi.yaml)."""
+
+    def __init__(self, http: httpx.Client, base_url: str, token: str, route: str) -> None:
+        self.http, self.base, self.route = http, base_url.rstrip("/"), route
+        self.headers = {"Authorization": f"Bearer {token}"}
+
+    def _send(self, method: str, path: str, body: Any = None) -> httpx.Response:
+        return self.http.request(method, f"{self.base}/workspaces/{self.route}/knowledge{path}", json=body,
+                                 headers=self.headers, extensions={"kc_control": True})
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        response = self._send(method, path, body)
+        if response.status_code >= 300:
+            raise RuntimeError(f"control {method} {path} answered {response.status_code}: {clip(response.text, 300)}")
+        return response.json() if response.content else None
+
+    def publish(self, item_id: str, content: str) -> str:
+        return str(self._call("POST", f"/items/{item_id}/revisions", {"content": content})["revision_id"])
+
+    def item_state(self, item_id: str, *, active: bool | None = None, published: bool | None = None) -> None:
+        body = {k: v for k, v in (("active", active), ("published", published)) if v is not None}
+        self._call("PUT", f"/items/{item_id}/state", body)
+
+    def base_state(self, base_id: str, active: bool) -> None:
+        self._call("PUT", f"/bases/{base_id}/state", {"active": active})
+
+    def runtime(self, enabled: bool) -> None:
+        self._call("PUT", "/runtime", {"enabled": enabled})
+
+    def scopes(self, account: str, scopes: list[str]) -> None:
+        self._call("PUT", f"/scopes/{account}", {"scopes": scopes})
+
+    def audit(self) -> list[dict[str, Any]] | None:
+        """The audit events, or None when this control extension cannot show them."""
+        response = self._send("GET", "/audit")
+        if response.status_code in (404, 405, 501):
+            return None
+        if response.status_code >= 300:
+            raise RuntimeError(f"control GET audit answered {response.status_code}: {clip(response.text, 300)}")
+        events = response.json().get("events")
+        return list(events) if isinstance(events, list) else None
+
+
+# ----------------------------------------------------------------- corpus
+@dataclass
+class Corpus:
+    """The documents of the search_knowledge world, each findable by its unique token."""
+
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    texts: dict[str, str] = field(default_factory=dict)  # item -> content of its first revision
+    bases: dict[str, str] = field(default_factory=dict)  # item -> base
+
+    def token(self, name: str) -> str:
+        return f"kc{name}{self.tag}"
+
+    @property
+    def direction_query(self) -> str:
+        return "deploying " + self.token("dir")
+
+    def build(self) -> list[dict[str, Any]]:
+        dir_token = self.token("dir")
+        filler = " ".join(["catering", "menu", "soup", "bread", "salad", "coffee", "invoice", "parking", "garden",
+                           "lamp", "window", "chair", "ticket", "orange", "violin", "harbour", "meadow", "pencil"] * 3)
+        items: dict[str, tuple[str, str, str]] = {
+            # lexical evidence only: the query words once, in a long unrelated text
+            "sk-lexical": (MAIN, "Catering notes", f"{filler} deploying {dir_token} {filler}"),
+            # semantic evidence only: other forms of the query word, not the word itself
+            "sk-semantic": (MAIN, "Deployments", "deploy deployed deployment deployments deploys redeploy redeployed "
+                                                 "deployer deployable"),
+            "sk-both": (MAIN, "Deploying guide", f"deploying {dir_token} deployment deploy deployed steps and checks"),
+            "sk-window": (MAIN, "Window text", "".join(WINDOW_PIECES * 24)),
+            "sk-long": (MAIN, "Long text", "".join(WINDOW_PIECES * 500)),
+            "sk-evolving": (MAIN, "Evolving", f"first revision {self.token('first')} of an item that changes"),
+            "sk-archived": (MAIN, "Archived", f"archived item {self.token('hidden')}"),
+            "sk-unpublished": (MAIN, "Unpublished", f"unpublished item {self.token('hidden')}"),
+            "sk-other": (OTHER, "Other base", f"narrowing {self.token('shared')} in the other base"),
+            "sk-main-shared": (MAIN, "Main shared", f"narrowing {self.token('shared')} in the main base"),
+            "sk-private": (PRIVATE, "Private", f"private item {self.token('hidden')} {self.token('private')}"),
+            "sk-in-archived-base": (ARCHIVED_BASE, "In an archived base", f"base archived {self.token('hidden')}"),
+        }
+        for i in range(12):
+            items[f"sk-filler-{i:02d}"] = (MAIN, f"Filler {i}", f"{self.token('many')} filler document {i} " + "word " * i)
+        for item, (base, _, content) in items.items():
+            self.texts[item], self.bases[item] = content, base
+        bases: dict[str, list[dict[str, Any]]] = {}
+        for item, (base, title, content) in items.items():
+            bases.setdefault(base, []).append({"id": item, "title": title, "content": content})
+        return [{"id": b, "name": b, "items": found} for b, found in bases.items()]
+
+
+def utf16_slice(text: str, start: int, count: int) -> str:
+    """``count`` UTF-16 code units from ``start`` (a cut pair gives a lone surrogate, as JSON carries it)."""
+    units = text.encode("utf-16-le", "surrogatepass")
+    return units[2 * start:2 * (start + count)].decode("utf-16-le", "surrogatepass")
+
+
+def utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def pairs(ordered: list[str]) -> Iterator[tuple[str, str]]:
+    for i, a in enumerate(ordered):
+        for b in ordered[i + 1:]:
+            yield a, b

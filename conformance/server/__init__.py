@@ -1,0 +1,1 @@
+"""The Core HTTP surface: wire clients, checks, corpus and world, the contract model and its stateful driver."""

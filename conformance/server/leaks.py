@@ -1,0 +1,56 @@
+"""Does a response carry document text? Checked against everything the run seeded.
+
+Comparing an error with the first characters of one document misses a Core that
+leaks the middle of another. Every document and every revision the run wrote is
+cut into overlapping windows of ``WINDOW`` characters; a string in a response that
+contains any of them carries document text. Titles are not secret (hints show them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from conformance.target import contract as C
+
+WINDOW = 24  # long enough that prose of an error message never matches by chance
+
+
+class DocumentText:
+    """Windows of every text the run knows to be document content."""
+
+    def __init__(self, texts: Iterable[str] = ()) -> None:
+        self._windows: set[str] = set()
+        self._texts: list[str] = []  # whole, to tell "some document text" from "a full document"
+        self._seen: set[int] = set()
+        self.add(texts)
+
+    def add(self, texts: Iterable[str]) -> None:
+        for text in texts:
+            if id(text) in self._seen or len(text) < WINDOW:
+                continue
+            self._seen.add(id(text))
+            self._texts.append(text)
+            self._windows.update(text[i:i + WINDOW] for i in range(0, len(text) - WINDOW + 1))
+
+    def __len__(self) -> int:
+        return len(self._windows)
+
+    def leaked(self, body: Any) -> str | None:
+        """The first window of document text found in any string of ``body``, or None."""
+        for string in C.strings_in(body):
+            for i in range(0, len(string) - WINDOW + 1):
+                window = string[i:i + WINDOW]
+                if window in self._windows:
+                    return window
+        return None
+
+    def whole(self, body: Any) -> str | None:
+        """The first known text found whole (stripped) in any string of ``body``, or None: a
+        hint may quote a document (its summary often does), never carry all of it (SRCH-006)."""
+        strings = C.strings_in(body)
+        for text in self._texts:
+            core = text.strip()
+            if len(core) >= WINDOW and any(core in string for string in strings):
+                return core
+        return None

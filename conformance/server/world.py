@@ -1,0 +1,207 @@
+"""What a test runs against: a route, identities with known bindings, a known
+corpus, and control where the target offers it. Without control, the identities
+come from the target configuration and state-dependent rules are not verified."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import pytest
+
+from conformance.server import checks, corpus
+from conformance.server.checks import ok
+from conformance.server.leaks import DocumentText
+from conformance.server.wire import ControlWire, CoreWire
+from conformance.target import contract as C
+from conformance.target.config import TargetConfig
+
+OTHER_HUB = "https://other-hub.knowledge-conformance.example"
+STALLED_PAGES = 8  # pages in a row without content after which a chain is taken not to stop (the seed bounds bytes, not pages)
+_routes = itertools.count(1)  # unique within a process; cfg.namespace makes it unique across runs and workers
+
+
+@dataclass(frozen=True)
+class Who:
+    token: str
+    route: str
+    account: str = ""
+    session: str = ""
+
+    def __repr__(self) -> str:
+        return f"Who(account={self.account!r}, route={self.route!r}, session={self.session[:8]!r})"
+
+
+@dataclass(repr=False)
+class World:
+    cfg: TargetConfig
+    core: CoreWire
+    route: str
+    primary: Who
+    others: dict[str, Who] = field(default_factory=dict)
+    docs: dict[str, corpus.Doc] = field(default_factory=dict)
+    control: ControlWire | None = None
+
+    def need_control(self, why: str) -> ControlWire:
+        if self.control is None:
+            pytest.skip(f"not verified: needs the test-control extension to {why}")
+        return self.control
+
+    def need(self, name: str) -> Who:
+        who = self.others.get(name)
+        if who is None:
+            pytest.skip(f"not verified: needs a second identity [{name}] in the target configuration")
+        return who
+
+    def need_doc(self, key: str) -> corpus.Doc:
+        if key not in self.docs:
+            pytest.skip(f"not verified: needs the suite's own corpus (document {key!r}), seeded through control")
+        return self.docs[key]
+
+    def document_text(self) -> DocumentText:
+        """Every document and revision text this run wrote, to prove a response carries none of it."""
+        known: DocumentText = self.__dict__.setdefault("_text", DocumentText())
+        known.add(d.content for d in self.docs.values())
+        known.add(self.control.published if self.control is not None else [])
+        return known
+
+    def __repr__(self) -> str:
+        return f"World(route={self.route!r}, control={self.control is not None}, docs={sorted(self.docs)})"
+
+    # --------------------------------------------------------- conveniences
+    def start_run(self, who: Who | None = None, delivery: str | None = "on_demand", text: str = "binding") -> str:
+        who = who or self.primary
+        body = ok(self.core.turn(who.token, who.route, CoreWire.turn_body(text, delivery)), "TURN-003", "turn")
+        return str(body["run_id"])
+
+    def search(self, query: str, run_id: str, who: Who | None = None, **extra: Any) -> Any:
+        who = who or self.primary
+        return self.core.search(who.token, who.route, {"query": query, "run_id": run_id, **extra})
+
+    def read(self, ref: str, run_id: str, who: Who | None = None, **extra: Any) -> Any:
+        who = who or self.primary
+        return self.core.read(who.token, who.route, {"ref": ref, "run_id": run_id, **extra})
+
+    def ref_for(self, run_id: str, doc: corpus.Doc | None = None, who: Who | None = None) -> str:
+        """A reference to ``doc`` (or to whatever the probe query finds) for this run."""
+        query = doc.token if doc else self.cfg.probe_query
+        response = self.search(query, run_id, who)
+        body = ok(response, "SRCH-001", "search")
+        hints = body.get("hints") or []
+        if doc is not None:
+            hint = self.hint_for(hints, doc, run_id, who)
+            if hint is None:
+                self.not_found(f"no hint of the search for {query!r} reads as document {doc.key!r} "
+                               f"(status {body.get('status')!r}, {len(hints)} hints)")
+            return str(hint["ref"])
+        if not hints:
+            pytest.skip(f"not verified: search for {query!r} found nothing to read (status {body.get('status')!r})")
+        return str(hints[0]["ref"])
+
+    # ------------------------------------------------ document identification
+    def hint_for(self, hints: list[Any], doc: corpus.Doc, run_id: str, who: Who | None = None) -> dict[str, Any] | None:
+        """The hint that is ``doc``: reading its ref yields content with the document's token.
+
+        Never by rank or title wording (a Core may rank by meaning and word titles its own
+        way); hints whose title names the token are only read first. A hint the Core has
+        just issued must be readable (READ-001)."""
+        candidates = sorted((h for h in hints if isinstance(h, dict) and isinstance(h.get("ref"), str)),
+                            key=lambda h: doc.token not in str(h.get("title", "")))
+        for hint in candidates:
+            page = ok(self.read(hint["ref"], run_id, who), "READ-001", "read of a hint the search just returned")
+            if isinstance(page, dict) and doc.token in str(page.get("content", "")):
+                return dict(hint)
+        return None
+
+    def shows(self, hint: Any, doc: corpus.Doc, run_id: str, who: Who | None = None) -> bool:
+        """Whether ``hint`` discloses ``doc``: its title carries the seeded title (with the
+        token), or its ref reads as the document. A refused read discloses nothing."""
+        if not isinstance(hint, dict):
+            return False
+        if doc.stored_title in str(hint.get("title", "")):
+            return True
+        if not isinstance(hint.get("ref"), str):
+            return False
+        response = self.read(hint["ref"], run_id, who)
+        try:
+            content = response.json().get("content") if response.status_code == 200 else None
+        except (ValueError, AttributeError):
+            return False
+        return isinstance(content, str) and doc.token in content
+
+    def not_found(self, what: str) -> NoReturn:
+        """The seed does not require search to find anything ("at most three" hints): a
+        miss leaves what needed the document not verified, unless the run is strict."""
+        checks.expect(not self.cfg.strict_codes, "SRCH-001", f"strict: {what}")
+        pytest.skip(f"not verified: {what}")
+
+    def page(self, ref: str, run_id: str, max_bytes: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+        """One page, checked. A refusal of a ``max_bytes`` within 4096..32768 is READ-005's
+        failure when the same read without it answers 200; otherwise the read is what broke."""
+        extra: dict[str, Any] = {"cursor": cursor} if cursor else {}
+        sized: dict[str, Any] = {**extra, **({} if max_bytes is None else {"max_bytes": max_bytes})}
+        response = self.read(ref, run_id, **sized)
+        accepted = "READ-001"
+        if response.status_code != 200 and max_bytes is not None and self.read(ref, run_id, **extra).status_code == 200:
+            accepted = "READ-005"
+        return checks.page(response, ref=ref, max_bytes=max_bytes, requirement_bound="READ-004" if max_bytes is None else "READ-005",
+                           accepted=accepted, strict=self.cfg.strict_codes)
+
+    def follow(self, ref: str, run_id: str, max_bytes: int | None = None) -> list[dict[str, Any]]:
+        """Every page of a chain, each checked as a page on the way.
+
+        Bounded by what the contract bounds, never by a page count (a Core may answer with
+        pages much smaller than asked): a chain stops after at most 131072 content bytes
+        (READ-010), so one that still offers a next_cursor past them, or that offers one
+        page after page without delivering a byte, does not stop."""
+        pages: list[dict[str, Any]] = []
+        cursor: str | None = None
+        delivered, stalled = 0, 0
+        while True:
+            body = self.page(ref, run_id, max_bytes, cursor)
+            pages.append(body)
+            size = C.utf8_size(body["content"]) if isinstance(body["content"], str) else 0
+            delivered += size
+            cursor = body["next_cursor"]
+            if cursor is None:
+                return pages
+            checks.expect(delivered <= C.READ_CHAIN_MAX_BYTES, "READ-010", f"the chain delivered {delivered} content bytes in "
+                          f"{len(pages)} pages, over {C.READ_CHAIN_MAX_BYTES}, and still offers a next_cursor")
+            stalled = 0 if size else stalled + 1
+            checks.expect(stalled < STALLED_PAGES, "READ-010", f"{stalled} pages in a row carried no content and offered a next_cursor "
+                          f"(after {delivered} content bytes): the chain makes no progress and never stops")
+
+def provision(cfg: TargetConfig, core: CoreWire, control: ControlWire | None, *, large: bool = True,
+              mode: str = "normal") -> World:
+    """A fresh world through control, or the configured one without it."""
+    if control is None:
+        ids = cfg.identities
+        configured = {name: Who(i.token, i.route, i.account, i.session) for name, i in ids.items()}
+        main = configured.pop("primary")
+        return World(cfg, core, cfg.route, main, configured)
+    route = f"kc-{cfg.namespace}-{next(_routes)}"
+    # Route names that sort on either side of reserved words such as "auto": a Core that compares
+    # route names by order instead of equality refuses one of them (see test_capabilities).
+    other_route = f"a-{route}"
+    control.create_workspace(route, mode)
+    control.create_workspace(other_route)
+    docs = corpus.build(large=large)
+    control.replace_corpus(route, corpus.bases(docs))
+    control.replace_corpus(other_route, corpus.bases(docs))
+
+    def mint(account: str, at: str = route, **kw: Any) -> Who:
+        m = control.mint(account, at, **kw)
+        return Who(m["token"], m["route"], m["account"], m["session_id"])
+
+    primary = mint("alice")
+    others = {
+        "other_session": mint("alice"),
+        # Each differs from primary in one binding only, so each binding is tested alone.
+        "same_session": mint("alice", session_id=primary.session),
+        "other_account": mint("bob", session_id=primary.session),
+        "other_route": mint("alice", other_route, session_id=primary.session),
+        "other_hub": mint("alice", hub=OTHER_HUB, session_id=primary.session),
+    }
+    return World(cfg, core, route, primary, others, docs, control)
+

@@ -1,0 +1,152 @@
+"""Host transport obligations of seed 000: three calls with snake-case aliases and explicit
+options, the binding checked before and after the request, and no model argument choosing
+identity, route, connection or run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from conformance.clients.session import Session, hints, mapped, requests
+from conformance.server.checks import describe, expect
+from conformance.target.errors import HarnessError
+
+requirement = pytest.mark.requirement
+
+
+@pytest.fixture
+def host(harness: Session) -> Session:
+    harness.needs("host")
+    return harness
+
+
+def _current_run(host: Session, connection: str) -> str:
+    """Start the authorized user turn: the host's reads bind its run."""
+    answer = host.turn(connection, "on_demand")
+    if not answer.ok:
+        raise HarnessError(f"the host's turn failed: {answer.describe()}")
+    return str(answer.value["run_id"])
+
+
+def _changed(binding: dict[str, Any]) -> dict[str, Any]:
+    return {**binding, "sessionId": "00000000-0000-4000-8000-00000000beef"}
+
+
+@requirement("HOST-001", "HOST-003")
+def test_three_calls_on_the_explicit_connection(host: Session) -> None:
+    route = host.world.route("host")
+    run = _current_run(host, "host")
+    mark = host.wire.mark(route)
+    caps = host.host("getKnowledgeCapabilities", {}, "host")
+    found = host.host("searchKnowledge", {"query": "homepage binding", "limit": 3}, "host")
+    expect(caps.ok and caps.value["supported"] is True, "HOST-001", f"getKnowledgeCapabilities: {caps.describe()}")
+    mapped(requests(host.wire.since(mark, route), "POST", "search"))
+    expect(found.ok, "HOST-001", f"searchKnowledge: {found.describe()}")
+    page = host.host("readKnowledge", {"ref": hints(host, found, mark, route)[0]["ref"]}, "host")
+    expect(page.ok, "HOST-001", f"readKnowledge: {page.describe()}")
+    wire = host.wire.since(mark, route)
+    sent = requests(wire, "GET", "capabilities") + requests(wire, "POST", "search") + requests(wire, "POST", "read")
+    expect(len(sent) == 3, "HOST-001", f"the three calls sent {len(sent)} request(s) to the connection's workspace")
+    alice = host.world.accounts["host"]
+    expect(all(e.get("account") == alice for e in sent), "HOST-003", "a call went out under another identity than its connection's")
+    runs = {(e.get("body") or {}).get("run_id") for e in sent if e["method"] == "POST"}
+    expect(runs == {run}, "HOST-003", f"the reads did not bind the connection's current run {run}: {sorted(map(str, runs))}")
+
+
+@requirement("HOST-002")
+def test_inputs_accept_snake_case_aliases(host: Session) -> None:
+    route = host.world.route("host")
+    _current_run(host, "host")
+    mark = host.wire.mark(route)
+    ref = hints(host, host.host("searchKnowledge", {"query": "archive ledger"}, "host"), mark, route)[0]["ref"]
+    mark = host.wire.mark(route)
+    page = host.host("readKnowledge", {"ref": ref, "max_bytes": 4096}, "host")
+    reads = requests(host.wire.since(mark, route), "POST", "read")
+    expect(page.ok and reads, "HOST-002", f"readKnowledge with max_bytes failed: {page.describe()}")
+    expect((reads[0].get("body") or {}).get("max_bytes") == 4096, "HOST-002",
+           f"the max_bytes alias did not reach the wire: {describe(reads[0].get('body'))}")
+
+
+@requirement("HOST-003")
+def test_the_connection_key_chooses_the_identity(host: Session) -> None:
+    route = host.world.route("host")
+    _current_run(host, "host2")
+    mark = host.wire.mark(route)
+    found = host.host("searchKnowledge", {"query": "billing notes"}, "host2")
+    sent = requests(host.wire.since(mark, route), "POST", "search")
+    mapped(sent)
+    expect(found.ok and sent, "HOST-003", f"a search on the second connection failed: {found.describe()}")
+    expect(all(e.get("account") == host.world.accounts["host2"] for e in sent), "HOST-003",
+           "the call went out under another connection than its connectionKey")
+
+
+@requirement("HOST-003")
+def test_a_cancelled_signal_sends_nothing(host: Session) -> None:
+    route = host.world.route("host")
+    _current_run(host, "host")
+    signal = f"abort-{host.world.run}"
+    host.call("cancel", signal=signal)
+    mark = host.wire.mark(route)
+    answer = host.host("searchKnowledge", {"query": "homepage binding"}, "host", signal=signal)
+    sent = host.wire.since(mark, route)
+    expect(not answer.ok and answer.kind == "cancelled", "HOST-003", f"a call with an aborted signal answered {answer.describe()}")
+    expect(not sent, "HOST-003", f"a call with an aborted signal still sent {len(sent)} request(s)")
+
+
+@requirement("HOST-004")
+def test_the_binding_is_checked_before_the_request(host: Session) -> None:
+    route = host.world.route("host")
+    _current_run(host, "host")
+    binding = host.world.connections["host"]["binding"]
+    mark = host.wire.mark(route)
+    answer = host.host("searchKnowledge", {"query": "homepage binding"}, "host", binding=_changed(binding))
+    sent = host.wire.since(mark, route)
+    expect(not answer.ok and answer.kind == "binding_changed", "HOST-004",
+           f"a call whose expectedBinding is not the connection's answered {answer.describe()}")
+    expect(not sent, "HOST-004", f"a call with another binding still sent {len(sent)} request(s)")
+
+
+@requirement("HOST-004")
+@pytest.mark.parametrize("call", ["getKnowledgeCapabilities", "searchKnowledge"])
+def test_the_binding_is_checked_again_after_the_request(host: Session, call: str) -> None:
+    route = host.world.route("host")
+    _current_run(host, "host")
+    binding = host.world.connections["host"]["binding"]
+    host.call("rebind", connection="host", binding=_changed(binding), when="during_next_request")
+    mark = host.wire.mark(route)
+    try:
+        answer = host.host(call, {"query": "homepage binding"} if call == "searchKnowledge" else {}, "host")
+        sent = host.wire.since(mark, route)
+    finally:
+        host.call("rebind", connection="host", binding=binding, when="now")
+    mapped(requests(sent, "POST", "search"))
+    if not sent:
+        raise HarnessError("the call sent no request, so its binding never changed underneath it")
+    expect(not answer.ok and answer.kind == "binding_changed", "HOST-004",
+           f"the binding changed during the request and the call still answered {answer.describe()}")
+
+
+@requirement("HOST-005")
+@pytest.mark.parametrize("call", ["searchKnowledge", "readKnowledge"])
+def test_model_arguments_choose_no_identity_route_connection_or_run(host: Session, call: str) -> None:
+    world = host.world
+    route, elsewhere = world.route("host"), world.routes["elsewhere"]
+    other_run = _current_run(host, "host2")
+    run = _current_run(host, "host")
+    mark = host.wire.mark(route)
+    ref = hints(host, host.host("searchKnowledge", {"query": "homepage binding"}, "host"), mark, route)[0]["ref"]
+    hostile = {"route": elsewhere, "workspace": elsewhere, "connectionKey": "host2", "connection_key": "host2",
+               "runId": other_run, "run_id": other_run, "token": world.connections["host2"]["token"],
+               "expectedBinding": world.connections["host2"]["binding"], "account": world.accounts["host2"]}
+    own = {"query": "homepage binding"} if call == "searchKnowledge" else {"ref": ref}
+    mark, mark_elsewhere = host.wire.mark(route), host.wire.mark(elsewhere)
+    answer = host.host(call, {**own, **hostile}, "host")
+    sent = host.wire.since(mark, route)
+    expect(not host.wire.since(mark_elsewhere, elsewhere), "HOST-005", "a model argument chose the route")
+    expect(all(e.get("account") == world.accounts["host"] for e in sent), "HOST-005",
+           "a model argument chose the identity or connection")
+    runs = {(e.get("body") or {}).get("run_id") for e in sent}
+    expect(runs <= {run}, "HOST-005", f"a model argument chose the run: {sorted(map(str, runs))}")
+    expect(answer.ok or answer.kind in ("invalid_input", "core_error"), "HOST-005",
+           f"the call neither ignored nor refused the model's arguments: {answer.describe()}")

@@ -1,0 +1,3 @@
+"""Checks of the MCP surfaces of seed 000."""
+
+KNOWLEDGE_CONFORMANCE_SUITE = True

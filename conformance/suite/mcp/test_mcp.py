@@ -1,0 +1,323 @@
+"""The MCP surfaces of seed 000: the Agent Session path (``search_business_knowledge`` and
+``read_business_knowledge`` after the authorized turn) over every transport given, and the
+Fixed Client Token stdio path (exactly the three job tools).
+
+Each transport gets one warm session per run (a stdio server is a process: spawning one per
+test would cost seconds each). Its first calls, made before any turn, are kept to judge
+turn-first ordering; a session counts as fresh only when nothing else can have started a
+turn for it (a new process, or an Agent Session minted for the MCP checks alone)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from conformance.mcp.endpoints import skipped
+from conformance.mcp.session import McpSession, ToolResult, connect
+from conformance.plugin.options import option
+from conformance.server import checks
+from conformance.server.checks import ContractViolation, expect
+from conformance.target import contract as C
+from knowledge_schemas import load_registry
+from knowledge_schemas.mcp import IDENTITY_ARGUMENTS, JOB_TOOLS, KNOWLEDGE_TOOLS
+
+R = pytest.mark.requirement
+SEARCH, READ, TURN = "search_business_knowledge", "read_business_knowledge", "start_business_turn"
+TRANSPORTS = ("http", "stdio")
+
+
+@dataclass
+class Agent:
+    """A warm Agent Session MCP session and what it answered before its first turn."""
+
+    transport: str
+    session: McpSession
+    fresh: bool
+    tools_before: list[Any]
+    search_before: ToolResult
+    read_before: ToolResult
+    turn: ToolResult | None = None
+    schemas: dict[str, Any] = field(default_factory=dict)
+
+    def start_turn(self, text: str) -> ToolResult:
+        result = self.session.call(TURN, {"user_input": text})
+        expect(not result.is_error, "MCP-004", f"{TURN} failed: {_clip(result)}")
+        return result
+
+
+def _clip(result: ToolResult) -> str:
+    return json.dumps(result.structured if result.has_structured else list(result.texts), ensure_ascii=False)[:300]
+
+
+def _body(result: ToolResult) -> Any:
+    """What the result says: its structuredContent, else its JSON text block."""
+    return result.structured if result.has_structured else result.text_json()
+
+
+@pytest.fixture(scope="session")
+def mcp_agents(world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.Config) -> Iterator[dict[str, Agent]]:
+    from conformance.mcp.endpoints import agent_endpoints
+
+    who, fresh_http = world.primary, False
+    if world.control is not None:  # an Agent Session of its own, so nothing else started a turn for it
+        minted = world.control.mint("alice", world.route)
+        who, fresh_http = type(world.primary)(minted["token"], minted["route"], minted["account"], minted["session_id"]), True
+    endpoints = agent_endpoints(kc_config, kc_target, option(pytestconfig, "--mcp-target"), str(who.token), who.route)
+    agents: dict[str, Agent] = {}
+    with ExitStack() as stack:
+        for transport, endpoint in endpoints.items():
+            session = stack.enter_context(connect(endpoint, kc_config.timeout_seconds))
+            tools = session.tools()
+            before_search = session.call(SEARCH, {"query": kc_config.probe_query})
+            before_read = session.call(READ, {"ref": "kc-before-any-turn"})
+            agents[transport] = Agent(transport, session, transport == "stdio" or fresh_http, tools, before_search, before_read)
+        yield agents
+
+
+@pytest.fixture(params=TRANSPORTS)
+def agent(request: pytest.FixtureRequest, mcp_agents: dict[str, Agent]) -> Agent:
+    found = mcp_agents.get(str(request.param))
+    if found is None:
+        if skipped(option(request.config, "--mcp-target")):
+            pytest.skip("not verified: MCP checks skipped: --mcp-target none")
+        pytest.skip(f"not verified: no Agent Session MCP server over {request.param} (--mcp-target or [mcp])")
+    if found.turn is None:
+        found.turn = found.start_turn("knowledge")
+    return found
+
+
+def _flags(result: ToolResult, what: str) -> dict[str, Any]:
+    body = _body(result)
+    expect(isinstance(body, dict), "MCP-006", f"{what}: no JSON object to carry dispatch and business_operation_performed")
+    expect(body.get("dispatch") == "not_dispatched", "MCP-006", f"{what}: dispatch is {body.get('dispatch')!r}")
+    expect(body.get("business_operation_performed") is False, "MCP-006",
+           f"{what}: business_operation_performed is {body.get('business_operation_performed', '<missing>')!r}")
+    return dict(body)
+
+
+def _tool(agent: Agent, name: str) -> Any:
+    tools = {t.name: t for t in agent.session.tools()}
+    expect(name in tools, "MCP-001", f"the Agent Session MCP path does not list {name}")
+    return tools[name]
+
+
+def _success(agent: Agent, name: str, result: ToolResult, stem: str) -> dict[str, Any]:
+    """A success: both flags, structuredContent valid against the declared outputSchema and
+    this project's schema of the result, and a text block with the same JSON."""
+    expect(not result.is_error, "MCP-001", f"{name} failed: {_clip(result)}")
+    body = _flags(result, name)
+    expect(result.has_structured, "MCP-009", f"{name} succeeded without structuredContent")
+    declared = _tool(agent, name).output_schema
+    expect(isinstance(declared, dict), "MCP-009", f"{name} declares no outputSchema")
+    try:
+        errors = sorted(e.message for e in Draft202012Validator(declared).iter_errors(result.structured))
+    except SchemaError as exc:
+        errors = [f"the outputSchema itself is invalid: {exc.message}"]
+    expect(not errors, "MCP-009", f"{name} structuredContent does not match its outputSchema: {errors[:3]}")
+    errors = load_registry().errors(stem, result.structured)
+    expect(not errors, "MCP-009", f"{name} structuredContent is not a {stem}: {errors[:3]}")
+    expect(result.text_json() == result.structured, "MCP-009", f"{name} has no text block carrying the same JSON")
+    return body
+
+
+def _failure(name: str, result: ToolResult, *, reference: bool = False) -> dict[str, Any]:
+    expect(result.is_error, "MCP-010", f"{name} answered a failing call without isError: {_clip(result)}")
+    body = _flags(result, name)
+    feedback = body.get("feedback", body)
+    errors = load_registry().errors("feedback", feedback)
+    expect(not errors, "MCP-010", f"{name} failure carries no feedback object (bailing.agent-feedback.v1): {errors[:3]}")
+    if reference:
+        expect(feedback.get("next_action") == "search_knowledge", "MCP-010",
+               f"{name} reference failure says next_action {feedback.get('next_action')!r}, expected search_knowledge")
+    return dict(feedback)
+
+
+def _hits(agent: Agent, query: str) -> list[dict[str, Any]]:
+    result = agent.session.call(SEARCH, {"query": query})
+    body = _success(agent, SEARCH, result, "mcp-search-result")
+    return [h for h in body.get("hints", []) if isinstance(h, dict) and isinstance(h.get("ref"), str)]
+
+
+# ----------------------------------------------------------------- tests
+@R("MCP-001", "MCP-005")
+def test_the_knowledge_tools_are_listed_before_and_after_the_turn(agent: Agent) -> None:
+    before = {t.name for t in agent.tools_before}
+    for name in KNOWLEDGE_TOOLS:
+        expect(name in before, "MCP-005" if name in {t.name for t in agent.session.tools()} else "MCP-001",
+               f"{name} is not listed before the turn")
+    agent.start_turn("zz-no-such-capability-" + uuid.uuid4().hex[:8])  # a turn that hits nothing
+    after = {t.name for t in agent.session.tools()}
+    expect(set(KNOWLEDGE_TOOLS) <= after, "MCP-005", f"after a turn without hits the tools are {sorted(after)}")
+
+
+@R("MCP-008")
+def test_inputs_admit_no_identity_route_connection_or_run(agent: Agent, kc_config: Any) -> None:
+    for tool in agent.session.tools():
+        if tool.name not in (*KNOWLEDGE_TOOLS, TURN):
+            continue
+        declared = set((tool.input_schema or {}).get("properties", {}))
+        chosen = sorted(declared & set(IDENTITY_ARGUMENTS))
+        expect(not chosen, "MCP-008", f"{tool.name} lets a model choose {chosen}")
+    injected = agent.session.call(SEARCH, {"query": kc_config.probe_query, "run_id": str(uuid.uuid4()), "route": "kc-elsewhere"})
+    _flags(injected, "an injected search")
+    if injected.is_error:
+        return  # refused: the documented way
+    hints = [h for h in (_body(injected) or {}).get("hints", []) if isinstance(h, dict) and isinstance(h.get("ref"), str)]
+    if hints:  # no effect: its refs belong to the session's own run
+        page = agent.session.call(READ, {"ref": hints[0]["ref"]})
+        expect(not page.is_error, "MCP-008", f"a ref from a search with an injected run/route is not the session's: {_clip(page)}")
+
+
+@R("MCP-004", "MCP-006", "MCP-010")
+def test_knowledge_calls_before_the_turn_are_refused(agent: Agent) -> None:
+    if not agent.fresh:
+        pytest.skip("not verified: this MCP session may share its current run (no fresh Agent Session without control)")
+    for name, result in ((SEARCH, agent.search_before), (READ, agent.read_before)):
+        expect(result.is_error, "MCP-004", f"{name} before any turn was accepted: {_clip(result)}")
+        _failure(name, result)
+
+
+@R("MCP-001", "MCP-006", "MCP-009")
+def test_search_and_read_succeed_with_flags_and_structured_content(agent: Agent, world: Any, kc_config: Any) -> None:
+    doc = world.docs.get("unicode")
+    hints = _hits(agent, doc.token if doc else kc_config.probe_query)
+    if not hints:
+        pytest.skip("not verified: the search found nothing to read")
+    page = agent.session.call(READ, {"ref": hints[0]["ref"], "max_bytes": 4096})
+    _success(agent, READ, page, "mcp-read-result")
+
+
+@R("MCP-006", "MCP-010")
+def test_failures_are_is_error_with_feedback(agent: Agent) -> None:
+    _failure(READ, agent.session.call(READ, {"ref": "kc-not-a-reference-" + uuid.uuid4().hex}), reference=True)
+    _failure(READ, agent.session.call(READ, {"ref": "kc-ref", "max_bytes": 100}))
+
+
+@R("MCP-004", "MCP-010")
+def test_reads_bind_the_current_run(agent: Agent, world: Any, kc_config: Any) -> None:
+    doc = world.docs.get("unicode")
+    hints = _hits(agent, doc.token if doc else kc_config.probe_query)
+    if not hints:
+        pytest.skip("not verified: the search found nothing to read")
+    agent.start_turn("a later turn")
+    stale = agent.session.call(READ, {"ref": hints[0]["ref"]})
+    expect(stale.is_error, "MCP-004", "a reference of the previous turn's run was read in the current run")
+    _failure(READ, stale, reference=True)
+
+
+@R("MCP-011")
+def test_mcp_and_http_read_chains_agree(agent: Agent, world: Any) -> None:
+    doc = world.need_doc("cuts")  # escapes, astral characters and combining sequences at every page cut
+    run_id = world.start_run()
+    http_pages = world.follow(world.ref_for(run_id, doc), run_id)  # first: HTTP delivers this document
+
+    def read(args: dict[str, Any]) -> ToolResult:
+        """What HTTP just delivered, the MCP path must deliver too: its failing to answer at all
+        (unparseable JSON-RPC, a dropped or hung session) is a disagreement, not a harness error."""
+        answer = _call(agent.session, READ, args)
+        if isinstance(answer, str):
+            raise ContractViolation("MCP-011", f"the MCP read of a document HTTP delivers got no result: {answer}")
+        return answer
+
+    found: dict[str, Any] | None = None
+    for hint in _hits(agent, doc.token):
+        page = read({"ref": hint["ref"]})
+        if not page.is_error and doc.token in str((_body(page) or {}).get("content", "")):
+            found = hint
+            break
+    if found is None:
+        world.not_found(f"no MCP hint for {doc.token!r} reads as the document")
+    assert found is not None
+    pages, cursor, consumed, empty = [], None, 0, 0
+    while consumed <= C.READ_CHAIN_MAX_BYTES and empty < 8:  # bounded by the chain budget, never by a page count
+        args: dict[str, Any] = {"ref": found["ref"], **({"cursor": cursor} if cursor else {})}
+        body = _success(agent, READ, read(args), "mcp-read-result")
+        pages.append(body)
+        size = len(str(body.get("content", "")).encode("utf-8"))
+        consumed, empty = consumed + size, 0 if size else empty + 1
+        cursor = body.get("next_cursor")
+        if not cursor:
+            break
+    mcp_text, http_text = "".join(p["content"] for p in pages), "".join(p["content"] for p in http_pages)
+    expect(mcp_text == http_text, "MCP-011", f"the MCP read chain ({len(mcp_text)} characters) differs from the HTTP chain "
+           f"({len(http_text)} characters) of the same document")
+    expect([p["revision"] for p in pages][:1] == [p["revision"] for p in http_pages][:1], "MCP-011", "the revisions differ")
+    expect(len(pages) == len(http_pages), "MCP-011", f"{len(pages)} MCP pages, {len(http_pages)} HTTP pages at the same size")
+    checks.expect(mcp_text == doc.content, "MCP-011", "the MCP chain does not rebuild the stored document")
+
+
+def _call(session: McpSession, name: str, arguments: dict[str, Any]) -> ToolResult | str:
+    """A tool call's result, or what went wrong when none came back: a protocol error or a
+    dropped session is the server crashing where it owes the agent an ``isError`` result."""
+    try:
+        return session.call(name, arguments)
+    except Exception as exc:  # any exception here is the server crashing (a protocol error, a dropped session)
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+@R("MCP-005", "MCP-006", "MCP-007", "MCP-010")
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_legacy_core_behind_the_tools_is_not_supported(transport: str, fresh_world: Any, kc_config: Any, kc_target: Any,
+                                                         pytestconfig: pytest.Config) -> None:
+    """The tools stay listed in front of a Core that does not speak the knowledge protocol, and
+    their presence proves nothing: a search or read is a clear failure with feedback, never a
+    success and never a crash. Legacy mode is switched on through control for a workspace of
+    this test alone, so the check needs an MCP server that can act on any route (the bundled
+    simulator's); a configured server is bound to its own route and identity."""
+    from conformance.mcp.endpoints import agent_endpoints
+
+    chosen = option(pytestconfig, "--mcp-target")
+    if skipped(chosen):
+        pytest.skip("not verified: MCP checks skipped: --mcp-target none")
+    if chosen or kc_config.mcp.get("url") or kc_config.mcp.get("command"):
+        pytest.skip("not verified: the configured MCP server acts on its own route; a legacy workspace needs one on any route")
+    who = fresh_world.primary
+    endpoint = agent_endpoints(kc_config, kc_target, None, str(who.token), fresh_world.route).get(transport)
+    if endpoint is None:
+        pytest.skip(f"not verified: no Agent Session MCP server over {transport} for a fresh workspace")
+    fresh_world.control.set_mode(fresh_world.route, "legacy")
+    what = f"behind a legacy Core ({transport})"
+    calls = ((TURN, {"user_input": "knowledge"}), (SEARCH, {"query": kc_config.probe_query}),
+             (READ, {"ref": "kc-ref-of-an-old-core"}))
+    with connect(endpoint, kc_config.timeout_seconds) as session:  # judged after the block: a check failing inside
+        listed = {t.name for t in session.tools()}                   # would reach pytest wrapped in a task group
+        results = [(name, _call(session, name, arguments)) for name, arguments in calls]
+    expect(set(KNOWLEDGE_TOOLS) <= listed, "MCP-005", f"{what} the tools are {sorted(listed)}")
+    for name, result in results:
+        if isinstance(result, str):
+            expect(False, "MCP-010", f"{what} {name} crashed instead of answering isError with feedback ({result})")
+            continue
+        if name == TURN:
+            if result.is_error:  # a turn the old Core refused is a failure like any other
+                _failure(TURN, result)
+            continue
+        expect(result.is_error, "MCP-007", f"{what} {name} answered as a success, taking the tools' presence as "
+               f"knowledge support: {_clip(result)}")
+        _failure(name, result)
+
+
+@R("MCP-002")
+def test_client_token_stdio_exposes_exactly_the_job_tools(kc_config: Any, kc_target: Any, pytestconfig: pytest.Config) -> None:
+    from conformance.mcp.endpoints import job_endpoint
+
+    chosen = option(pytestconfig, "--mcp-target")
+    endpoint = job_endpoint(kc_config, kc_target, chosen)
+    if skipped(chosen):
+        pytest.skip("not verified: MCP checks skipped: --mcp-target none")
+    if endpoint is None:
+        pytest.skip("not verified: no Fixed Client Token stdio server ([mcp].jobs_command)")
+    with connect(endpoint, kc_config.timeout_seconds) as session:
+        names = sorted(t.name for t in session.tools())
+    knowledge = sorted(set(names) & {*KNOWLEDGE_TOOLS, TURN})
+    expect(not knowledge, "MCP-002", f"the Client Token path lists knowledge tools {knowledge}")
+    expect(names == sorted(JOB_TOOLS), "MCP-002", f"the Client Token path lists {names}, expected exactly {sorted(JOB_TOOLS)}")
+
+

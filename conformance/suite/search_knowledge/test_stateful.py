@@ -1,0 +1,45 @@
+"""A stateful model of the ``search_knowledge`` tool (seed 003), driven by Hypothesis
+(``conformance/search_knowledge/stateful.py``): publish, archive, unpublish, scope and runtime changes,
+interleaved with query searches, exact revision reads and window paging, every answer
+predicted. A failure shrinks to a minimal sequence of steps, printed as a program."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis.stateful import run_state_machine_as_test
+
+from conformance.mcp.endpoints import skipped
+from conformance.plugin.options import option, walk_size
+from conformance.search_knowledge.answers import call
+from conformance.search_knowledge.stateful import CLAIMS, WALK_SEED, Reach, machine, model_world, tour
+from conformance.server.stateful import walk_settings
+
+R = pytest.mark.requirement
+
+
+@R(*CLAIMS)
+def test_search_knowledge_model_agrees_with_the_target(kc_config: Any, kc_target: Any, control: Any, pytestconfig: pytest.Config,
+                                                       record_exercised: Any) -> None:
+    """The scripted tour through every rule first, then the random walk. Only IDs whose checks
+    ran, and whose every rule was reached, count as verified."""
+    chosen = option(pytestconfig, "--mcp-target")
+    if skipped(chosen):
+        pytest.skip("not verified: MCP checks skipped: --mcp-target none")
+    if control is None:
+        pytest.skip("not verified: the search_knowledge model drives its states through the test-control extension")
+    examples, steps = walk_size(pytestconfig, default=(3, 8), deep=(100, 40))
+    exercised: set[str] = set()
+    record_exercised(exercised)
+    with model_world(kc_config, kc_target, control, chosen) as world:
+        if world is None:
+            pytest.skip("not verified: no Agent Session MCP server acting as the identities the model mints")
+        probe = call(world.sessions["alice"], {"query": "knowledge"})
+        if not probe.ok and (any(c.startswith("jsonrpc") for c in probe.codes) or "unknown" in probe.raw.lower()):
+            pytest.skip(f"not verified: the MCP server does not offer search_knowledge ({probe.raw[:120]})")
+        reach = Reach()
+        walk = machine(lambda: world, reach, option(pytestconfig, "--stateful-seed") or WALK_SEED)
+        tour(walk)
+        run_state_machine_as_test(walk, settings=walk_settings(examples, steps, shrink=not option(pytestconfig, "--no-shrink")))
+        exercised |= reach.verified()

@@ -1,0 +1,3 @@
+"""Checks of the Core HTTP surface."""
+
+KNOWLEDGE_CONFORMANCE_SUITE = True

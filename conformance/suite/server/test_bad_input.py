@@ -1,0 +1,57 @@
+"""What a careless or hostile client sends gets a 4xx error envelope, never a 5xx."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from conformance.server import checks
+from conformance.server.checks import expect
+
+R = pytest.mark.requirement
+
+CASES: dict[str, bytes] = {
+    "malformed-json": b'{"query": ',
+    "empty-body": b"",
+    "array-body": b"[1, 2, 3]",
+    "string-body": b'"hello"',
+    "wrong-types": json.dumps({"query": 42, "run_id": ["x"], "ref": {"a": 1}, "max_bytes": "big"}).encode(),
+    "unknown-field": json.dumps({"query": "binding", "run_id": "00000000-0000-4000-8000-000000000000", "owner": "root"}).encode(),
+    "lone-surrogate": b'{"query": "\\ud800", "ref": "\\udfff", "run_id": "x", "user_input": "\\ud800"}',
+    "invalid-utf8": b'{"query": "\xff\xfe", "ref": "\xc3"}',
+    "nul-and-controls": json.dumps({"query": "a\u0000b\u0007", "ref": "\u0000", "run_id": "\u0000"}).encode(),
+    "deep-nesting": b'{"query": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+    "huge-body": b'{"query": "' + b"x" * (1024 * 1024 + 16) + b'"}',
+    "huge-number": b'{"max_bytes": 1e400, "limit": 99999999999999999999999999999}',
+}
+
+
+@R("WIRE-001")
+@pytest.mark.parametrize("operation", ["search", "read", "turns"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_gets_a_4xx_envelope(world: Any, operation: str, case: str) -> None:
+    path = world.cfg.path(operation, world.route)
+    response = world.core.raw("POST", path, world.primary.token, CASES[case], {"Content-Type": "application/json"})
+    checks.error_envelope(response, "WIRE-001", strict=world.cfg.strict_codes)
+
+
+@R("WIRE-001")
+def test_json_under_another_content_type_is_read_or_refused(world: Any) -> None:
+    """A valid search sent as text/plain. The seed says nothing about media types: reading it (a
+    valid search response) or refusing it (a 4xx error envelope) both pass, a 5xx never; strict
+    expects this project's 415 unsupported_media_type (CHOICES.md)."""
+    body = json.dumps({"query": "binding", "run_id": world.start_run()}).encode()
+    response = world.core.raw("POST", world.cfg.path("search", world.route), world.primary.token, body,
+                              {"Content-Type": "text/plain; charset=utf-8"})
+    if world.cfg.strict_codes:
+        status, code = world.cfg.status("unsupported_media_type"), world.cfg.code("unsupported_media_type")
+        expect(response.status_code == status, "WIRE-001",
+               f"strict: JSON sent as text/plain answered HTTP {response.status_code}, configured {status} {code!r}")
+        envelope = checks.error_envelope(response, "WIRE-001", strict=True)
+        expect(envelope["error"] == code, "WIRE-001", f"strict: JSON sent as text/plain got error {envelope['error']!r}, configured {code!r}")
+    elif response.status_code == 200:
+        checks.search_response(response, what="a search sent as text/plain")
+    else:
+        checks.error_envelope(response, "WIRE-001")

@@ -1,0 +1,255 @@
+"""Read: page bounds for every allowed max_bytes and at both ends of the range, honest
+truncation, exact concatenation, no split characters (with escapes, astral characters
+and combining sequences at every cut), the 4096-byte bound of references and cursors
+at, below and above it, and the read-chain budget at, below and above 131072 bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from conformance.server import checks
+from conformance.server.checks import expect
+from conformance.target import contract as C
+
+R = pytest.mark.requirement
+
+
+def _joined(pages: list[dict[str, Any]]) -> str:
+    return "".join(p["content"] for p in pages)
+
+
+@R("READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "READ-015", "WIRE-002")
+def test_default_pages_fit_16384_bytes_and_rebuild_the_document(world: Any, record_exercised: Any) -> None:
+    run_id = world.start_run()
+    doc = world.docs.get("unicode")
+    ref = world.ref_for(run_id, doc)
+    pages = world.follow(ref, run_id)
+    revisions = {p["revision"] for p in pages}
+    expect(len(revisions) == 1, "READ-002", f"one chain reported several revisions: {sorted(revisions)}")
+    last = pages[-1]
+    # READ-014 is about optional fields: verified only when a page carried one of them.
+    optional = set() if any(name in p for p in pages for name in ("total_content_bytes", "read_chain_max_bytes")) else {"READ-014"}
+    if doc is None:  # a live Core's own document: bounds and flags, but nothing to compare the chain with
+        record_exercised({"READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "WIRE-002"} - optional)
+        return
+    record_exercised({"READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "READ-015", "WIRE-002"} - optional)
+    expect(len(pages) > 1, "READ-004", "a 60 KB document fit into one default page")
+    expect(_joined(pages) == doc.content, "READ-015", "the pages do not concatenate to the stored revision")
+    expect(last["truncated"] is False, "READ-009", "the page that completes the document says truncated true")
+    if "total_content_bytes" in last:
+        expect(last["total_content_bytes"] == C.utf8_size(doc.content), "READ-014",
+               f"total_content_bytes {last['total_content_bytes']}, the revision has {C.utf8_size(doc.content)} bytes")
+
+
+def _continues_at(doc: str, position: int, piece: str, i: int) -> int:
+    """Page ``i`` continues the document at character ``position``; a difference that shows a
+    split character is READ-016's, any other READ-015's. Returns where the next page starts."""
+    expected = doc[position:position + len(piece)]
+    if piece != expected:
+        split = checks.split_in(piece, expected)
+        expect(split is None, "READ-016", f"page {i} splits a character near character {position}: {split}")
+        expect(False, "READ-015", f"page {i} does not continue the document at character {position}")
+    return position + len(piece)
+
+
+def _continues(doc: str, pages: list[dict[str, Any]]) -> int:
+    """Every page continues the document; returns the characters read."""
+    position = 0
+    for i, page in enumerate(pages):
+        position = _continues_at(doc, position, page["content"], i)
+    return position
+
+
+@R("READ-005", "READ-015", "READ-016")
+@pytest.mark.parametrize("max_bytes", [C.READ_MIN_MAX_BYTES, 5001, C.READ_DEFAULT_MAX_BYTES, C.READ_MAX_MAX_BYTES])
+def test_requested_max_bytes_bounds_every_page(world: Any, max_bytes: int, record_exercised: Any) -> None:
+    """Both ends of the range and the default, asked for explicitly: accepted, and every page's
+    complete JSON within it. Rebuilding the document exactly needs the suite's own corpus."""
+    doc = world.docs.get("unicode")
+    run_id = world.start_run()
+    pages = world.follow(world.ref_for(run_id, doc), run_id, max_bytes=max_bytes)
+    if doc is None:
+        record_exercised({"READ-005"})
+        return
+    position = _continues(doc.content, pages)
+    expect(position == len(doc.content), "READ-015", f"the chain ended after {position} of {len(doc.content)} characters")
+
+
+@R("READ-009", "READ-015", "READ-016")
+@pytest.mark.parametrize("max_bytes", [pytest.param(None, marks=R("READ-004"), id="default"),
+                                       *(pytest.param(n, marks=R("READ-005"), id=str(n))
+                                         for n in (C.READ_MIN_MAX_BYTES, C.READ_MIN_MAX_BYTES + 3, C.READ_MAX_MAX_BYTES))])
+def test_pages_cut_next_to_escapes_astral_characters_and_combining_marks(world: Any, max_bytes: int | None) -> None:
+    """A document made only of characters whose JSON costs more than their count says (escapes,
+    control characters, astral characters, combining sequences): every cut falls next to one.
+    Each page fits its bound as sent, splits no code point, and the pages rebuild the document
+    (a page may end between a base character and its combining marks: CHOICES.md)."""
+    doc = world.need_doc("cuts")
+    run_id = world.start_run()
+    pages = world.follow(world.ref_for(run_id, doc), run_id, max_bytes=max_bytes)
+    position = _continues(doc.content, pages)
+    expect(position == len(doc.content), "READ-015", f"the chain ended after {position} of {len(doc.content)} characters")
+    expect(pages[-1]["truncated"] is False, "READ-009", "the page that completes the document says truncated true")
+
+
+@R("READ-006")
+@pytest.mark.parametrize("max_bytes", [0, 1, C.READ_MIN_MAX_BYTES - 1, C.READ_MAX_MAX_BYTES + 1, 10**9, -4096])
+def test_out_of_range_max_bytes_is_refused_or_clamped(world: Any, max_bytes: int) -> None:
+    """The seed says a read can request 4096 to 32768 bytes and not what happens otherwise: a Core may
+    refuse (a 4xx error envelope) or clamp into the range (the page fits the nearer bound), never 5xx,
+    never a page over 32768. Strict expects this project's 400 invalid_request (CHOICES.md)."""
+    run_id = world.start_run()
+    ref = world.ref_for(run_id)
+    response = world.read(ref, run_id, max_bytes=max_bytes)
+    strict = world.cfg.strict_codes
+    if strict or response.status_code != 200:
+        envelope = checks.error_envelope(response, "READ-006", strict=strict)
+        if strict:
+            expect(response.status_code == world.cfg.status("invalid_request") and envelope["error"] == world.cfg.code("invalid_request"),
+                   "READ-006", f"strict: max_bytes {max_bytes} answered HTTP {response.status_code} {envelope['error']!r}, "
+                   f"configured {world.cfg.status('invalid_request')} {world.cfg.code('invalid_request')!r}")
+        return
+    clamped = C.READ_MIN_MAX_BYTES if max_bytes < C.READ_MIN_MAX_BYTES else C.READ_MAX_MAX_BYTES
+    checks.page(response, ref=ref, max_bytes=clamped, requirement_bound="READ-006")
+
+
+def _budget_chain(world: Any, key: str) -> tuple[str, list[dict[str, Any]]]:
+    """The whole chain of one of the corpus's budget documents, in the largest pages."""
+    doc = world.need_doc(key)
+    run_id = world.start_run()
+    return doc.content, world.follow(world.ref_for(run_id, doc), run_id, max_bytes=C.READ_MAX_MAX_BYTES)
+
+
+def _flags(page: dict[str, Any]) -> str:
+    return checks.describe({k: page.get(k) for k in ("truncated", "next_cursor", "budget_exhausted")})
+
+
+@R("READ-010", "READ-015", "READ-016")
+@pytest.mark.parametrize("key", ["big", "over"])
+def test_read_chain_delivers_at_most_131072_content_bytes(world: Any, key: str) -> None:
+    """A revision far past the budget, and one a single byte past it."""
+    content, pages = _budget_chain(world, key)
+    read = sum(C.utf8_size(p["content"]) for p in pages)
+    expect(read <= C.READ_CHAIN_MAX_BYTES, "READ-010", f"the chain delivered {read} content bytes of a {C.utf8_size(content)}-byte "
+           f"revision, over {C.READ_CHAIN_MAX_BYTES}")
+    _continues(content, pages)
+
+
+@R("READ-011", "READ-015", "READ-016")
+@pytest.mark.parametrize("key", ["big", "over"])
+def test_the_page_that_exhausts_the_budget_says_so(world: Any, key: str) -> None:
+    """The page after which the revision's next character no longer fits 131072 content bytes
+    is the last: budget_exhausted true, truncated true, next_cursor null. Not a later, empty
+    page, and not a page that claims the read is complete."""
+    content, pages = _budget_chain(world, key)
+    delivered, position = 0, 0
+    for i, page in enumerate(pages):
+        position = _continues_at(content, position, page["content"], i)
+        delivered += C.utf8_size(page["content"])
+        rest = content[position:position + 1]
+        if rest and C.utf8_size(rest) > C.READ_CHAIN_MAX_BYTES - delivered:
+            expect(page.get("budget_exhausted") is True and page["truncated"] is True and page["next_cursor"] is None, "READ-011",
+                   f"page {i} brought the chain to {delivered} content bytes and the next character ({C.utf8_size(rest)} bytes) "
+                   f"no longer fits {C.READ_CHAIN_MAX_BYTES}, yet it says {_flags(page)}")
+            return
+    last = pages[-1]
+    expect(position < len(content), "READ-011", f"a {C.utf8_size(content)}-byte revision was read completely, past the budget")
+    expect(last.get("budget_exhausted") is True, "READ-011", f"the chain stopped after {delivered} content bytes of "
+           f"{C.utf8_size(content)} without budget_exhausted: {_flags(last)}")
+
+
+@R("READ-020", "READ-009", "READ-015", "READ-016")
+@pytest.mark.parametrize("key", ["exact", "over", "big"])
+def test_a_chain_reads_up_to_its_budget(world: Any, key: str) -> None:
+    """The seed fixes the most a chain may carry ("at most 131072 content bytes"), not how close
+    to it a Core must go. By default a chain that stops budget_exhausted must have carried more
+    than the budget less one largest page (a Core may refuse a page that could pass the budget);
+    strict holds it to this project's edge: it stops only when the next character would pass
+    131072 bytes, so a revision of exactly 131072 bytes reads completely."""
+    content, pages = _budget_chain(world, key)
+    _continues(content, pages)
+    joined = _joined(pages)
+    delivered = C.utf8_size(joined)
+    last = pages[-1]
+    strict = world.cfg.strict_codes
+    if last.get("budget_exhausted") is True and not strict:
+        expect(delivered > C.READ_CHAIN_MAX_BYTES - C.READ_MAX_MAX_BYTES, "READ-020",
+               f"the chain of a {C.utf8_size(content)}-byte revision stopped budget_exhausted after only {delivered} content bytes "
+               f"(more than {C.READ_CHAIN_MAX_BYTES - C.READ_MAX_MAX_BYTES} were expected before the budget runs out)")
+    elif last.get("budget_exhausted") is True:
+        rest = content[len(joined):len(joined) + 1]
+        expect(rest and C.utf8_size(rest) > C.READ_CHAIN_MAX_BYTES - delivered, "READ-020",
+               f"the chain of a {C.utf8_size(content)}-byte revision stopped budget_exhausted after {delivered} content bytes, "
+               f"though its next character ({C.utf8_size(rest)} bytes) still fits {C.READ_CHAIN_MAX_BYTES}")
+    elif C.utf8_size(content) > C.READ_CHAIN_MAX_BYTES:  # never pass without judging where the chain stopped
+        expect(False, "READ-010" if joined == content else "READ-011", f"the chain of a {C.utf8_size(content)}-byte revision, over "
+               f"the budget, ended after {delivered} content bytes without budget_exhausted: {_flags(last)}")
+    if C.utf8_size(content) <= C.READ_CHAIN_MAX_BYTES and (strict or last.get("budget_exhausted") is not True):
+        expect(joined == content, "READ-020", f"a {C.utf8_size(content)}-byte revision, within the budget, was not read "
+               f"completely: the chain ended after {delivered} bytes with {_flags(last)}")
+        expect(last["truncated"] is False, "READ-009", "the page that completes the document says truncated true")
+
+
+def _padded(token: str, size: int, unit: str = "A") -> str:
+    """``token`` with ``unit`` appended (then ASCII) up to exactly ``size`` UTF-8 bytes."""
+    count, rest = divmod(size - C.utf8_size(token), C.utf8_size(unit))
+    return token + unit * count + "A" * rest
+
+
+def _token_probe(world: Any, field: str) -> tuple[str, str, str]:
+    """``(run_id, ref, token)``: a fresh reference, and the ref or a cursor of it to pad."""
+    run_id = world.start_run()
+    ref = world.ref_for(run_id, world.docs.get("unicode"))
+    first = world.page(ref, run_id, C.READ_MIN_MAX_BYTES)
+    if field == "cursor" and first["next_cursor"] is None:  # padding the ref and sending it as a cursor would judge no cursor
+        pytest.skip("not verified: the document found fits one page, so there is no cursor to pad")
+    return run_id, ref, ref if field == "ref" else first["next_cursor"]
+
+
+def _send(world: Any, field: str, run_id: str, ref: str, token: str) -> httpx.Response:
+    response: httpx.Response = world.read(token, run_id) if field == "ref" else world.read(ref, run_id, cursor=token)
+    return response
+
+
+@R("READ-008")
+@pytest.mark.parametrize("padding", ["ascii", "multibyte"])
+@pytest.mark.parametrize("field", ["ref", "cursor"])
+def test_oversized_reference_or_cursor_is_refused(world: Any, field: str, padding: str) -> None:
+    """4097 bytes, one past the bound: ASCII, and two-byte characters (fewer than 4096 of them,
+    so a Core that counts characters instead of bytes lets it through)."""
+    run_id, ref, token = _token_probe(world, field)
+    oversized = _padded(token, C.REFERENCE_MAX_BYTES + 1, "é" if padding == "multibyte" else "A")
+    response = _send(world, field, run_id, ref, oversized)
+    expect(response.status_code != 200, "READ-008", f"a {field} of {C.utf8_size(oversized)} bytes ({len(oversized)} characters), "
+           f"over {C.REFERENCE_MAX_BYTES}, was accepted")
+    body = checks.body_of(response, "READ-008")
+    if response.status_code == 400 and isinstance(body, dict) and body.get("error") in ("invalid_request", world.cfg.code("invalid_request")):
+        checks.error_envelope(response, "READ-008", strict=world.cfg.strict_codes)  # refused by request validation: acceptable
+    else:
+        checks.reference_error(response, world.cfg, "reference_invalid", requirement="READ-008", text=world.document_text())
+
+
+def _answer(response: httpx.Response) -> tuple[int, object]:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    return response.status_code, body.get("error") if isinstance(body, dict) else None
+
+
+@R("READ-019")
+@pytest.mark.parametrize("field", ["ref", "cursor"])
+def test_a_reference_or_cursor_of_4096_bytes_is_not_refused_for_its_size(world: Any, field: str) -> None:
+    """Padded to 4095 and to exactly 4096 bytes, a token is the same token but for its size,
+    both within the bound: a Core may refuse both as invalid, or read both, but must answer
+    both alike (status and error code). Answering the 4096-byte one otherwise judged its size."""
+    run_id, ref, token = _token_probe(world, field)
+    if C.utf8_size(token) >= C.REFERENCE_MAX_BYTES - 1:
+        pytest.skip(f"not verified: the Core's own {field} is already {C.utf8_size(token)} bytes, nothing to pad")
+    below = _answer(_send(world, field, run_id, ref, _padded(token, C.REFERENCE_MAX_BYTES - 1)))
+    at = _answer(_send(world, field, run_id, ref, _padded(token, C.REFERENCE_MAX_BYTES)))
+    expect(at == below, "READ-019", f"a {field} padded to {C.REFERENCE_MAX_BYTES} bytes answered HTTP {at[0]} {at[1]!r}, the same "
+           f"{field} padded to {C.REFERENCE_MAX_BYTES - 1} bytes HTTP {below[0]} {below[1]!r}: a token within the bound was refused for its size")

@@ -1,0 +1,154 @@
+"""Search: hint count and shape, status, trust, the 4096-byte bound, no bodies."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from conformance.clients.reference_client import ReferenceClient
+from conformance.server import checks, corpus
+from conformance.server.checks import expect
+from conformance.target import contract as C
+
+R = pytest.mark.requirement
+
+
+@R("SRCH-001", "SRCH-002", "SRCH-003", "SRCH-004", "SRCH-005", "SRCH-007", "SRCH-008", "READ-007", "WIRE-002")
+@pytest.mark.parametrize("limit", [None, 3])
+def test_search_returns_at_most_three_bounded_hints(world: Any, limit: int | None, record_exercised: Any) -> None:
+    """The seed says "at most three": 0..3 hints pass; strict also expects 3 where more than three documents match.
+    The rules about hints and references are verified only when a hint was there to check."""
+    run_id = world.start_run()
+    extra = {} if limit is None else {"limit": limit}
+    body = checks.search_response(world.search("binding" if world.docs else world.cfg.probe_query, run_id, **extra))
+    reached = {"SRCH-001", "SRCH-002", "SRCH-003", "SRCH-005", "SRCH-007", "SRCH-008", "WIRE-002"}
+    record_exercised(reached | ({"SRCH-004", "READ-007"} if body["hints"] else set()))
+    if world.docs and world.cfg.strict_codes:
+        expect(body["status"] == "ok" and len(body["hints"]) == C.SEARCH_MAX_HINTS, "SRCH-003",
+               f"strict: more than three documents of the suite's corpus match 'binding'; expected status ok with 3 hints, got {body['status']!r} with {len(body['hints'])}")
+
+
+@R("SRCH-003")
+def test_a_limit_above_three_yields_at_most_three_hints_or_a_refusal(world: Any, record_exercised: Any) -> None:
+    """The seed's example asks for 3 and says nothing of more: a Core may clamp (at most 3 hints) or
+    refuse with a 4xx error envelope; strict expects this project's clamp (CHOICES.md)."""
+    run_id = world.start_run()
+    response = world.search("binding" if world.docs else world.cfg.probe_query, run_id, limit=10)
+    if 400 <= response.status_code < 500:
+        expect(not world.cfg.strict_codes, "SRCH-003", f"strict: a search with limit 10 was refused (HTTP {response.status_code}); "
+               "the configured choice is to clamp the limit to 3")
+        checks.error_envelope(response, "WIRE-001")
+        record_exercised(set())  # a refusal says nothing about the hint bound
+        return
+    checks.search_response(response)
+
+
+@R("SRCH-008")
+def test_search_stays_within_4096_bytes_with_huge_multibyte_titles(world: Any) -> None:
+    doc = world.need_doc("longtitle")
+    run_id = world.start_run()
+    body = checks.search_response(world.search(doc.token, run_id))
+    if world.hint_for(body["hints"], doc, run_id) is None:
+        world.not_found(f"no hint of the search for {doc.token!r} reads as the long-title document, so its title was not put to the bound")
+
+
+@R("SRCH-008")
+def test_search_stays_within_4096_bytes_with_three_worst_case_hints_at_once(world: Any) -> None:
+    """Three documents found together whose titles and summaries are all escapes, control and
+    separator characters, astral and CJK characters and combining sequences: a Core that budgets
+    characters, or any hint alone, instead of the UTF-8 bytes of the JSON it sends breaks the bound."""
+    docs = [world.need_doc(key) for key in corpus.WORST_KEYS]
+    run_id = world.start_run()
+    body = checks.search_response(world.search(corpus.WORST_WORD, run_id))
+    found = [doc.key for doc in docs if world.hint_for(body["hints"], doc, run_id) is not None]
+    if len(found) < len(docs):
+        world.not_found(f"the search for {corpus.WORST_WORD!r} returned {len(body['hints'])} hints, reading as {found}: "
+                        "the three worst cases were not put to the bound together")
+
+
+@R("SRCH-005")
+def test_search_without_hits_has_a_contract_status(world: Any) -> None:
+    body = checks.search_response(world.search("zqxwvjkdoesnotexist", world.start_run()))
+    expect(body["status"] in ("ok", "partial"), "SRCH-005", f"a search with no hits has status {body['status']!r}")
+
+
+@R("SRCH-006")
+def test_hints_never_carry_the_full_document(world: Any) -> None:
+    """Every member of every hint, nested, not only title and summary (a Core may add its own
+    members, say a preview): none carries the whole text its reference reads as, nor the whole
+    text of any document or revision the run seeded. Quoting part of a document is allowed."""
+    run_id = world.start_run()
+    client = ReferenceClient.from_wire(world.core.http, world.route, world.primary.token, world.cfg.wire)
+    response = world.search("binding" if world.docs else world.cfg.probe_query, run_id)
+    body = checks.ok(response, "SRCH-001", "search")  # content first: a full body also breaks the bounds checked below
+    hints = body.get("hints") if isinstance(body.get("hints"), list) else []
+    seeded = world.document_text()
+    checked = 0
+    for i, hint in enumerate(hints):
+        whole = seeded.whole(hint)
+        expect(whole is None, "SRCH-006", f"hint {i} carries a seeded document whole ({len(whole or '')} characters): "
+               f"{_carriers(hint, whole or '')}")
+        checked += 1 if len(seeded) else 0  # compared with every seeded text
+        if not isinstance(hint, dict) or not isinstance(hint.get("ref"), str):
+            continue
+        text = client.read_chain(hint["ref"], run_id).content.strip()
+        if len(text) < 32:
+            continue
+        checked += 1
+        carriers = _carriers(hint, text)
+        expect(not carriers, "SRCH-006", f"hint {i} carries the full document ({len(text)} characters) in {carriers}")
+    if not checked:
+        pytest.skip(f"not verified: the search returned {len(hints)} hints, none leading to a document of at least 32 characters")
+    checks.search_response(response)
+
+
+def _carriers(hint: Any, text: str) -> list[str]:
+    """The members of ``hint`` (any depth) with a string that contains ``text``."""
+    if not isinstance(hint, dict):
+        return ["the hint"] if any(text in s for s in C.strings_in(hint)) else []
+    return [name for name, value in hint.items() if any(text in s for s in C.strings_in(value))]
+
+
+@R("SRCH-002")
+def test_search_refuses_a_run_that_was_never_started(world: Any) -> None:
+    unknown = world.search("binding", str(uuid.uuid4()))
+    expect(400 <= unknown.status_code < 500, "SRCH-002", f"search with a run that was never started answered HTTP {unknown.status_code}")
+    checks.error_envelope(unknown, "SRCH-002", strict=world.cfg.strict_codes)
+
+
+@R("AUTH-003")
+@pytest.mark.parametrize("direction", ["theirs_by_me", "mine_by_them"])
+@pytest.mark.parametrize("other", ["other_session", "other_hub", "other_route"])
+def test_search_refuses_another_sessions_run(world: Any, other: str, direction: str) -> None:
+    """Its own test: a Core that takes any run at its word fails here too, not only above. Both
+    ways round (a Core that compares bindings by order, not equality, lets one way through),
+    for another Agent Session, another client (Hub) of the same route, and another route."""
+    stranger = world.need(other)
+    if direction == "theirs_by_me":
+        foreign = world.search("binding", world.start_run(stranger))
+    else:
+        foreign = world.search("binding", world.start_run(), stranger)
+    expect(400 <= foreign.status_code < 500, "AUTH-003", f"search with a run of another {other.removeprefix('other_')} "
+                                                         f"({direction.replace('_', ' ')}) answered HTTP {foreign.status_code}")
+    checks.error_envelope(foreign, "AUTH-003", strict=world.cfg.strict_codes)
+
+
+@R("SRCH-010", "SRCH-005")
+def test_unavailable_is_reported_never_ok_and_empty(fresh_world: Any) -> None:
+    run_id = fresh_world.start_run()
+    fresh_world.control.fault("fail_next_search_unavailable", fresh_world.route)
+    body = checks.search_response(fresh_world.search("binding", run_id))
+    expect(body["status"] == "unavailable", "SRCH-010", f"an unavailable search reported {body['status']!r} with {len(body['hints'])} hints")
+    fresh_world.control.set_mode(fresh_world.route, "unavailable")
+    body = checks.search_response(fresh_world.search("binding", run_id))
+    expect(body["status"] == "unavailable", "SRCH-010", f"an unavailable workspace searched with status {body['status']!r}")
+
+
+@R("SRCH-011")
+def test_partly_searchable_corpus_reports_partial(fresh_world: Any) -> None:
+    run_id = fresh_world.start_run()
+    fresh_world.control.set_mode(fresh_world.route, "partial")
+    body = checks.search_response(fresh_world.search("binding", run_id))
+    expect(body["status"] == "partial", "SRCH-011", f"a partly searchable corpus reported {body['status']!r}")

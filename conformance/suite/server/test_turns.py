@@ -1,0 +1,201 @@
+"""Turn delivery mode: on_demand context, bounded hints even for worst-case titles,
+pinning across retries, conflicts, and a retry after a lost response that must resolve
+to the run the Core committed (read back through the control extension)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from conformance.clients.reference_client import KnowledgeError, ReferenceClient
+from conformance.server import checks, corpus
+from conformance.server.checks import expect
+from conformance.server.wire import CoreWire
+from conformance.target import contract as C
+from conformance.target.errors import HarnessError
+
+R = pytest.mark.requirement
+
+
+def _on_demand_context(world: Any, text: str = "how is the homepage binding done") -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(turn body, its context)`` of a fresh on_demand turn."""
+    response = world.core.turn(world.primary.token, world.route, CoreWire.turn_body(text))
+    body = checks.ok(response, "TURN-003", "an on_demand turn")
+    context = body.get("context")
+    return body, context if isinstance(context, dict) else {}
+
+
+@R("TURN-003", "TURN-006", "TURN-007", "WIRE-002")
+def test_on_demand_turn_carries_bounded_hints(world: Any) -> None:
+    """Context members are looked up by their configured names ([wire.names.turn_context], and
+    [wire.names.knowledge_delivery] for the delivery object's own members). The seed does not forbid
+    members beyond the delivery schema's: they pass, unless they carry a whole document ("only bounded
+    hints"); strict accepts only the schema's members (CHOICES.md)."""
+    body, context = _on_demand_context(world)
+    checks.bounded_delivery(world, body, context)
+
+
+
+
+@R("TURN-008")
+def test_on_demand_turn_keeps_knowledge_and_refs_present_and_empty(world: Any) -> None:
+    """Its own test, independent of the delivery object: a Core that answers on_demand with
+    the inline context fails here whatever it does with context.knowledge_delivery."""
+    _, context = _on_demand_context(world)
+    checks.empty_knowledge(world, context)
+
+
+
+
+@R("TURN-007", "TURN-003")
+def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: Any, record_exercised: Any) -> None:
+    """The turn's own hints for a message that finds the three worst-case documents of the
+    corpus (see test_search): the delivery object stays within a search response's bound."""
+    docs = [world.need_doc(key) for key in corpus.WORST_KEYS]
+    field = world.cfg.names.turn_context["knowledge_delivery"]
+    body, context = _on_demand_context(world, corpus.WORST_WORD)
+    sent = context.get(field)
+    if not isinstance(sent, dict):
+        raise checks.ContractViolation("TURN-003", f"an on_demand turn has no context.{field}")
+    size = len(C.canonical(sent).encode())
+    expect(size <= C.SEARCH_MAX_BYTES, "TURN-007", f"context.{field} is {size} bytes as compact JSON, over {C.SEARCH_MAX_BYTES}")
+    delivery = world.cfg.names.delivery(context)
+    hints = delivery["hints"] if isinstance(delivery.get("hints"), list) else []
+    found = [d.key for d in docs if world.hint_for(hints, d, str(body.get("run_id"))) is not None]
+    if len(found) < len(docs):  # the seed does not say which hints a turn carries: the worst case was not reached
+        pytest.skip(f"not verified: the turn's {len(hints)} hints read as {found}, not the three worst-case documents")
+    record_exercised({"TURN-007", "TURN-003"})
+
+
+@R("TURN-004")
+def test_same_turn_identity_and_payload_replays_the_run(world: Any) -> None:
+    body = CoreWire.turn_body("homepage binding", "on_demand")
+    first = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-004", "turn")
+    again = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-004", "the replayed turn")
+    expect(again.get("run_id") == first.get("run_id"), "TURN-004", "the same turn identity and payload started another run")
+    expect(C.canonical(again.get("context")) == C.canonical(first.get("context")), "TURN-004", "the replayed turn's context is not the frozen original")
+
+
+@R("TURN-004")
+def test_a_replay_with_reordered_members_never_starts_another_run(world: Any) -> None:
+    """JSON object members are unordered (RFC 8259), so the replay with its members in the reverse
+    order is the same payload. Pinning forbids only another run: by default the Core may replay
+    the committed run (with its frozen context) or refuse; strict expects the replay."""
+    body = CoreWire.turn_body("homepage binding", "on_demand")
+    first = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-004", "turn")
+    response = world.core.turn(world.primary.token, world.route, dict(reversed(list(body.items()))))
+    if response.status_code != 200:
+        expect(not world.cfg.strict_codes, "TURN-004", f"strict: the replay with reordered members was refused: HTTP {response.status_code}")
+        checks.error_envelope(response, "TURN-004")
+        return
+    again = checks.body_of(response, "TURN-004")
+    expect(isinstance(again, dict) and again.get("run_id") == first.get("run_id"), "TURN-004",
+           "the same turn identity and payload, members reordered, started another run")
+    expect(C.canonical(again.get("context")) == C.canonical(first.get("context")), "TURN-004",
+           "the replay with reordered members answered another context than the frozen original")
+
+
+CHANGED_PAYLOADS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "other_mode": lambda body: {**body, "knowledge_delivery": "inline"},
+    "other_input": lambda body: {**body, "user_input": body["user_input"] + " and its owner"},
+    "longer_input": lambda body: {**body, "user_input": body["user_input"] * 40},
+    "shorter_input": lambda body: {**body, "user_input": body["user_input"][:4]},
+}
+
+
+@R("TURN-011")
+@pytest.mark.parametrize("change", sorted(CHANGED_PAYLOADS))
+def test_same_turn_identity_with_another_payload_keeps_the_pinned_run(world: Any, change: str) -> None:
+    """Its own test: a Core that never replays fails here too, not only in the replay test.
+    Several changed payloads, not one: a Core that compares payloads by an ordering (or by a
+    prefix, or by length) instead of equality lets some changes through."""
+    body = CoreWire.turn_body("homepage binding", "on_demand", key=f"changed-{change}")
+    first = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-003", "turn")
+    other = world.core.turn(world.primary.token, world.route, CHANGED_PAYLOADS[change](body))
+    _refused_or_pinned(world, other, first, "TURN-011")
+
+
+def _refused_or_pinned(world: Any, response: Any, committed: dict[str, Any], requirement: str) -> None:
+    """The same turn identity sent with the other delivery mode.
+
+    The seed asks only that the choice stays pinned: refusing the changed payload (a 4xx
+    envelope) or answering with the committed run and its original delivery both keep it.
+    Starting a run with the new mode breaks ``requirement``. The vendor's 409
+    ``turn_conflict`` is demanded only under strict, as TURN-011 (the convention)."""
+    cfg = world.cfg
+    if cfg.strict_codes:
+        status = cfg.status("turn_conflict")
+        expect(response.status_code == status, "TURN-011",
+               f"the same turn identity with another delivery mode answered HTTP {response.status_code}, strict expects {status}")
+        envelope = checks.error_envelope(response, "TURN-011", statuses=range(status, status + 1))
+        expect(envelope["error"] == cfg.code("turn_conflict"), "TURN-011", f"conflict code {envelope['error']!r}")
+        return
+    if response.status_code != 200:
+        checks.error_envelope(response, requirement)
+        return
+    body = checks.body_of(response, requirement)
+    expect(isinstance(body, dict) and body.get("run_id") == committed.get("run_id"), requirement,
+           "the same turn identity with another delivery mode started another run instead of keeping the pinned one")
+    kept = (cfg.names.delivery(body.get("context")) or {}).get("mode")
+    expect(kept == "on_demand", requirement, f"the replay under a changed delivery mode answered with delivery {kept!r}, pinned was 'on_demand'")
+
+
+def _lose(world: Any, ids: dict[str, Any]) -> None:
+    world.control.fault("lose_next_turn_response", world.route)
+    lost = world.core.turn(world.primary.token, world.route, ids)
+    if lost.status_code == 200:
+        raise HarnessError("the control extension's lose_next_turn_response fault did not lose the response")
+
+
+@R("TURN-012", "TURN-004", "TURN-011")
+def test_retry_after_a_lost_response_gets_the_committed_run(fresh_world: Any) -> None:
+    """Without reading back what was lost: the retry succeeds, replays agree, delivery stays pinned."""
+    ids = CoreWire.turn_body("homepage binding", key="lost-1")
+    _lose(fresh_world, ids)
+    client = ReferenceClient.from_wire(fresh_world.core.http, fresh_world.route, fresh_world.primary.token, fresh_world.cfg.wire)
+    try:
+        retried = client.start_turn(ids["user_input"], ids, knowledge_delivery="on_demand")
+    except KnowledgeError as exc:
+        raise checks.ContractViolation("TURN-012", f"the retry with the same identity and payload failed: {exc}") from None
+    again = checks.ok(fresh_world.core.turn(fresh_world.primary.token, fresh_world.route, ids), "TURN-012", "a second replay")
+    expect(retried["run_id"] == again["run_id"], "TURN-012", "two replays of one committed turn returned different runs")
+    expect((fresh_world.cfg.names.delivery(retried.get("context")) or {}).get("mode") == "on_demand", "TURN-004",
+           "the retried turn lost its pinned on_demand delivery")
+    conflict = fresh_world.core.turn(fresh_world.primary.token, fresh_world.route, {**ids, "knowledge_delivery": "inline"})
+    _refused_or_pinned(fresh_world, conflict, retried, "TURN-012")
+
+
+def _committed(world: Any) -> dict[str, Any]:
+    """The turn response the lose fault withheld, as the Core committed it; skipped (not
+    verified) when the control extension cannot say (no GET /faults/lost)."""
+    withheld = world.control.lost_responses(world.route)
+    if withheld is None:
+        pytest.skip("not verified: the control extension cannot read back a lost response (GET /faults/lost), "
+                    "so the committed run is unknown")
+    if not withheld or not isinstance(withheld[-1].get("body"), dict) or "run_id" not in withheld[-1]["body"]:
+        raise HarnessError(f"GET /faults/lost did not return the withheld turn response: {checks.describe(withheld)}")
+    return dict(withheld[-1]["body"])
+
+
+@R("TURN-012")
+@pytest.mark.parametrize("retry", ["same_payload", pytest.param("other_mode", marks=R("TURN-004", "TURN-011"))])
+def test_a_retry_after_a_lost_response_resolves_to_the_committed_run(fresh_world: Any, retry: str) -> None:
+    """The run the Core committed before the response was lost, read back through control: a
+    retry with the same identity returns exactly that run and context (TURN-012); the first
+    retry with a changed payload (the other delivery mode) is refused or answered with that
+    run and its pinned delivery (TURN-004), and never commits another. Replays after it still
+    return the committed run."""
+    ids = CoreWire.turn_body("homepage binding", key=f"lost-{retry}")
+    _lose(fresh_world, ids)
+    committed = _committed(fresh_world)
+    core, who = fresh_world.core, fresh_world.primary
+    if retry == "other_mode":
+        _refused_or_pinned(fresh_world, core.turn(who.token, fresh_world.route, {**ids, "knowledge_delivery": "inline"}), committed, "TURN-004")
+    for attempt in ("the retry", "a second replay"):
+        replay = checks.ok(core.turn(who.token, fresh_world.route, ids), "TURN-012", f"{attempt} with the same identity and payload")
+        expect(replay.get("run_id") == committed["run_id"], "TURN-012",
+               f"{attempt} returned run {replay.get('run_id')!r}; the Core committed {committed['run_id']!r} before the response was lost")
+        expect(C.canonical(replay.get("context")) == C.canonical(committed.get("context")), "TURN-012",
+               f"{attempt} returned another context than the one committed with the lost response")

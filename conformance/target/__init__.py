@@ -1,0 +1,1 @@
+"""What every surface shares: where and who the target is, its configuration, secrets, HTTP transport."""

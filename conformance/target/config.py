@@ -1,0 +1,322 @@
+"""Target configuration: where the Core is, who the suite is, and the open wire details.
+
+Defaults come from the project's ``wire-defaults.toml``; a ``--target-config``
+TOML file overlays them table by table. Secrets may be given as
+``{env = "NAME"}`` and are never printed or written to a report.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import SplitResult, urlsplit, urlunsplit
+
+import httpx
+from jsonschema.exceptions import ValidationError
+
+from conformance.target.names import WireNames, check_names
+from conformance.target.secrets import SECRETS
+from knowledge_schemas import load_registry, load_wire_defaults
+
+
+class ConfigError(ValueError):
+    """The target configuration is unusable; the message says what to fix."""
+
+
+class Secret(str):
+    """A string that never shows itself in a repr, a log or a report."""
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+
+def _secret(value: Any, where: str) -> Secret | None:
+    if value is None:
+        return None
+    if isinstance(value, dict) and set(value) == {"env"}:
+        found = os.environ.get(str(value["env"]))
+        if not found:
+            raise ConfigError(f"{where}: environment variable {value['env']} is not set")
+        SECRETS.add(found)
+        return Secret(found)
+    if isinstance(value, str) and value:
+        SECRETS.add(value)
+        return Secret(value)
+    raise ConfigError(f"{where}: expected a string or {{env = \"NAME\"}}")
+
+
+@dataclass(frozen=True)
+class IdentityConfig:
+    """A token the suite may use on a live Core, and what it stands for."""
+
+    name: str
+    token: Secret
+    route: str
+    account: str = ""
+    session: str = ""
+
+
+@dataclass
+class TargetConfig:
+    target: str = "sim"
+    wire: dict[str, Any] = field(default_factory=load_wire_defaults)
+    route: str = ""
+    identities: dict[str, IdentityConfig] = field(default_factory=dict)
+    control_url: str | None = None
+    control_token: Secret | None = None
+    probe_query: str = "knowledge"
+    clock_skew_seconds: float = 0.0
+    realtime: bool = False
+    rate_limit: float = 0.0
+    timeout_seconds: float = 30.0
+    sim_quirks: tuple[str, ...] = ()
+    sim_seed: int = 0
+    run_id: str = "local"
+    worker: str = ""  # the pytest-xdist worker ID, "" in a serial run
+    mcp: dict[str, Any] = field(default_factory=dict)  # the [mcp] table: transport, command, url, token, jobs_command
+
+    @property
+    def namespace(self) -> str:
+        """Prefix of every name this process creates on the target (workspaces, turn identities)."""
+        return f"{self.run_id}-{self.worker}" if self.worker else self.run_id
+
+    @property
+    def is_sim(self) -> bool:
+        return self.target in ("sim", "sim+http")
+
+    def path(self, name: str, route: str) -> str:
+        return str(self.wire["paths"][name]).replace("{route}", route)
+
+    def code(self, name: str) -> str:
+        return str(self.wire["codes"][name])
+
+    def status(self, name: str) -> int:
+        return int(self.wire["statuses"][name])
+
+    @property
+    def strict_codes(self) -> bool:
+        return bool(self.wire["codes"].get("strict", False))
+
+    @property
+    def names(self) -> WireNames:
+        """The member names of capabilities, limits and turn context on this Core's wire."""
+        return WireNames(self.wire["names"])
+
+
+def redact_url(url: str) -> str:
+    """A URL without user-info credentials or query string (tokens sometimes ride there)."""
+    parts = urlsplit_checked(url)
+    if parts is None:
+        return "<not a valid URL>"
+    if not parts.scheme:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def urlsplit_checked(url: str) -> SplitResult | None:
+    """``urlsplit`` of a URL whose host and port parse, else None (``http://[::1`` raises in urlsplit)."""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a port that is not a number in range raises here, not in urlsplit
+    except ValueError:
+        return None
+    return parts
+
+
+def check_http_url(url: str, what: str) -> None:
+    """An http(s) URL with a host, that both the standard library and httpx can parse.
+
+    The message never repeats a URL that does not parse: its credentials could not be told apart."""
+    parts = urlsplit_checked(url)
+    if parts is None or any(c.isspace() for c in url):
+        raise ConfigError(f"{what}: not a valid URL (check for spaces, the brackets of an IPv6 host and the port)")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{what} {redact_url(url)!r}: expected an http:// or https:// URL with a host")
+    try:
+        httpx.URL(url)
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise ConfigError(f"{what} {redact_url(url)!r}: not a valid URL ({type(exc).__name__})") from None
+
+
+def _overlay(base: dict[str, Any], extra: dict[str, Any], where: str, prefix: str = "") -> None:
+    """Overlay ``extra`` on the defaults, table by table and key by key (nested tables such
+    as ``[names.limits]`` key by key too); an unknown table or key is an error."""
+    for table, values in extra.items():
+        name = f"{prefix}{table}"
+        if table not in base:
+            raise ConfigError(f"{where}: unknown table [{name}]; known: {', '.join(sorted(base))}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{where}: [{name}] must be a table")
+        unknown = set(values) - set(base[table])
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)} in [{name}]; known: {sorted(base[table])}")
+        for key, value in values.items():
+            if isinstance(base[table][key], dict):
+                _overlay(base[table], {key: value}, where, f"{name}.")
+            else:
+                base[table][key] = value
+
+
+MCP_KEYS = ("transport", "command", "url", "token", "jobs_command")
+
+
+def _mcp_table(table: Any, where: str) -> dict[str, Any]:
+    """The [mcp] table: the Agent Session MCP server as a command (stdio) or a URL (streamable
+    HTTP, with its bearer token), and the Fixed Client Token stdio server's command."""
+    if not isinstance(table, dict) or set(table) - set(MCP_KEYS):
+        raise ConfigError(f"{where}: [mcp] takes only {', '.join(MCP_KEYS)}")
+    out: dict[str, Any] = {}
+    for key in ("command", "jobs_command"):
+        if key in table:
+            value = table[key]
+            if not (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
+                raise ConfigError(f"{where}: [mcp].{key} must be a non-empty list of strings (the argv)")
+            out[key] = list(value)
+    if "url" in table:
+        if not str(table["url"]).startswith(("http://", "https://")):
+            raise ConfigError(f"{where}: [mcp].url must be an http(s):// URL")
+        out["url"] = str(table["url"])
+        SECRETS.add_url(out["url"])
+    transport = table.get("transport")  # unset: every path given is checked
+    if transport not in (None, "stdio", "http", "both"):
+        raise ConfigError(f"{where}: [mcp].transport must be stdio, http or both")
+    out["transport"] = transport
+    out["token"] = _secret(table.get("token"), f"{where} [mcp].token")
+    return out
+
+
+_TYPE_WORDS = {"string": "a string", "number": "a number", "integer": "an integer", "boolean": "a boolean (true or false)",
+               "object": "a table", "array": "an array", "null": "nothing"}
+
+
+def _toml_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return "a date or time"
+
+
+def _key(path: list[str | int]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _describe(error: ValidationError) -> str:
+    """One schema violation in a TOML writer's words: the key, what it must be; never the value
+    (a mistyped token is still a secret)."""
+    path = list(error.absolute_path)
+    key, kind, expected = _key(path), str(error.validator), error.validator_value
+    if kind == "additionalProperties" and isinstance(error.instance, dict):
+        known = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(known))
+        if not path:
+            hint = [t for t in unknown if t in load_wire_defaults()]
+            tip = f" (wire tables go under [wire]: write [wire.{hint[0]}])" if hint else ""
+            return f"unknown table(s) {', '.join(f'[{t}]' for t in unknown)}; known: {', '.join(f'[{t}]' for t in known)}{tip}"
+        return f"[{key}]: unknown key(s) {', '.join(unknown)}; known: {', '.join(known)}"
+    if kind == "enum" and "propertyNames" in error.schema_path:
+        return f"[{key}.{error.instance}]: unknown name {error.instance!r}; known: {', '.join(map(str, expected))}"
+    if kind == "type":
+        types = [str(t) for t in (expected if isinstance(expected, list) else [expected])]
+        return f"{key}: expected {' or '.join(_TYPE_WORDS.get(t, t) for t in types)}, got {_toml_type(error.instance)}"
+    if kind in ("oneOf", "anyOf") and "description" in error.schema:
+        return f"{key}: expected {error.schema['description']}, got {_toml_type(error.instance)}"
+    if kind == "required":
+        missing = [r for r in expected if isinstance(error.instance, dict) and r not in error.instance]
+        return f"[{key}]: missing {', '.join(missing)}" if key else f"missing {', '.join(missing)}"
+    words = {"minLength": "must not be empty", "minimum": f"must be at least {expected}", "maximum": f"must be at most {expected}",
+             "exclusiveMinimum": f"must be greater than {expected}", "pattern": f"must match {expected}"}
+    return f"{key}: {words.get(kind, error.message)}"
+
+
+def validate_config_data(data: Any, where: str) -> None:
+    """Check a parsed target configuration against schemas/target-config.schema.json; the first
+    violation (by position in the file's tree) becomes the one-line ConfigError."""
+    validator = load_registry().validator("target-config")
+    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), [str(p) for p in e.absolute_path]))
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ConfigError(f"{where}: {_describe(errors[0])}{more}")
+
+
+def _read_toml(path: str, flag: str) -> dict[str, Any]:
+    """A TOML file's tables, or a ConfigError naming the file and what is wrong with it."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"{flag} {path}: no such file")
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{flag} {path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        reason = " ".join(str(exc).split())
+        raise ConfigError(f"{flag} {path}: not valid TOML ({reason})") from None
+
+
+def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
+    """Build the configuration from an optional TOML file and the --target value."""
+    cfg = TargetConfig()
+    source = "--target"
+    if path:
+        data = _read_toml(path, "--target-config")
+        where = str(path)
+        validate_config_data(data, where)
+        if "wire" in data:
+            _overlay(cfg.wire, data["wire"], where)
+            try:
+                check_names(cfg.wire["names"], f"{where} [wire]")
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        tgt = data.get("target", {})
+        cfg.target = tgt.get("url", cfg.target)
+        source = f"{path} [target].url"
+        cfg.route = tgt.get("route", "")
+        cfg.probe_query = tgt.get("probe_query", cfg.probe_query)
+        cfg.timeout_seconds = float(tgt.get("timeout_seconds", cfg.timeout_seconds))
+        cfg.clock_skew_seconds = float(data.get("tolerances", {}).get("clock_skew_seconds", 0.0))
+        control = data.get("control", {})
+        cfg.control_url = control.get("url")
+        SECRETS.add_url(cfg.control_url)
+        cfg.control_token = _secret(control.get("token"), f"{where} [control].token")
+        cfg.mcp = _mcp_table(data.get("mcp", {}), where)
+        if (cfg.control_url is None) != (cfg.control_token is None):
+            raise ConfigError(f"{where}: [control] needs both url and token (or neither)")
+        if cfg.control_url is not None:
+            check_http_url(cfg.control_url, f"{where} [control].url")
+        for name, ident in data.get("identities", {}).items():
+            token = _secret(ident.get("token"), f"{where} [identities.{name}].token")
+            if token is None:
+                raise ConfigError(f"{where}: [identities.{name}] needs a token")
+            cfg.identities[name] = IdentityConfig(name, token, ident.get("route", cfg.route), ident.get("account", ""), ident.get("session", ""))
+    if target:
+        cfg.target, source = target, "--target"
+    SECRETS.add_url(cfg.target)
+    if not cfg.is_sim:
+        if not cfg.target.startswith(("http://", "https://")):
+            raise ConfigError(f"{source} {redact_url(cfg.target)!r}: expected sim, sim+http or an http(s):// URL")
+        check_http_url(cfg.target, source)
+        if "primary" not in cfg.identities and cfg.control_url is None:
+            raise ConfigError("a live target needs [identities.primary] (token and route) or a [control] url to mint identities")
+        if "primary" in cfg.identities and not cfg.route:
+            cfg.route = cfg.identities["primary"].route
+    return cfg

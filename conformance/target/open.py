@@ -1,0 +1,125 @@
+"""Open the target: the bundled simulator in-process or over loopback, or a live URL."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+import httpx
+
+from conformance.target.config import ConfigError, Secret, TargetConfig, redact_url
+from conformance.target.secrets import SECRETS
+from conformance.target.transport import InProcessTransport, Recorder
+
+ENTRY_POINT_GROUP = "knowledge_conformance.targets"
+NO_DELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+"""Without it, a request written in two segments waits for a delayed ACK: about 40 ms each."""
+
+
+def _http_client(base_url: str, cfg: TargetConfig, hooks: dict[str, list[Any]]) -> httpx.Client:
+    """User-info in the URL is dropped: httpx would turn it into Basic auth and replace the
+    configured credential header, and the suite would report the Core's 401 as its failure."""
+    transport = httpx.HTTPTransport(socket_options=NO_DELAY)
+    url = httpx.URL(base_url).copy_with(username=None, password=None)
+    return httpx.Client(base_url=url, transport=transport, event_hooks=hooks, timeout=cfg.timeout_seconds)
+
+
+@dataclass
+class Target:
+    """An open target: one HTTP client for the whole run, optional control."""
+
+    base_url: str
+    http: httpx.Client
+    recorder: Recorder
+    control_url: str | None
+    control_token: Secret | None
+    description: str
+    _closers: tuple[Any, ...] = ()
+    app: Any = None  # the bundled simulator's ASGI app (sim targets only): its MCP path is served beside it
+
+    @property
+    def has_control(self) -> bool:
+        return self.control_url is not None and self.control_token is not None
+
+    def close(self) -> None:
+        self.http.close()
+        for closer in self._closers:
+            closer()
+
+
+# The bundled simulator's clock is replayable (frozen) but moves a microsecond each time it is
+# read, so the suite's page checks run on a moving clock: a Core that sizes a page with one
+# reading of the clock and stamps its cursor with another sends pages over their bound.
+SIM_CLOCK_TICK = 1e-6
+
+
+def _factory(name: str = "sim") -> Any:
+    found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+    if not found:
+        raise ConfigError(f"no target named {name!r} in entry point group {ENTRY_POINT_GROUP}; is the simulator installed?")
+    return found[0].load()
+
+
+def known_quirks(name: str = "sim") -> frozenset[str] | None:
+    """The quirk names a bundled target knows (entry point ``<name>.quirks`` of the same group),
+    or None when the installed target does not say (then the target itself refuses unknown ones)."""
+    found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == f"{name}.quirks"]
+    if not found:
+        return None
+    return frozenset(str(q) for q in found[0].load()())
+
+
+def serve_over_loopback(app: Any) -> tuple[str, Any]:
+    """Serve an ASGI app on a free loopback port in a thread; returns its URL and a stop function."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(5)
+        sock.close()
+
+    return f"http://127.0.0.1:{port}", stop
+
+
+def open_target(cfg: TargetConfig) -> Target:
+    recorder = Recorder(cfg.rate_limit, str(cfg.wire["auth"]["header"]))
+
+    def on_response(response: httpx.Response) -> None:
+        response.read()
+        recorder.record(response)
+
+    def hooks() -> dict[str, list[Any]]:
+        return {"request": [lambda _r: recorder.throttle()], "response": [on_response]}
+
+    if cfg.is_sim:
+        token = Secret(secrets.token_hex(16))
+        SECRETS.add(str(token))
+        app = _factory()(quirks=list(cfg.sim_quirks), seed=cfg.sim_seed, control_token=str(token), demo=False, clock_tick=SIM_CLOCK_TICK)
+        if cfg.target == "sim":
+            transport = InProcessTransport(app)
+            http = httpx.Client(transport=transport, base_url="http://sim.local", event_hooks=hooks(), timeout=cfg.timeout_seconds)
+            return Target("http://sim.local", http, recorder, "http://sim.local" + cfg.wire["paths"]["control_base"], token,
+                          "bundled simulator (in-process)", (transport.close,), app)
+        url, stop = serve_over_loopback(app)
+        http = _http_client(url, cfg, hooks())
+        return Target(url, http, recorder, url + cfg.wire["paths"]["control_base"], token, f"bundled simulator over loopback ({url})",
+                      (stop,), app)
+    http = _http_client(cfg.target, cfg, hooks())
+    return Target(cfg.target, http, recorder, cfg.control_url, cfg.control_token, f"live Core at {redact_url(cfg.target)}")
