@@ -64,8 +64,10 @@ COPIED = ("simulator", "conformance")
 # together with the arithmetic / relational swap on the same node. On two shared
 # cores that is the difference between one hour and three; `--all-operators`
 # runs them too.
-NARROWED = (r"core/ReplaceBinaryOperator_\w+_(BitAnd|BitOr|BitXor|LShift|RShift|Pow)$",
-            r"core/ReplaceComparisonOperator_\w+_(Is|IsNot)$")
+NARROWED = (
+    r"core/ReplaceBinaryOperator_\w+_(BitAnd|BitOr|BitXor|LShift|RShift|Pow)$",
+    r"core/ReplaceComparisonOperator_\w+_(Is|IsNot)$",
+)
 
 
 # ----------------------------------------------------------------- killer
@@ -205,8 +207,14 @@ def _worker_env(copy: Path) -> dict[str, str]:
 
 
 def _judge(copy: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(copy.parent / Path(__file__).name), "killer"], cwd=copy, env=_worker_env(copy),
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, str(copy.parent / Path(__file__).name), "killer"],
+        cwd=copy,
+        env=_worker_env(copy),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def _canary(copy: Path) -> None:
@@ -220,7 +228,9 @@ def _canary(copy: Path) -> None:
     core.write_text(broken, encoding="utf-8")
     try:
         if _judge(copy).returncode == 0:
-            raise SystemExit("mutation: the suite passed a deliberately broken copy; it is not testing the mutated files")
+            raise SystemExit(
+                "mutation: the suite passed a deliberately broken copy; it is not testing the mutated files"
+            )
     finally:
         core.write_text(source, encoding="utf-8")
     print("mutation: canary killed (the suite judges the mutated copy)", flush=True)
@@ -229,9 +239,16 @@ def _canary(copy: Path) -> None:
 @contextlib.contextmanager
 def _workers(copies: list[Path], ports: list[int]) -> Iterator[None]:
     """One ``cosmic-ray http-worker`` per copy, on loopback; stopped on the way out."""
-    procs = [subprocess.Popen(_cosmic_ray("http-worker", "--port", str(port)), cwd=copy, env=_worker_env(copy),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for copy, port in zip(copies, ports, strict=True)]
+    procs = [
+        subprocess.Popen(
+            _cosmic_ray("http-worker", "--port", str(port)),
+            cwd=copy,
+            env=_worker_env(copy),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for copy, port in zip(copies, ports, strict=True)
+    ]
     try:
         for port in ports:
             deadline = time.monotonic() + 60
@@ -266,18 +283,31 @@ def run(args: argparse.Namespace) -> int:
     exclude = () if args.all_operators else NARROWED
     script = work / Path(__file__).name  # the killer runs from a copy: editing this file mid-run cannot break it
     shutil.copyfile(Path(__file__), script)
-    config.write_text(_config(args.module or list(MODULES), args.timeout, [f"http://127.0.0.1:{p}" for p in ports], exclude, script))
+    config.write_text(
+        _config(args.module or list(MODULES), args.timeout, [f"http://127.0.0.1:{p}" for p in ports], exclude, script)
+    )
 
     print(f"mutation: work dir {work}", flush=True)
     resume = args.resume and session.exists()
     if not resume:
         subprocess.run(_cosmic_ray("init", str(config), str(session)), cwd=copies[0], check=True)
-        subprocess.run([sys.executable, "-m", "cosmic_ray.tools.filters.pragma_no_mutate", str(session)], cwd=copies[0], check=True)
-        subprocess.run([sys.executable, "-m", "cosmic_ray.tools.filters.operators_filter", str(session), str(config)],
-                       cwd=copies[0], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "cosmic_ray.tools.filters.pragma_no_mutate", str(session)], cwd=copies[0], check=True
+        )
+        subprocess.run(
+            [sys.executable, "-m", "cosmic_ray.tools.filters.operators_filter", str(session), str(config)],
+            cwd=copies[0],
+            check=True,
+        )
     if resume and args.rerun_survivors:
-        print(f"mutation: {forget_survivors(session)} survivor(s) of the kept session judged again by today's suite", flush=True)
-    print(f"mutation: {skip_annotations(session, copies[0])} mutant(s) inside type annotations skipped as equivalent", flush=True)
+        print(
+            f"mutation: {forget_survivors(session)} survivor(s) of the kept session judged again by today's suite",
+            flush=True,
+        )
+    print(
+        f"mutation: {skip_annotations(session, copies[0])} mutant(s) inside type annotations skipped as equivalent",
+        flush=True,
+    )
     print(f"mutation: {skip_invalid(session, copies[0])} mutant(s) that are not valid Python skipped", flush=True)
 
     if not resume:
@@ -286,7 +316,9 @@ def run(args: argparse.Namespace) -> int:
         baseline_s = time.monotonic() - started
         if baseline.returncode != 0:
             print(baseline.stdout[-3000:])
-            raise SystemExit(f"mutation: the suite fails the unmutated simulator (exit {baseline.returncode}); fix that first")
+            raise SystemExit(
+                f"mutation: the suite fails the unmutated simulator (exit {baseline.returncode}); fix that first"
+            )
         print(f"mutation: baseline suite run {baseline_s:.1f} s, timeout per mutant {args.timeout:.0f} s", flush=True)
         _canary(copies[0])
 
@@ -298,7 +330,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.work_dir:
         for copy in copies:
             shutil.rmtree(copy, ignore_errors=True)
-        print(f"mutation: session kept at {session} (`python {Path(__file__).name} report {session}` prints this again)")
+        print(
+            f"mutation: session kept at {session} (`python {Path(__file__).name} report {session}` prints this again)"
+        )
     return code
 
 
@@ -313,7 +347,9 @@ class Mutant:
     operator: str
     original: str
     mutated: str
-    outcome: str  # killed / survived / timeout / incompetent / skipped (pragma) / narrowed (operator left out) / pending
+    outcome: (
+        str  # killed / survived / timeout / incompetent / skipped (pragma) / narrowed (operator left out) / pending
+    )
     exit_code: int | None
 
     def key(self) -> tuple[str, str, str, str]:
@@ -336,7 +372,7 @@ def _diff_lines(diff: str | None) -> tuple[str, str]:
 def _exit_code(output: str | None) -> int | None:
     for line in reversed((output or "").splitlines()):
         if line.startswith(EXIT_MARK):
-            return int(line[len(EXIT_MARK):])
+            return int(line[len(EXIT_MARK) :])
     return None
 
 
@@ -364,7 +400,9 @@ def load_mutants(session: Path) -> list[Mutant]:
             if result is None:
                 outcome = "pending"
             elif result.worker_outcome == WorkerOutcome.SKIPPED:
-                outcome = {"Filtered operator": "narrowed", ANNOTATION: "annotation", INVALID: "invalid"}.get(result.output or "", "skipped")
+                outcome = {"Filtered operator": "narrowed", ANNOTATION: "annotation", INVALID: "invalid"}.get(
+                    result.output or "", "skipped"
+                )
             elif result.test_outcome == TestOutcome.SURVIVED:
                 outcome = "survived"
             elif result.test_outcome == TestOutcome.KILLED:
@@ -376,8 +414,18 @@ def load_mutants(session: Path) -> list[Mutant]:
             if result is not None:
                 original, mutated = _diff_lines(result.diff)
                 code = _exit_code(result.output)
-            mutants.append(Mutant(item.job_id, str(spec.module_path), spec.start_pos[0], spec.operator_name,
-                                  original, mutated, outcome, code))
+            mutants.append(
+                Mutant(
+                    item.job_id,
+                    str(spec.module_path),
+                    spec.start_pos[0],
+                    spec.operator_name,
+                    original,
+                    mutated,
+                    outcome,
+                    code,
+                )
+            )
     return mutants
 
 
@@ -386,9 +434,13 @@ def load_triage(path: Path = TRIAGE) -> dict[tuple[str, str, str, str], dict[str
     table: dict[tuple[str, str, str, str], dict[str, Any]] = {}
     for entry in (entries or {}).get("survivors", []):
         if entry["verdict"] == "needs-probe" and not entry.get("probe"):
-            raise SystemExit(f"mutation: {path.name}: a needs-probe entry says no probe at {entry['file']}:{entry['line']}")
+            raise SystemExit(
+                f"mutation: {path.name}: a needs-probe entry says no probe at {entry['file']}:{entry['line']}"
+            )
         if entry["verdict"] not in VERDICTS:
-            raise SystemExit(f"mutation: {path.name}: unknown verdict {entry['verdict']!r} at {entry['file']}:{entry['line']}")
+            raise SystemExit(
+                f"mutation: {path.name}: unknown verdict {entry['verdict']!r} at {entry['file']}:{entry['line']}"
+            )
         table[(entry["file"], entry["operator"], entry["original"], entry["mutated"])] = entry
     return table
 
@@ -424,30 +476,52 @@ def report(session: Path, *, wall: float | None = None, workers: int | None = No
     exits = Counter(m.exit_code for m in mutants if m.outcome == "killed")
     print("\nMutation score of the conformance suite (simulator core, sizing, signing)")
     print(f"  mutants total      {len(mutants)}  (operators left out by the default narrowing: {counts['narrowed']})")
-    print(f"  tested             {tested}  (of which inside type annotations, not run: {counts['annotation']}; "
-          f"not valid Python, left out: {counts['invalid']}; skipped by pragma {counts['skipped']}; "
-          f"incompetent {counts['incompetent']}; pending {counts['pending']})")
-    print(f"  killed             {killed}  (by a failed test, exit 1: {exits.get(1, 0)}; incomplete, exit 6: {exits.get(6, 0)}; "
-          f"harness error, exit 7: {exits.get(7, 0)}; other: {sum(v for k, v in exits.items() if k not in (1, 6, 7))}; "
-          f"timeout: {counts['timeout']})")
+    print(
+        f"  tested             {tested}  (of which inside type annotations, not run: {counts['annotation']}; "
+        f"not valid Python, left out: {counts['invalid']}; skipped by pragma {counts['skipped']}; "
+        f"incompetent {counts['incompetent']}; pending {counts['pending']})"
+    )
+    print(
+        f"  killed             {killed}  (by a failed test, exit 1: {exits.get(1, 0)}; incomplete, exit 6: {exits.get(6, 0)}; "
+        f"harness error, exit 7: {exits.get(7, 0)}; other: {sum(v for k, v in exits.items() if k not in (1, 6, 7))}; "
+        f"timeout: {counts['timeout']})"
+    )
     print(f"  survived           {counts['survived']}")
     for verdict in (*VERDICTS, "UNTRIAGED"):
-        extra = f"  (of which {counts['annotation']} inside type annotations)" if verdict == "equivalent" and counts["annotation"] else ""
+        extra = (
+            f"  (of which {counts['annotation']} inside type annotations)"
+            if verdict == "equivalent" and counts["annotation"]
+            else ""
+        )
         print(f"    {verdict:<17}{verdicts[verdict]}{extra}")
     if denominator:
-        print(f"  score              {killed}/{denominator} = {100 * killed / denominator:.1f}%  "
-              "(killed / (tested - equivalent - out-of-contract))")
+        print(
+            f"  score              {killed}/{denominator} = {100 * killed / denominator:.1f}%  "
+            "(killed / (tested - equivalent - out-of-contract))"
+        )
     if wall is not None:
         print(f"  wall time          {wall / 60:.1f} min on {workers} worker(s)")
     if stale and not counts["pending"]:  # with mutants still pending, a missing survivor may just not have run yet
-        print(f"\n{len(stale)} triage entr{'y' if len(stale) == 1 else 'ies'} match no survivor of this run "
-              "(killed now, or the code moved):")
+        print(
+            f"\n{len(stale)} triage entr{'y' if len(stale) == 1 else 'ies'} match no survivor of this run "
+            "(killed now, or the code moved):"
+        )
         for key in sorted(stale):
             print(f"  {key[0]} {key[1]}: {key[2]}  ->  {key[3]}")
     if untriaged:
         print(f"\n{len(untriaged)} survivor(s) not triaged in {TRIAGE.name}; stubs to fill in:")
-        stubs = [{"file": m.file, "line": m.line, "operator": m.operator, "original": m.original, "mutated": m.mutated,
-                  "verdict": "needs-probe", "reason": "TODO"} for m in untriaged]
+        stubs = [
+            {
+                "file": m.file,
+                "line": m.line,
+                "operator": m.operator,
+                "original": m.original,
+                "mutated": m.mutated,
+                "verdict": "needs-probe",
+                "reason": "TODO",
+            }
+            for m in untriaged
+        ]
         print(yaml.safe_dump(stubs, sort_keys=False, allow_unicode=True, width=200))
         return 1
     return 0
@@ -460,11 +534,23 @@ def main(argv: list[str] | None = None) -> int:
     rep = sub.add_parser("report", help="print the figures of a kept session again")
     rep.add_argument("session", type=Path)
     parser.add_argument("--workers", type=int, default=max(1, min(2, os.cpu_count() or 1)))
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant before it counts as a timeout (killed)")
-    parser.add_argument("--module", action="append", help=f"mutate only this file (repeatable; default: {', '.join(MODULES)})")
-    parser.add_argument("--all-operators", action="store_true", help="also the bitwise/shift/power and is/is-not stand-ins (about 3x longer)")
-    parser.add_argument("--resume", action="store_true", help="continue the session kept in --work-dir (only its pending mutants)")
-    parser.add_argument("--rerun-survivors", action="store_true", help="with --resume: judge the kept session's survivors again")
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds per mutant before it counts as a timeout (killed)"
+    )
+    parser.add_argument(
+        "--module", action="append", help=f"mutate only this file (repeatable; default: {', '.join(MODULES)})"
+    )
+    parser.add_argument(
+        "--all-operators",
+        action="store_true",
+        help="also the bitwise/shift/power and is/is-not stand-ins (about 3x longer)",
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue the session kept in --work-dir (only its pending mutants)"
+    )
+    parser.add_argument(
+        "--rerun-survivors", action="store_true", help="with --resume: judge the kept session's survivors again"
+    )
     parser.add_argument("--work-dir", help="keep the copies and the session here (default: a temporary folder)")
     args = parser.parse_args(argv)
     if args.command == "killer":

@@ -39,7 +39,7 @@ K = 10
 
 def ndcg(ranked: list[str], relevant: dict[str, int], k: int = K) -> float:
     def dcg(grades: list[int]) -> float:
-        return float(sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(grades[:k])))
+        return float(sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(grades[:k])))
 
     ideal = dcg(sorted(relevant.values(), reverse=True))
     return dcg([relevant.get(item, 0) for item in ranked]) / ideal if ideal else 0.0
@@ -51,33 +51,50 @@ def measure(alpha: float, embedder: str = "hashed") -> dict[str, Any]:
     client.post("/_control/v1/workspaces", json={"route": "bench"}, headers=CONTROL)
     items = [{"id": d["id"], "title": d["title"], "content": d["content"]} for d in data["documents"]]
     client.put("/_control/v1/workspaces/bench/corpus", json={"bases": [{"id": "kb", "items": items}]}, headers=CONTROL)
-    token = client.post("/_control/v1/identities", json={"account": "bench", "route": "bench"}, headers=CONTROL).json()["token"]
+    token = client.post("/_control/v1/identities", json={"account": "bench", "route": "bench"}, headers=CONTROL).json()[
+        "token"
+    ]
     rows = []
     for entry in data["queries"]:
         row: dict[str, Any] = {"query": entry["query"]}
         for mode in MODES:
-            body = client.post(TOOL_PATH.format(route="bench"), headers={"authorization": f"Bearer {token}"},
-                               json={"query": entry["query"], "mode": mode, "alpha": alpha, "max_results": K}).json()
+            body = client.post(
+                TOOL_PATH.format(route="bench"),
+                headers={"authorization": f"Bearer {token}"},
+                json={"query": entry["query"], "mode": mode, "alpha": alpha, "max_results": K},
+            ).json()
             row[mode] = ndcg([h["knowledge_item_id"] for h in body["results"]], entry["relevant"])
         rows.append(row)
     means = {mode: sum(r[mode] for r in rows) / len(rows) for mode in MODES}
-    return {"k": K, "alpha": alpha, "embedder": embedder, "documents": len(items), "queries": len(rows), "per_query": rows,
-            "mean": means}
+    return {
+        "k": K,
+        "alpha": alpha,
+        "embedder": embedder,
+        "documents": len(items),
+        "queries": len(rows),
+        "per_query": rows,
+        "mean": means,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--alpha", type=float, default=0.5, help="hybrid lexical weight (default 0.5)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--embedder", default="hashed", help="the semantic embedding (default hashed; wordllama needs the "
-                                                             "embeddings extra)")
+    parser.add_argument(
+        "--embedder",
+        default="hashed",
+        help="the semantic embedding (default hashed; wordllama needs the embeddings extra)",
+    )
     args = parser.parse_args(argv)
     result = measure(args.alpha, args.embedder)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"nDCG@{K} on {result['documents']} documents, {result['queries']} queries (hybrid alpha {args.alpha}, "
-          f"embedder {args.embedder})")
+    print(
+        f"nDCG@{K} on {result['documents']} documents, {result['queries']} queries (hybrid alpha {args.alpha}, "
+        f"embedder {args.embedder})"
+    )
     print(f"{'query':40} " + " ".join(f"{m:>8}" for m in MODES))
     for row in result["per_query"]:
         print(f"{row['query'][:40]:40} " + " ".join(f"{row[m]:8.3f}" for m in MODES))

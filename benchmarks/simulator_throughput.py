@@ -94,8 +94,12 @@ def write_corpus(path: Path, documents: int, seed: int) -> list[str]:
             if n % 1000 == 7:
                 words[rng.randrange(len(words))] = SELECTIVE
             text = " ".join(words)
-            out.write(json.dumps({"base": f"base{n % 4}", "id": f"doc-{n:06d}", "title": " ".join(words[:5]),
-                                  "content": text}) + "\n")
+            out.write(
+                json.dumps(
+                    {"base": f"base{n % 4}", "id": f"doc-{n:06d}", "title": " ".join(words[:5]), "content": text}
+                )
+                + "\n"
+            )
     return vocab[:32]
 
 
@@ -148,8 +152,9 @@ class Cell:
     p99_ms: float
 
 
-async def _drive(port: int, raw: bytes, clients: int, duration: float, warmup: float,
-                 beside: tuple[bytes, int] | None = None) -> tuple[float, int, list[float]]:
+async def _drive(
+    port: int, raw: bytes, clients: int, duration: float, warmup: float, beside: tuple[bytes, int] | None = None
+) -> tuple[float, int, list[float]]:
     """Requests per second, errors and latencies of the requests sent after the warm-up. When a
     request takes longer than the whole window (a broad search over a large corpus), every
     request is counted, warm-up included, over the time they took. ``beside``: (request, n) sent
@@ -190,8 +195,15 @@ async def _drive(port: int, raw: bytes, clients: int, duration: float, warmup: f
     return rps, sum(1 for m in kept if m[2] != 200), [m[1] for m in kept]
 
 
-def measure(port: int, raw: bytes, clients: int, duration: float, size: int, endpoint: str,
-            beside: tuple[bytes, int] | None = None) -> Cell:
+def measure(
+    port: int,
+    raw: bytes,
+    clients: int,
+    duration: float,
+    size: int,
+    endpoint: str,
+    beside: tuple[bytes, int] | None = None,
+) -> Cell:
     rps, errors, lat = asyncio.run(_drive(port, raw, clients, duration, warmup=min(0.5, duration / 4), beside=beside))
     count = len(lat)
     lat.sort()
@@ -238,13 +250,19 @@ def start_bare(workdir: Path) -> tuple[subprocess.Popen[bytes], int, float]:
     (workdir / "bare_app.py").write_text(_BARE_APP)
     port = _free_port()
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "bare_app:app", "--port", str(port), "--log-level", "warning"],
-                            cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "bare_app:app", "--port", str(port), "--log-level", "warning"],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     _wait_ready(port, "/bare", proc)
     return proc, port, time.perf_counter() - started
 
 
-def start_sim(corpus: Path, stderr_path: Path, source: str | None = None) -> tuple[subprocess.Popen[bytes], int, float, str]:
+def start_sim(
+    corpus: Path, stderr_path: Path, source: str | None = None
+) -> tuple[subprocess.Popen[bytes], int, float, str]:
     """``knowledge-sim serve`` on ``corpus``; ``source``: a source tree whose ``simulator`` package to run instead."""
     port = _free_port()
     env = dict(os.environ)
@@ -252,8 +270,24 @@ def start_sim(corpus: Path, stderr_path: Path, source: str | None = None) -> tup
         env["PYTHONPATH"] = os.pathsep.join([source, *filter(None, [env.get("PYTHONPATH")])])
     started = time.perf_counter()
     with stderr_path.open("wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "simulator.cli", "serve", "--port", str(port), "--seed", "1",
-                                 "--corpus", str(corpus), "--no-control"], stdout=subprocess.DEVNULL, stderr=err, env=env)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "simulator.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--seed",
+                "1",
+                "--corpus",
+                str(corpus),
+                "--no-control",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+        )
     _wait_ready(port, f"{API}/knowledge/capabilities", proc)
     elapsed = time.perf_counter() - started
     tokens = re.findall(r"route demo: account alice, session \S+: (\S+)", stderr_path.read_text())
@@ -275,14 +309,26 @@ async def _prepare(port: int, token: str) -> tuple[str, str]:
     """A run ID and a reference to read, from one turn and one search."""
     conn = await Connection.open(port)
     try:
-        status, body = await conn.request(encode("POST", f"{API}/turns", token, {
-            "client_conversation_id": "bench", "client_turn_id": f"t{time.time_ns()}", "user_message_id": "m1",
-            "user_input": "benchmark", "knowledge_delivery": "on_demand"}))
+        status, body = await conn.request(
+            encode(
+                "POST",
+                f"{API}/turns",
+                token,
+                {
+                    "client_conversation_id": "bench",
+                    "client_turn_id": f"t{time.time_ns()}",
+                    "user_message_id": "m1",
+                    "user_input": "benchmark",
+                    "knowledge_delivery": "on_demand",
+                },
+            )
+        )
         if status != 200:
             raise RuntimeError(f"turn answered {status}: {body[:200]!r}")
         run_id = json.loads(body)["run_id"]
-        status, body = await conn.request(encode("POST", f"{API}/knowledge/search", token,
-                                                 {"run_id": run_id, "query": BROAD, "limit": 3}))
+        status, body = await conn.request(
+            encode("POST", f"{API}/knowledge/search", token, {"run_id": run_id, "query": BROAD, "limit": 3})
+        )
         hints = json.loads(body).get("hints", []) if status == 200 else []
         if not hints:
             raise RuntimeError(f"search answered {status} without hints: {body[:200]!r}")
@@ -292,7 +338,9 @@ async def _prepare(port: int, token: str) -> tuple[str, str]:
 
 
 # ------------------------------------------------------------------ main
-def run(sizes: list[int], clients: list[int], duration: float, seed: int, compare: dict[str, str] | None = None) -> dict[str, Any]:
+def run(
+    sizes: list[int], clients: list[int], duration: float, seed: int, compare: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Every cell of every size; with ``compare`` (label -> source tree), those simulators too, each
     cell measured on each simulator in turn so that a busy machine weighs on all of them alike."""
     cells: list[Cell] = []
@@ -323,27 +371,50 @@ def run(sizes: list[int], clients: list[int], duration: float, seed: int, compar
                             for label, port, raw in targets:
                                 if name == MIXED and n == 1:
                                     continue
-                                if name == "read":  # a fresh reference: a slow cell before may have outlived the last one
+                                if (
+                                    name == "read"
+                                ):  # a fresh reference: a slow cell before may have outlived the last one
                                     run_id, ref = asyncio.run(_prepare(port, tokens[port]))
                                     raw = _requests(tokens[port], run_id, ref, common)["read"]
                                 beside = (broad[port], n - 1) if name == MIXED else None
-                                cell = measure(port, raw, 1 if beside else n, duration, size,
-                                               f"{name} [{label}]" if label else name, beside)
+                                cell = measure(
+                                    port,
+                                    raw,
+                                    1 if beside else n,
+                                    duration,
+                                    size,
+                                    f"{name} [{label}]" if label else name,
+                                    beside,
+                                )
                                 cell.clients = n  # all connections, the measured one and the rest
                                 cells.append(cell)
-                                print(f"  {size:>7} {cell.endpoint:28} c={n:<3} {cell.rps:>8} req/s  p50 {cell.p50_ms} ms  "
-                                      f"p99 {cell.p99_ms} ms  errors {cell.errors}", file=sys.stderr)
+                                print(
+                                    f"  {size:>7} {cell.endpoint:28} c={n:<3} {cell.rps:>8} req/s  p50 {cell.p50_ms} ms  "
+                                    f"p99 {cell.p99_ms} ms  errors {cell.errors}",
+                                    file=sys.stderr,
+                                )
                     for label, sim, startup in started:
-                        servers.append({"server": f"simulator {label}".strip(), "size": size, "startup_s": round(startup, 2),
-                                        "rss_mb": _rss_mb(sim.pid)})
+                        servers.append(
+                            {
+                                "server": f"simulator {label}".strip(),
+                                "size": size,
+                                "startup_s": round(startup, 2),
+                                "rss_mb": _rss_mb(sim.pid),
+                            }
+                        )
                 finally:
                     for _, sim, _ in started:
                         _stop(sim)
                 corpus.unlink()
         finally:
             _stop(bare)
-    return {"cells": [asdict(c) for c in cells], "servers": servers, "duration_s": duration, "cpus": os.cpu_count(),
-            "load_average": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "cells": [asdict(c) for c in cells],
+        "servers": servers,
+        "duration_s": duration,
+        "cpus": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def _requests(token: str, run_id: str, ref: str, common: list[str]) -> dict[str, bytes]:
@@ -374,14 +445,21 @@ def table(result: dict[str, Any]) -> str:
     labels = list(dict.fromkeys(_split(c.endpoint)[1] for c in cells if c.endpoint != "bare"))
     by_key = {(c.size, c.clients, *_split(c.endpoint)): c for c in cells}
     heads = [f"{label or 'this tree'}" for label in labels]
-    lines = ["| docs | clients | endpoint | " + " | ".join(f"{h}: req/s (× bare), p50 / p99 ms" for h in heads) + " | errors |",
-             "|---:|---:|---|" + "---:|" * len(labels) + "---:|"]
+    lines = [
+        "| docs | clients | endpoint | "
+        + " | ".join(f"{h}: req/s (× bare), p50 / p99 ms" for h in heads)
+        + " | errors |",
+        "|---:|---:|---|" + "---:|" * len(labels) + "---:|",
+    ]
     rows = dict.fromkeys((c.size, c.clients, _split(c.endpoint)[0]) for c in cells)
     for size, clients, name in rows:
         if name == "bare":
             b = by_key[(size, clients, "bare", "")]
-            lines.append(f"| {size} | {clients} | bare Starlette | " + " | ".join(
-                [f"{b.rps:.0f} (1.00), {b.p50_ms} / {b.p99_ms}"] + [""] * (len(labels) - 1)) + f" | {b.errors} |")
+            lines.append(
+                f"| {size} | {clients} | bare Starlette | "
+                + " | ".join([f"{b.rps:.0f} (1.00), {b.p50_ms} / {b.p99_ms}"] + [""] * (len(labels) - 1))
+                + f" | {b.errors} |"
+            )
             continue
         groups, errors = [], 0
         for label in labels:
@@ -390,8 +468,11 @@ def table(result: dict[str, Any]) -> str:
                 groups.append("")
                 continue
             ratio = c.rps / bare[(size, clients)] if bare.get((size, clients)) else float("nan")
-            groups.append(f"{c.rps:.0f} ({ratio:.2f}), {c.p50_ms} / {c.p99_ms}" if c.rps >= 100 else
-                          f"{c.rps:.2g} ({ratio:.3f}), {c.p50_ms} / {c.p99_ms}")
+            groups.append(
+                f"{c.rps:.0f} ({ratio:.2f}), {c.p50_ms} / {c.p99_ms}"
+                if c.rps >= 100
+                else f"{c.rps:.2g} ({ratio:.3f}), {c.p50_ms} / {c.p99_ms}"
+            )
             errors += c.errors
         lines.append(f"| {size} | {clients} | {name} | " + " | ".join(groups) + f" | {errors} |")
     lines += ["", "| server | docs | start-up s | RSS MB |", "|---|---:|---:|---:|"]
@@ -404,20 +485,30 @@ def table(result: dict[str, Any]) -> str:
             last = [c.p50_ms for c in cells if c.endpoint == name and c.size == sizes[-1] and c.clients == 1]
             if first and last and first[0] > 0:
                 lines.append(f"- {name}: {first[0]} → {last[0]} ms ({last[0] / first[0]:.0f}×)")
-    lines += ["", f"{result['cpus']} CPUs, load average at the end {result['load_average']}, {result['duration_s']} s per cell."]
+    lines += [
+        "",
+        f"{result['cpus']} CPUs, load average at the end {result['load_average']}, {result['duration_s']} s per cell.",
+    ]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--sizes", default="1000,10000", help="corpus sizes, comma-separated (default 1000,10000)")
-    parser.add_argument("--with-100k", action="store_true", help="add 100000 documents (minutes of start-up, about 1 GB)")
+    parser.add_argument(
+        "--with-100k", action="store_true", help="add 100000 documents (minutes of start-up, about 1 GB)"
+    )
     parser.add_argument("--clients", default="1,16", help="concurrent connections per cell, comma-separated")
     parser.add_argument("--duration", type=float, default=3.0, help="seconds measured per cell (after a warm-up)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the synthetic corpus")
-    parser.add_argument("--compare", action="append", default=[], metavar="LABEL=DIR",
-                        help="also serve the simulator package of the source tree DIR (e.g. a checkout of an earlier commit), "
-                             "its rows labelled [LABEL] (repeatable)")
+    parser.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="also serve the simulator package of the source tree DIR (e.g. a checkout of an earlier commit), "
+        "its rows labelled [LABEL] (repeatable)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s] + ([100_000] if args.with_100k else [])

@@ -58,7 +58,9 @@ def run_suite(target: str, served_url: str, token: str) -> dict[str, Any]:
         env = None
         if target == "served":
             config = Path(tmp) / "target.toml"
-            config.write_text(f'[control]\nurl = "{served_url}{CONTROL_BASE}"\ntoken = {{env = "KC_SPEED_CONTROL"}}\n', "utf-8")
+            config.write_text(
+                f'[control]\nurl = "{served_url}{CONTROL_BASE}"\ntoken = {{env = "KC_SPEED_CONTROL"}}\n', "utf-8"
+            )
             cmd += [f"--target={served_url}", f"--target-config={config}", "--mcp-target=none"]
             env = {**os.environ, "KC_SPEED_CONTROL": token}
         else:
@@ -67,8 +69,15 @@ def run_suite(target: str, served_url: str, token: str) -> dict[str, Any]:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         wall = time.perf_counter() - began
         results = json.loads((reports / "results.json").read_text("utf-8"))
-        return {"target": target, "exit": proc.returncode, "verdict": results["verdict"], "wall_s": round(wall, 2),
-                "requests": results["requests"], "tests": len(results["tests"]), "modules": _modules(reports / "junit.xml")}
+        return {
+            "target": target,
+            "exit": proc.returncode,
+            "verdict": results["verdict"],
+            "wall_s": round(wall, 2),
+            "requests": results["requests"],
+            "tests": len(results["tests"]),
+            "modules": _modules(reports / "junit.xml"),
+        }
 
 
 def raw_rate(url: str) -> float:
@@ -91,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     served = start()
     try:
         raw = raw_rate(served.url)
-        rows = [run_suite(target, served.url, served.control_token) for _ in range(args.repeat) for target in args.targets]
+        rows = [
+            run_suite(target, served.url, served.control_token) for _ in range(args.repeat) for target in args.targets
+        ]
     finally:
         served.stop()
     for row in rows:
@@ -100,11 +111,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"raw_client_rate": round(raw, 1), "runs": rows}, indent=2))
         return 0
-    print(f"raw client on the served simulator: {raw:,.0f} req/s ({RAW_REQUESTS} capabilities requests, one connection)\n")
-    print(f"{'target':<10} {'exit':>4} {'verdict':<13} {'tests':>5} {'wall s':>7} {'requests':>8} {'req/s':>7} {'x raw':>6}")
+    print(
+        f"raw client on the served simulator: {raw:,.0f} req/s ({RAW_REQUESTS} capabilities requests, one connection)\n"
+    )
+    print(
+        f"{'target':<10} {'exit':>4} {'verdict':<13} {'tests':>5} {'wall s':>7} {'requests':>8} {'req/s':>7} {'x raw':>6}"
+    )
     for row in rows:
-        print(f"{row['target']:<10} {row['exit']:>4} {row['verdict']:<13} {row['tests']:>5} {row['wall_s']:>7.1f} "
-              f"{row['requests']:>8} {row['rate']:>7.1f} {row['x_raw']:>6.3f}")
+        print(
+            f"{row['target']:<10} {row['exit']:>4} {row['verdict']:<13} {row['tests']:>5} {row['wall_s']:>7.1f} "
+            f"{row['requests']:>8} {row['rate']:>7.1f} {row['x_raw']:>6.3f}"
+        )
     print("\nseconds per test module (JUnit times; the first run of each target):")
     firsts = {row["target"]: row for row in reversed(rows)}
     modules = sorted({m for row in firsts.values() for m in row["modules"]})

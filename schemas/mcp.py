@@ -28,9 +28,26 @@ KNOWLEDGE_TOOLS = ("search_business_knowledge", "read_business_knowledge")
 JOB_TOOLS = ("submit_governed_job", "get_governed_job", "wait_for_governed_job")
 """The Fixed Client Token stdio server's tools, exactly (MCP-002, vendor convention)."""
 
-IDENTITY_ARGUMENTS = ("token", "access_token", "authorization", "identity", "account", "session_id", "session", "hub",
-                      "hub_url", "workspace", "route", "connection", "connection_key", "connectionKey", "run_id",
-                      "runId", "expected_binding", "expectedBinding")
+IDENTITY_ARGUMENTS = (
+    "token",
+    "access_token",
+    "authorization",
+    "identity",
+    "account",
+    "session_id",
+    "session",
+    "hub",
+    "hub_url",
+    "workspace",
+    "route",
+    "connection",
+    "connection_key",
+    "connectionKey",
+    "run_id",
+    "runId",
+    "expected_binding",
+    "expectedBinding",
+)
 """Argument names that would let a model choose an identity, route, connection or run (MCP-008)."""
 
 ERROR_RESULT = "mcp-error-result"

@@ -52,7 +52,11 @@ def _rewrite_internal(node: Any, owner: str) -> Any:
     """Make a schema file's own ``#/...`` references point inside its component."""
     if isinstance(node, dict):
         return {
-            k: (f"#/components/schemas/{owner}{v[1:]}" if k == "$ref" and isinstance(v, str) and v.startswith("#/") else _rewrite_internal(v, owner))
+            k: (
+                f"#/components/schemas/{owner}{v[1:]}"
+                if k == "$ref" and isinstance(v, str) and v.startswith("#/")
+                else _rewrite_internal(v, owner)
+            )
             for k, v in node.items()
         }
     if isinstance(node, list):

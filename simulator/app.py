@@ -102,8 +102,17 @@ class Observe:
             path = scope["path"]
             if not path.startswith("/_control/"):
                 self.transcript.append(self._entry(scope, path, status["code"], b"".join(chunks)))
-            log.info(json.dumps({"event": "request", "method": scope["method"], "path": path, "status": status["code"],
-                                 "ms": round((time.perf_counter() - started) * 1000, 2)}))
+            log.info(
+                json.dumps(
+                    {
+                        "event": "request",
+                        "method": scope["method"],
+                        "path": path,
+                        "status": status["code"],
+                        "ms": round((time.perf_counter() - started) * 1000, 2),
+                    }
+                )
+            )
 
     def _entry(self, scope: Scope, path: str, status: int, raw: bytes) -> dict[str, Any]:
         """What reached the wire: method, path, status, the JSON body, and whose token it carried
@@ -112,7 +121,10 @@ class Observe:
         if raw:  # kept up to 64 KiB: the transcript holds 10,000 requests, and a Core suite sends oversized bodies on purpose
             try:
                 entry["body"] = json.loads(raw) if len(raw) <= TRANSCRIPT_BODY_BYTES else None
-            except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes: recorded without its body
+            except (
+                ValueError,
+                RecursionError,
+            ):  # not JSON, or nested deeper than the parser goes: recorded without its body
                 entry["body"] = None
         auth = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
         scheme, _, token = auth.partition(" ")
@@ -122,8 +134,9 @@ class Observe:
         return entry
 
 
-def _endpoint(core: Core, handler: Callable[[Request, Core, Caller], Awaitable[Response]], *,
-              knowledge: bool, name: str) -> Callable[[Request], Awaitable[Response]]:
+def _endpoint(
+    core: Core, handler: Callable[[Request, Core, Caller], Awaitable[Response]], *, knowledge: bool, name: str
+) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         route = request.path_params["route"]
         canned = core.take_canned(name, route)
@@ -216,9 +229,17 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     # A seed makes the whole instance reproducible (IDs, tokens, signing key); without one, IDs come
     # from a random seed and the signing key from the operating system's secret source.
     rng = Random(config.seed if config.seed is not None else secrets.randbits(64))
-    key_source = None if config.seed is None else (lambda: hashlib.sha256(f"knowledge-sim signing key {config.seed}".encode()).digest())
-    clock = Clock(config.clock_start, frozen=config.frozen_clock, tick=config.clock_tick,
-                  **({'source': config.clock_source} if config.clock_source else {}))
+    key_source = (
+        None
+        if config.seed is None
+        else (lambda: hashlib.sha256(f"knowledge-sim signing key {config.seed}".encode()).digest())
+    )
+    clock = Clock(
+        config.clock_start,
+        frozen=config.frozen_clock,
+        tick=config.clock_tick,
+        **({"source": config.clock_source} if config.clock_source else {}),
+    )
     store = Store(config.database, rng, key_source=key_source, concurrent=config.concurrent)
     core_class, wrappers = compose(config.quirks)
     core = core_class(config, store, clock)
@@ -226,7 +247,11 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     if config.demo and not store.routes():
         seed_demo(core)
     routes: list[Route | Mount] = [
-        Route(f"{BASE}/knowledge/capabilities", _endpoint(core, _capabilities, knowledge=True, name="capabilities"), methods=["GET"]),
+        Route(
+            f"{BASE}/knowledge/capabilities",
+            _endpoint(core, _capabilities, knowledge=True, name="capabilities"),
+            methods=["GET"],
+        ),
         Route(f"{BASE}/knowledge/search", _endpoint(core, _search, knowledge=True, name="search"), methods=["POST"]),
         Route(f"{BASE}/knowledge/read", _endpoint(core, _read, knowledge=True, name="read"), methods=["POST"]),
         Route(f"{BASE}/turns", _endpoint(core, _turn, knowledge=False, name="turns"), methods=["POST"]),
@@ -244,8 +269,12 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
         routes=routes,
         exception_handlers={HTTPException: _not_found, Exception: _internal},
         # Miniatures sit between the transcript (what the client saw) and the clean app.
-        middleware=[Middleware(Observe, core=core, transcript=transcript), *(Middleware(w, core=core) for w in wrappers),
-                    Middleware(NoStore), Middleware(RouteTime)],
+        middleware=[
+            Middleware(Observe, core=core, transcript=transcript),
+            *(Middleware(w, core=core) for w in wrappers),
+            Middleware(NoStore),
+            Middleware(RouteTime),
+        ],
     )
     app.state.core = core
     app.state.turn_lock = threading.Lock()

@@ -45,41 +45,85 @@ def _seconds(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="knowledge-sim", description="Reference Core for the agent knowledge contract.")
+    parser = argparse.ArgumentParser(
+        prog="knowledge-sim", description="Reference Core for the agent knowledge contract."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve the Core over HTTP")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8765)
-    serve.add_argument("--database", default=":memory:", help="SQLite file to persist the store (default: a private temporary file, removed at exit)")
-    serve.add_argument("--seed", type=int, default=None,
-                       help="make IDs, demo tokens and the signing key reproducible (default: random, the key from a secret source)")
+    serve.add_argument(
+        "--database",
+        default=":memory:",
+        help="SQLite file to persist the store (default: a private temporary file, removed at exit)",
+    )
+    serve.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="make IDs, demo tokens and the signing key reproducible (default: random, the key from a secret source)",
+    )
     serve.add_argument("--corpus", help="folder of .md/.txt files or a .jsonl file for the demo workspace")
-    serve.add_argument("--quirk", action="append", default=[], metavar="NAME", help="deviate on purpose (repeatable); see `quirks`")
+    serve.add_argument(
+        "--quirk", action="append", default=[], metavar="NAME", help="deviate on purpose (repeatable); see `quirks`"
+    )
     serve.add_argument("--no-control", action="store_true", help="do not expose the test-control extension")
-    serve.add_argument("--control-token", default=None,
-                       help=f"credential of the control extension (default: ${CONTROL_TOKEN_ENV} if set, which keeps it out "
-                            f"of the process list; else {SimConfig.control_token!r}, loopback only)")
+    serve.add_argument(
+        "--control-token",
+        default=None,
+        help=f"credential of the control extension (default: ${CONTROL_TOKEN_ENV} if set, which keeps it out "
+        f"of the process list; else {SimConfig.control_token!r}, loopback only)",
+    )
     serve.add_argument("--frozen-clock", action="store_true", help="the clock moves only through control")
-    serve.add_argument("--wire-names", metavar="FILE.toml",
-                       help="serve other member names: [names.capabilities|limits|turn_context|knowledge_delivery] tables, as in wire-defaults.toml")
-    serve.add_argument("--log-level", default="warning", help="info logs one line per request (never blocking: dropped when stderr "
-                                                                "is not read); default warning")
-    serve.add_argument("--store-threads", type=_count, default=SimConfig.store_threads,
-                       help="threads that run searches, reads and turns beside the event loop (default %(default)s)")
-    serve.add_argument("--timeout-keep-alive", type=_seconds, default=30,
-                       help="seconds an idle kept-alive connection stays open, at least 1, a fraction rounded up to whole "
-                            "seconds (default %(default)s: longer than the 5 s idle "
-                            "expiry of common client pools, so the client closes first and a request never races the close)")
-    serve.add_argument("--limit-concurrency", type=_count, default=1000,
-                       help="connections and requests at once before new ones get 503, at least 1 (default %(default)s): idle or slow "
-                            "clients cannot use up the process's file limit")
-    serve.add_argument("--embedder", default="hashed", help="search_knowledge's semantic embedding (default: hashed, "
-                       "character n-grams, offline and deterministic; wordllama: a real model shipped in its wheel, "
-                       "offline too, needs the embeddings extra)")
-    mcp = sub.add_parser("mcp", help="serve an MCP path over stdio (the Agent Session path also rides `serve`, "
-                                     "as streamable HTTP at /agent-api/v1/workspaces/<route>/mcp)")
-    mcp.add_argument("--path", choices=("agent", "jobs"), default="agent",
-                     help="agent: the Agent Session knowledge tools; jobs: the Fixed Client Token job tools")
+    serve.add_argument(
+        "--wire-names",
+        metavar="FILE.toml",
+        help="serve other member names: [names.capabilities|limits|turn_context|knowledge_delivery] tables, as in wire-defaults.toml",
+    )
+    serve.add_argument(
+        "--log-level",
+        default="warning",
+        help="info logs one line per request (never blocking: dropped when stderr is not read); default warning",
+    )
+    serve.add_argument(
+        "--store-threads",
+        type=_count,
+        default=SimConfig.store_threads,
+        help="threads that run searches, reads and turns beside the event loop (default %(default)s)",
+    )
+    serve.add_argument(
+        "--timeout-keep-alive",
+        type=_seconds,
+        default=30,
+        help="seconds an idle kept-alive connection stays open, at least 1, a fraction rounded up to whole "
+        "seconds (default %(default)s: longer than the 5 s idle "
+        "expiry of common client pools, so the client closes first and a request never races the close)",
+    )
+    serve.add_argument(
+        "--limit-concurrency",
+        type=_count,
+        default=1000,
+        help="connections and requests at once before new ones get 503, at least 1 (default %(default)s): idle or slow "
+        "clients cannot use up the process's file limit",
+    )
+    serve.add_argument(
+        "--embedder",
+        default="hashed",
+        help="search_knowledge's semantic embedding (default: hashed, "
+        "character n-grams, offline and deterministic; wordllama: a real model shipped in its wheel, "
+        "offline too, needs the embeddings extra)",
+    )
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve an MCP path over stdio (the Agent Session path also rides `serve`, "
+        "as streamable HTTP at /agent-api/v1/workspaces/<route>/mcp)",
+    )
+    mcp.add_argument(
+        "--path",
+        choices=("agent", "jobs"),
+        default="agent",
+        help="agent: the Agent Session knowledge tools; jobs: the Fixed Client Token job tools",
+    )
     mcp.add_argument("--core-url", help="the Core to act on (default: an in-process simulator with the demo workspace)")
     mcp.add_argument("--route", help="the workspace route of the session (default: the demo workspace)")
     mcp.add_argument("--seed", type=int, default=0, help="seed of the in-process simulator")
@@ -119,7 +163,9 @@ def _raise_open_file_limit() -> None:
 
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if hard == resource.RLIM_INFINITY or hard > soft:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
+            resource.setrlimit(
+                resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard)
+            )
     except (ImportError, ValueError, OSError):
         pass  # not on this platform, or not allowed: keep the soft limit
 
@@ -153,8 +199,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "quirks":
         try:
             for quirk in QUIRKS.values():
-                strict = "  (seed-allowed: caught with [wire] codes.strict = true)" if quirk.strict_only else \
-                    "  (only under concurrency: caught by knowledge-conformance load)" if quirk.caught_by == "load" else ""
+                strict = (
+                    "  (seed-allowed: caught with [wire] codes.strict = true)"
+                    if quirk.strict_only
+                    else "  (only under concurrency: caught by knowledge-conformance load)"
+                    if quirk.caught_by == "load"
+                    else ""
+                )
                 print(f"{quirk.name:32} {','.join(quirk.violates):28} {quirk.description}{strict}")
             sys.stdout.flush()
         except BrokenPipeError:  # `knowledge-sim quirks | head`: the reader has all it wanted
@@ -168,8 +219,14 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"knowledge-sim: {exc}", file=sys.stderr)
             return 2
-        return _run_stdio(args.path, core_url=args.core_url, route=args.route, quirks=args.quirk,
-                         job_seconds=args.job_seconds, seed=args.seed)
+        return _run_stdio(
+            args.path,
+            core_url=args.core_url,
+            route=args.route,
+            quirks=args.quirk,
+            job_seconds=args.job_seconds,
+            seed=args.seed,
+        )
     import uvicorn
 
     from simulator.app import create_app
@@ -178,18 +235,29 @@ def main(argv: list[str] | None = None) -> int:
 
     control_token = args.control_token or os.environ.get(CONTROL_TOKEN_ENV) or None  # empty counts as not given
     if control_token is None and not args.no_control and not _loopback(args.host):
-        print(f"knowledge-sim: refusing to serve the control extension on {args.host} with the default credential; "
-              f"give --control-token or set {CONTROL_TOKEN_ENV} (or --no-control)", file=sys.stderr)
+        print(
+            f"knowledge-sim: refusing to serve the control extension on {args.host} with the default credential; "
+            f"give --control-token or set {CONTROL_TOKEN_ENV} (or --no-control)",
+            file=sys.stderr,
+        )
         return 2
     _log_without_blocking(args.log_level.upper())
     _raise_open_file_limit()
     try:
         app = create_app(
-            SimConfig(seed=args.seed, database=args.database, concurrent=True, store_threads=args.store_threads,
-                      control_enabled=not args.no_control,
-                      control_token=control_token or SimConfig.control_token, frozen_clock=args.frozen_clock,
-                      clock_start=None if not args.frozen_clock else SimConfig.clock_start, demo=args.corpus is None,
-                      wire_names=load_wire_names(args.wire_names) if args.wire_names else {}, embedder=args.embedder),
+            SimConfig(
+                seed=args.seed,
+                database=args.database,
+                concurrent=True,
+                store_threads=args.store_threads,
+                control_enabled=not args.no_control,
+                control_token=control_token or SimConfig.control_token,
+                frozen_clock=args.frozen_clock,
+                clock_start=None if not args.frozen_clock else SimConfig.clock_start,
+                demo=args.corpus is None,
+                wire_names=load_wire_names(args.wire_names) if args.wire_names else {},
+                embedder=args.embedder,
+            ),
             quirks=args.quirk,
         )
         if args.corpus:
@@ -200,19 +268,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"knowledge-sim: {exc}", file=sys.stderr)
         return 2
     core = app.state.core
-    print(f"knowledge-sim on http://{args.host}:{args.port}  workspaces: {', '.join(core.store.routes())}", file=sys.stderr)
+    print(
+        f"knowledge-sim on http://{args.host}:{args.port}  workspaces: {', '.join(core.store.routes())}",
+        file=sys.stderr,
+    )
     for route in core.store.routes():
         for ident in core.store.identities(route):
-            print(f"  route {route}: account {ident.account}, session {ident.session_id}: {ident.token}", file=sys.stderr)
+            print(
+                f"  route {route}: account {ident.account}, session {ident.session_id}: {ident.token}", file=sys.stderr
+            )
     if not args.no_control:
         print("  control extension at /_control/v1 (Authorization: Bearer <control token>)", file=sys.stderr)
-    print("  Agent Session MCP (streamable HTTP) at /agent-api/v1/workspaces/<route>/mcp (Authorization: Bearer <token>)",
-          file=sys.stderr)
+    print(
+        "  Agent Session MCP (streamable HTTP) at /agent-api/v1/workspaces/<route>/mcp (Authorization: Bearer <token>)",
+        file=sys.stderr,
+    )
     _exit_through_python_on_sigterm()
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=args.timeout_keep_alive,
-                limit_concurrency=args.limit_concurrency)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        timeout_keep_alive=args.timeout_keep_alive,
+        limit_concurrency=args.limit_concurrency,
+    )
     return 0
-
 
 
 async def _serve_stdio(server: Server[Any]) -> None:
@@ -222,8 +302,9 @@ async def _serve_stdio(server: Server[Any]) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-def _run_stdio(path: str, *, core_url: str | None, route: str | None, quirks: list[str], job_seconds: float,
-              seed: int = 0) -> int:
+def _run_stdio(
+    path: str, *, core_url: str | None, route: str | None, quirks: list[str], job_seconds: float, seed: int = 0
+) -> int:
     import time
 
     import anyio

@@ -25,8 +25,14 @@ class Clock:
     the same, so code that stamps one response with two readings of the clock shows.
     """
 
-    def __init__(self, start: float | None = None, *, frozen: bool = False, source: Callable[[], float] = time.time,
-                 tick: float = 0.0) -> None:
+    def __init__(
+        self,
+        start: float | None = None,
+        *,
+        frozen: bool = False,
+        source: Callable[[], float] = time.time,
+        tick: float = 0.0,
+    ) -> None:
         if tick < 0:
             raise ValueError("a clock tick cannot be negative")
         self._source = source

@@ -13,7 +13,9 @@ class SimConfig:
     # Searches, reads and turns in a thread pool, a store connection per thread (knowledge-sim serve);
     # off, every request runs on the event loop in order (the in-process simulator: reproducible).
     concurrent: bool = False
-    store_threads: int = 8  # threads serving store work when concurrent; more than a few a core only contend for the GIL
+    store_threads: int = (
+        8  # threads serving store work when concurrent; more than a few a core only contend for the GIL
+    )
     quirks: frozenset[str] = field(default_factory=frozenset)
     control_enabled: bool = True
     control_token: str = "sim-control-token"
@@ -27,4 +29,6 @@ class SimConfig:
     max_body_bytes: int = 1 << 20
     # Member names served instead of the canonical ones: [names.*] tables of wire-defaults.toml.
     wire_names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    embedder: str = "hashed"  # search_knowledge's semantic embedding: a name of simulator.search_knowledge.ranking.EMBEDDERS
+    embedder: str = (
+        "hashed"  # search_knowledge's semantic embedding: a name of simulator.search_knowledge.ranking.EMBEDDERS
+    )

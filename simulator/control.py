@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def control_routes(core: Core, transcript: deque[dict[str, Any]], *,
-                   on_corpus: Callable[[str | None], None] = lambda route: None) -> list[Route]:
+def control_routes(
+    core: Core, transcript: deque[dict[str, Any]], *, on_corpus: Callable[[str | None], None] = lambda route: None
+) -> list[Route]:
     """``on_corpus(route)`` hears that a workspace's corpus went (``None``: every workspace's)."""
     validators: dict[str, Any] = {}
 
@@ -39,7 +40,9 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]], *,
     def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Endpoint:
         async def endpoint(request: Request) -> Response:
             scheme, _, token = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), core.config.control_token.encode()):
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                token.strip().encode(), core.config.control_token.encode()
+            ):
                 return error_response(ApiError(401, "unauthorized", "the control extension needs its own credential"))
             try:
                 return await handler(request)
@@ -84,7 +87,11 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]], *,
         route = workspace(request)
         body = await body_of(request, "Corpus")
         bases = [
-            (b["id"], b.get("name", b["id"]), [ItemInput(i["id"], i["title"], i["content"], i.get("summary")) for i in b["items"]])
+            (
+                b["id"],
+                b.get("name", b["id"]),
+                [ItemInput(i["id"], i["title"], i["content"], i.get("summary")) for i in b["items"]],
+            )
             for b in body["bases"]
         ]
         replaced = core.store.replace_corpus(route, bases, core.clock.now())
@@ -95,7 +102,9 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]], *,
         route = workspace(request)
         body = await body_of(request, "RevisionInput")
         item_id = request.path_params["item_id"]
-        rev = core.store.publish_revision(route, item_id, body["content"], body.get("title"), body.get("summary"), core.clock.now())
+        rev = core.store.publish_revision(
+            route, item_id, body["content"], body.get("title"), body.get("summary"), core.clock.now()
+        )
         if rev is None:
             raise ApiError(404, "item_not_found", f"no item {item_id!r} in {route!r}")
         return json_response({"item_id": item_id, "revision_id": rev}, 201)
@@ -126,7 +135,9 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]], *,
         body = await body_of(request, "IdentityInput")
         if core.store.workspace(body["route"]) is None:
             raise ApiError(404, "route_unavailable", f"no workspace {body['route']!r}")
-        ident = core.store.mint_identity(body["account"], body["route"], body.get("hub", core.config.hub), body.get("session_id"))
+        ident = core.store.mint_identity(
+            body["account"], body["route"], body.get("hub", core.config.hub), body.get("session_id")
+        )
         return json_response(ident.__dict__, 201)
 
     async def fault(request: Request) -> Response:
@@ -141,8 +152,11 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]], *,
         """Each withheld response as it would have gone out: with the app's wire member names."""
         route = request.query_params.get("route")
         names = request.app.state.wire_names
-        withheld = [{"route": r, "status": status, "body": json.loads(names.turn(body.encode("utf-8")))}
-                    for r, status, body in core.withheld if route in (None, r)]
+        withheld = [
+            {"route": r, "status": status, "body": json.loads(names.turn(body.encode("utf-8")))}
+            for r, status, body in core.withheld
+            if route in (None, r)
+        ]
         return json_response({"responses": withheld})
 
     async def get_transcript(request: Request) -> Response:
@@ -164,4 +178,3 @@ def control_routes(core: Core, transcript: deque[dict[str, Any]], *,
         ("/transcript", get_transcript, ["GET"]),
     ]
     return [Route(path, guarded(handler), methods=methods) for path, handler, methods in table]
-

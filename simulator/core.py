@@ -62,7 +62,9 @@ class Core:
         self.faults: list[tuple[str, str | None]] = []
         self._fault_lock = threading.Lock()
         self.withheld: list[tuple[str, int, str]] = []  # (route, status, body) of each response a lose fault withheld
-        self.canned: list[tuple[str, str | None, int, Any]] = []  # (endpoint, route, status, body) of armed respond_next faults
+        self.canned: list[
+            tuple[str, str | None, int, Any]
+        ] = []  # (endpoint, route, status, body) of armed respond_next faults
 
     # ------------------------------------------------------------ identity
     def authenticate(self, authorization: str | None, route: str, *, knowledge_op: bool) -> Caller:
@@ -132,7 +134,15 @@ class Core:
         mode, _ = self.mode(caller.route)
         if mode == "legacy" and "knowledge_delivery" in body:
             raise ApiError(400, "invalid_request", "unknown field knowledge_delivery")
-        key = json.dumps([ident.session_id, caller.route, body["client_conversation_id"], body["client_turn_id"], body["user_message_id"]])
+        key = json.dumps(
+            [
+                ident.session_id,
+                caller.route,
+                body["client_conversation_id"],
+                body["client_turn_id"],
+                body["user_message_id"],
+            ]
+        )
         fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         replayed = self._replay(key, fingerprint)
         if replayed is not None:
@@ -140,11 +150,13 @@ class Core:
         now = self.clock.now()
         run = Run(self.store.new_uuid(), caller.route, ident.session_id, ident.account, ident.hub)
         context = self._turn_context(caller, run, body["user_input"], body.get("knowledge_delivery", "inline"), mode)
-        response = dumps({
-            "schema_version": TURN_SCHEMA,
-            "run_id": run.run_id,
-            "context": context,
-        }).decode("utf-8")
+        response = dumps(
+            {
+                "schema_version": TURN_SCHEMA,
+                "run_id": run.run_id,
+                "context": context,
+            }
+        ).decode("utf-8")
         self.store.commit_turn(key, fingerprint, run, response, now)
         if self.take_fault("lose_next_turn_response", caller.route):
             self.withheld.append((caller.route, 200, response))  # control can say what was committed (GET /faults/lost)
@@ -161,21 +173,37 @@ class Core:
         return existing[1].encode("utf-8")
 
     def _turn_context(self, caller: Caller, run: Run, user_input: str, delivery: str, mode: str) -> dict[str, Any]:
-        context: dict[str, Any] = {"knowledge": [], "knowledge_refs": [], "governance": {"knowledge_trust": "reference_only"}}
+        context: dict[str, Any] = {
+            "knowledge": [],
+            "knowledge_refs": [],
+            "governance": {"knowledge_trust": "reference_only"},
+        }
         if delivery == "on_demand":
             status, hints = self._search_hints(caller, run, user_input[:1000], MAX_HINTS, mode, endpoint=False)
-            envelope = {"schema_version": KNOWLEDGE_SCHEMA, "mode": "on_demand", "status": status, "trust": "reference_only"}
+            envelope = {
+                "schema_version": KNOWLEDGE_SCHEMA,
+                "mode": "on_demand",
+                "status": status,
+                "trust": "reference_only",
+            }
             context["knowledge_delivery"] = self._fit(envelope, hints, "hints", SEARCH_MAX_BYTES)
             return context
         if mode != "disabled":
             context["knowledge"], context["knowledge_refs"] = self._inline_bodies(caller, run, user_input)
         return context
 
-    def _inline_bodies(self, caller: Caller, run: Run, user_input: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def _inline_bodies(
+        self, caller: Caller, run: Run, user_input: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """What a legacy (inline) Core assembles: bodies plus their references."""
         bases = self._visible_bases(caller)
-        found = self.store.search(caller.route, user_input[:1000], bases, MAX_HINTS) or self.store.first_items(caller.route, bases, MAX_HINTS)
-        bodies = [{"title": r.title, "content": r.content[:INLINE_BODY_CHARS], "ref": self._ref(caller, run, r)} for r in found]
+        found = self.store.search(caller.route, user_input[:1000], bases, MAX_HINTS) or self.store.first_items(
+            caller.route, bases, MAX_HINTS
+        )
+        bodies = [
+            {"title": r.title, "content": r.content[:INLINE_BODY_CHARS], "ref": self._ref(caller, run, r)}
+            for r in found
+        ]
         refs = [{"knowledge_item_id": r.item_id, "revision": r.revision_id, "title": r.title} for r in found]
         return bodies, refs
 
@@ -186,7 +214,9 @@ class Core:
     def _search_in(self, caller: Caller, run: Run, body: dict[str, Any]) -> dict[str, Any]:
         """Search on behalf of ``run``, already resolved as the caller's."""
         mode, _ = self.mode(caller.route)
-        status, hints = self._search_hints(caller, run, body["query"], min(int(body.get("limit", MAX_HINTS)), MAX_HINTS), mode, endpoint=True)
+        status, hints = self._search_hints(
+            caller, run, body["query"], min(int(body.get("limit", MAX_HINTS)), MAX_HINTS), mode, endpoint=True
+        )
         envelope: dict[str, Any] = {"schema_version": KNOWLEDGE_SCHEMA, "status": status, "trust": "reference_only"}
         if status in ("unavailable", "partial", "disabled"):
             envelope["message"] = {
@@ -200,7 +230,9 @@ class Core:
         scope = self.store.scope(caller.route, caller.identity.account)
         return None if scope.bases is None else list(scope.bases)
 
-    def _search_hints(self, caller: Caller, run: Run, query: str, limit: int, mode: str, *, endpoint: bool) -> tuple[str, list[dict[str, Any]]]:
+    def _search_hints(
+        self, caller: Caller, run: Run, query: str, limit: int, mode: str, *, endpoint: bool
+    ) -> tuple[str, list[dict[str, Any]]]:
         """Hints for a search request, or for a turn's on_demand context (``endpoint=False``:
         the injected search fault targets the search endpoint only)."""
         if mode == "disabled":
@@ -240,9 +272,15 @@ class Core:
     # ---------------------------------------------------------- references
     def _ref(self, caller: Caller, run: Run, rev: Revision) -> str:
         claims: dict[str, Any] = {
-            "w": caller.route, "h": caller.identity.hub, "s": caller.identity.session_id, "a": caller.identity.account,
-            "r": run.run_id, "i": rev.item_id, "v": rev.revision_id,
-            "sv": self.store.scope(caller.route, caller.identity.account).version, "t": self.clock.now(),
+            "w": caller.route,
+            "h": caller.identity.hub,
+            "s": caller.identity.session_id,
+            "a": caller.identity.account,
+            "r": run.run_id,
+            "i": rev.item_id,
+            "v": rev.revision_id,
+            "sv": self.store.scope(caller.route, caller.identity.account).version,
+            "t": self.clock.now(),
         }
         return self.signer.sign("ref", claims)
 
@@ -251,7 +289,9 @@ class Core:
 
     def _claims(self, kind: str, token: str) -> dict[str, Any]:
         if len(token.encode("utf-8")) > MAX_TOKEN_BYTES:
-            raise self._ref_error(400, "knowledge_reference_invalid", f"the {kind} is longer than {MAX_TOKEN_BYTES} bytes")
+            raise self._ref_error(
+                400, "knowledge_reference_invalid", f"the {kind} is longer than {MAX_TOKEN_BYTES} bytes"
+            )
         try:
             return self.signer.verify(kind, token)
         except TokenError as exc:
@@ -276,11 +316,15 @@ class Core:
     def _check_scope(self, claims: dict[str, Any], current: Revision | None, scope: Scope) -> None:
         in_scope = current is not None and (scope.bases is None or current.base_id in scope.bases)
         if claims.get("sv") != scope.version or not in_scope:
-            raise self._ref_error(409, "knowledge_scope_changed", "the knowledge scope changed since this reference was issued")
+            raise self._ref_error(
+                409, "knowledge_scope_changed", "the knowledge scope changed since this reference was issued"
+            )
 
     def _check_revision(self, claims: dict[str, Any], current: Revision) -> None:
         if current.revision_id != claims.get("v"):
-            raise self._ref_error(409, "knowledge_revision_changed", "a newer revision was published since this reference was issued")
+            raise self._ref_error(
+                409, "knowledge_revision_changed", "a newer revision was published since this reference was issued"
+            )
 
     # ---------------------------------------------------------------- read
     def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
@@ -305,19 +349,37 @@ class Core:
             cursor = self._claims("cursor", body["cursor"])
             self._check_binding("cursor", cursor, caller, run)
             self._check_age("cursor", cursor)
-            if cursor.get("p") != digest(ref) or not isinstance(cursor.get("o"), int) or not isinstance(cursor.get("b"), int):
-                raise self._ref_error(400, "knowledge_reference_invalid", "this cursor does not continue this reference")
+            if (
+                cursor.get("p") != digest(ref)
+                or not isinstance(cursor.get("o"), int)
+                or not isinstance(cursor.get("b"), int)
+            ):
+                raise self._ref_error(
+                    400, "knowledge_reference_invalid", "this cursor does not continue this reference"
+                )
             offset, consumed = cursor["o"], cursor["b"]
         return self._page(caller, run, ref, current, offset, consumed, int(body.get("max_bytes", READ_DEFAULT_BYTES)))
 
     def _cursor(self, caller: Caller, run: Run, ref: str, offset: int, consumed: int, issued_at: float) -> str:
         ident = caller.identity
-        return self.signer.sign("cursor", {
-            "w": caller.route, "h": ident.hub, "s": ident.session_id, "a": ident.account, "r": run.run_id,
-            "p": digest(ref), "o": offset, "b": consumed, "t": issued_at,
-        })
+        return self.signer.sign(
+            "cursor",
+            {
+                "w": caller.route,
+                "h": ident.hub,
+                "s": ident.session_id,
+                "a": ident.account,
+                "r": run.run_id,
+                "p": digest(ref),
+                "o": offset,
+                "b": consumed,
+                "t": issued_at,
+            },
+        )
 
-    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
+    def _page(
+        self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int
+    ) -> dict[str, Any]:
         """The page of ``rev`` from character ``offset`` that fits ``max_bytes``, ``consumed`` content bytes into its chain."""
         doc = rev.content
         doc_bytes = len(doc.encode("utf-8"))
@@ -326,13 +388,19 @@ class Core:
         # differ only in offsets no longer than the placeholder's, never in a timestamp of another length.
         now = self.clock.now()
         shell: dict[str, Any] = {
-            "schema_version": KNOWLEDGE_SCHEMA, "ref": ref, "revision": rev.revision_id, "content": "",
+            "schema_version": KNOWLEDGE_SCHEMA,
+            "ref": ref,
+            "revision": rev.revision_id,
+            "content": "",
             "next_cursor": self._cursor(caller, run, ref, doc_bytes, 10 * CHAIN_BUDGET, now),
-            "truncated": False, "budget_exhausted": False, "trust": "reference_only",
-            "total_content_bytes": doc_bytes, "read_chain_max_bytes": CHAIN_BUDGET,
+            "truncated": False,
+            "budget_exhausted": False,
+            "trust": "reference_only",
+            "total_content_bytes": doc_bytes,
+            "read_chain_max_bytes": CHAIN_BUDGET,
         }
         room = max_bytes - len(dumps(shell))
-        window_text = doc[offset: offset + max(room, 0)]
+        window_text = doc[offset : offset + max(room, 0)]
         keep = self._fit_content(window_text, room, int(min(remaining, 1 << 40)))
         content = window_text[:keep]
         end, size = offset + keep, len(content.encode("utf-8"))
@@ -355,5 +423,10 @@ class Core:
 def binding(caller: Caller, run: Run) -> list[tuple[str, str, str]]:
     """What a reference is bound to: (claim, the caller's value, what it names), run last."""
     ident = caller.identity
-    return [("h", ident.hub, "Hub"), ("s", ident.session_id, "Agent Session"), ("a", ident.account, "account"),
-            ("w", caller.route, "route"), ("r", run.run_id, "run")]
+    return [
+        ("h", ident.hub, "Hub"),
+        ("s", ident.session_id, "Agent Session"),
+        ("a", ident.account, "account"),
+        ("w", caller.route, "route"),
+        ("r", run.run_id, "run"),
+    ]

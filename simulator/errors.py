@@ -8,8 +8,15 @@ from typing import Any
 class ApiError(Exception):
     """An error answered as ``{"error", "message"[, "next_action"]}``."""
 
-    def __init__(self, status: int, code: str, message: str, *, next_action: str | None = None,
-                 extra: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        next_action: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code

@@ -39,9 +39,15 @@ def load_quirks(data: object) -> dict[str, Quirk]:
     for entry in data["quirks"]:
         if entry["name"] in quirks:
             raise ValueError(f"{OUTCOMES_FILE}: quirk {entry['name']!r} is listed twice")
-        quirks[entry["name"]] = Quirk(entry["name"], tuple(entry["violates"]), entry["description"], entry["exit"],
-                                      entry.get("strict_only", False), dict(entry.get("suite_misses", {})),
-                                      entry.get("caught_by", "suite"))
+        quirks[entry["name"]] = Quirk(
+            entry["name"],
+            tuple(entry["violates"]),
+            entry["description"],
+            entry["exit"],
+            entry.get("strict_only", False),
+            dict(entry.get("suite_misses", {})),
+            entry.get("caught_by", "suite"),
+        )
     return quirks
 
 

@@ -144,8 +144,9 @@ class ItemInput:
 class Store:
     """Thread-safe access to one SQLite database; every write is one transaction."""
 
-    def __init__(self, path: str, rng: Random, *, key_source: Callable[[], bytes] | None = None,
-                 concurrent: bool = False) -> None:
+    def __init__(
+        self, path: str, rng: Random, *, key_source: Callable[[], bytes] | None = None, concurrent: bool = False
+    ) -> None:
         """``rng`` draws IDs and tokens; ``key_source`` makes the signing key the first time the
         store is opened (default: the operating system's secret source). The key is never drawn
         from ``rng``: IDs are public, and a generator's outputs reveal its state. ``concurrent``:
@@ -331,7 +332,9 @@ class Store:
             (rev, route, item.item_id, item.title, item.summary, item.content, now),
         )
 
-    def publish_revision(self, route: str, item_id: str, content: str, title: str | None, summary: str | None, now: float) -> str | None:
+    def publish_revision(
+        self, route: str, item_id: str, content: str, title: str | None, summary: str | None, now: float
+    ) -> str | None:
         with self.transaction() as db:
             row = db.execute(
                 "SELECT i.base_id, r.title, r.summary, r.content FROM items i JOIN revisions r ON r.revision_id = i.current_revision "
@@ -341,9 +344,15 @@ class Store:
             if row is None:
                 return None
             rev = self.new_id("rev_")
-            rid = _unindex_item(db, route, item_id, row["title"], row["content"])  # only the current revision is searchable
-            item = ItemInput(item_id, title if title is not None else row["title"], content,
-                             summary if summary is not None else (row["summary"] if title is None else None))
+            rid = _unindex_item(
+                db, route, item_id, row["title"], row["content"]
+            )  # only the current revision is searchable
+            item = ItemInput(
+                item_id,
+                title if title is not None else row["title"],
+                content,
+                summary if summary is not None else (row["summary"] if title is None else None),
+            )
             self._insert_revision(db, route, item, rev, now)
             _index_item(db, route, rid, row["base_id"], item)
             db.execute("UPDATE items SET current_revision=? WHERE route=? AND item_id=?", (rev, route, item_id))
@@ -367,7 +376,9 @@ class Store:
 
     def base_ids(self, route: str) -> list[str]:
         with self._reading() as db:
-            return [r["base_id"] for r in db.execute("SELECT base_id FROM bases WHERE route=? ORDER BY base_id", (route,))]
+            return [
+                r["base_id"] for r in db.execute("SELECT base_id FROM bases WHERE route=? ORDER BY base_id", (route,))
+            ]
 
     def search(self, route: str, query: str, bases: Sequence[str] | None, limit: int) -> list[Revision]:
         """BM25-ranked current revisions matching any word of ``query``."""
@@ -392,15 +403,21 @@ class Store:
                 if "no such table" in str(exc):
                     return []  # a workspace that never had a document
                 raise
-            ids = [row["item_id"] for row in (db.execute(f"SELECT item_id FROM {rows} WHERE rid=?", (rid,)).fetchone() for rid in rids)
-                   if row is not None]
+            ids = [
+                row["item_id"]
+                for row in (db.execute(f"SELECT item_id FROM {rows} WHERE rid=?", (rid,)).fetchone() for rid in rids)
+                if row is not None
+            ]
             found = [self.current_revision(route, i) for i in ids]
         return [r for r in found if r is not None]
 
     def first_items(self, route: str, bases: Sequence[str] | None, limit: int) -> list[Revision]:
         with self.snapshot(), self._reading() as db:
-            ids = [r["item_id"] for r in db.execute("SELECT item_id, base_id FROM items WHERE route=? ORDER BY item_id", (route,))
-                   if bases is None or r["base_id"] in bases]
+            ids = [
+                r["item_id"]
+                for r in db.execute("SELECT item_id, base_id FROM items WHERE route=? ORDER BY item_id", (route,))
+                if bases is None or r["base_id"] in bases
+            ]
             found = [self.current_revision(route, i) for i in ids[:limit]]
         return [r for r in found if r is not None]
 
@@ -424,7 +441,10 @@ class Store:
     def mint_identity(self, account: str, route: str, hub: str, session_id: str | None) -> Identity:
         ident = Identity(self.new_id("bha_", 24), account, hub, session_id or self.new_uuid(), route)
         with self.transaction() as db:
-            db.execute("INSERT INTO identities VALUES(?, ?, ?, ?, ?)", (ident.token, ident.account, ident.hub, ident.session_id, ident.route))
+            db.execute(
+                "INSERT INTO identities VALUES(?, ?, ?, ?, ?)",
+                (ident.token, ident.account, ident.hub, ident.session_id, ident.route),
+            )
         return ident
 
     def identity(self, token: str) -> Identity | None:
@@ -449,14 +469,21 @@ class Store:
 
     def commit_turn(self, turn_key: str, fingerprint: str, run: Run, response: str, now: float) -> None:
         with self.transaction() as db:
-            db.execute("INSERT INTO runs VALUES(?, ?, ?, ?, ?, ?)", (run.run_id, run.route, run.session_id, run.account, run.hub, now))
+            db.execute(
+                "INSERT INTO runs VALUES(?, ?, ?, ?, ?, ?)",
+                (run.run_id, run.route, run.session_id, run.account, run.hub, now),
+            )
             db.execute("INSERT OR REPLACE INTO turns VALUES(?, ?, ?, ?)", (turn_key, fingerprint, run.run_id, response))
 
 
 def _create_index(db: sqlite3.Connection, route: str) -> None:
     """A contentless FTS5 index (the text lives in ``revisions`` once, not twice) and its rows table."""
-    db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_index_name(route)} USING fts5(title, content, content='', tokenize='unicode61')")
-    db.execute(f"CREATE TABLE IF NOT EXISTS {_rows_name(route)}(rid INTEGER PRIMARY KEY, item_id TEXT NOT NULL UNIQUE, base_id TEXT NOT NULL)")
+    db.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {_index_name(route)} USING fts5(title, content, content='', tokenize='unicode61')"
+    )
+    db.execute(
+        f"CREATE TABLE IF NOT EXISTS {_rows_name(route)}(rid INTEGER PRIMARY KEY, item_id TEXT NOT NULL UNIQUE, base_id TEXT NOT NULL)"
+    )
 
 
 def _drop_index(db: sqlite3.Connection, route: str) -> None:
@@ -466,8 +493,12 @@ def _drop_index(db: sqlite3.Connection, route: str) -> None:
 
 def _drop_indexes(db: sqlite3.Connection) -> None:
     """Every workspace's index, and the indexes of earlier layouts."""
-    names = [r["name"] for r in db.execute(
-        "SELECT name FROM sqlite_master WHERE type='table' AND (sql LIKE 'CREATE VIRTUAL TABLE%' OR name LIKE 'fti!_%!_rows' ESCAPE '!')")]
+    names = [
+        r["name"]
+        for r in db.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND (sql LIKE 'CREATE VIRTUAL TABLE%' OR name LIKE 'fti!_%!_rows' ESCAPE '!')"
+        )
+    ]
     for name in names:
         db.execute(f'DROP TABLE IF EXISTS "{name}"')
 
@@ -483,7 +514,9 @@ def _index_items(db: sqlite3.Connection, route: str, items: list[tuple[str, Item
 def _index_item(db: sqlite3.Connection, route: str, rid: int, base_id: str, item: ItemInput) -> None:
     _create_index(db, route)
     db.execute(f"INSERT INTO {_rows_name(route)}(rid, item_id, base_id) VALUES(?, ?, ?)", (rid, item.item_id, base_id))
-    db.execute(f"INSERT INTO {_index_name(route)}(rowid, title, content) VALUES(?, ?, ?)", (rid, item.title, item.content))
+    db.execute(
+        f"INSERT INTO {_index_name(route)}(rowid, title, content) VALUES(?, ?, ?)", (rid, item.title, item.content)
+    )
 
 
 def _unindex_item(db: sqlite3.Connection, route: str, item_id: str, title: str, content: str) -> int:
@@ -494,7 +527,9 @@ def _unindex_item(db: sqlite3.Connection, route: str, item_id: str, title: str, 
     if found is None:
         raise LookupError(f"item {item_id!r} of route {route!r} is not indexed")
     index = _index_name(route)
-    db.execute(f"INSERT INTO {index}({index}, rowid, title, content) VALUES('delete', ?, ?, ?)", (found["rid"], title, content))
+    db.execute(
+        f"INSERT INTO {index}({index}, rowid, title, content) VALUES('delete', ?, ?, ?)", (found["rid"], title, content)
+    )
     db.execute(f"DELETE FROM {rows} WHERE rid=?", (found["rid"],))
     rid: int = found["rid"]
     return rid
@@ -505,14 +540,22 @@ def _rebuild_indexes(db: sqlite3.Connection) -> None:
     from the current revisions when opened."""
     if db.execute("SELECT 1 FROM sqlite_master WHERE name LIKE 'fts!_%' ESCAPE '!' LIMIT 1").fetchone() is None:
         routes = [r["route"] for r in db.execute("SELECT DISTINCT route FROM items")]
-        missing = [r for r in routes if db.execute("SELECT 1 FROM sqlite_master WHERE name=?", (_index_name(r).strip('"'),)).fetchone() is None]
+        missing = [
+            r
+            for r in routes
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name=?", (_index_name(r).strip('"'),)).fetchone() is None
+        ]
         if not missing:
             return
     _drop_indexes(db)
     corpus: dict[str, list[tuple[str, ItemInput]]] = {}
-    for row in db.execute("SELECT i.route, i.base_id, r.item_id, r.title, r.content FROM items i "
-                          "JOIN revisions r ON r.revision_id = i.current_revision").fetchall():
-        corpus.setdefault(row["route"], []).append((row["base_id"], ItemInput(row["item_id"], row["title"], row["content"])))
+    for row in db.execute(
+        "SELECT i.route, i.base_id, r.item_id, r.title, r.content FROM items i "
+        "JOIN revisions r ON r.revision_id = i.current_revision"
+    ).fetchall():
+        corpus.setdefault(row["route"], []).append(
+            (row["base_id"], ItemInput(row["item_id"], row["title"], row["content"]))
+        )
     for route, items in corpus.items():
         _index_items(db, route, items)
 

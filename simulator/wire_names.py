@@ -58,8 +58,10 @@ class WireNames:
         if self.is_default:
             return body
         limits = body.get("limits")
-        out = _rename({**body, "limits": _rename(limits, self._changed["limits"])} if "limits" in body else body,
-                      self._changed["capabilities"])
+        out = _rename(
+            {**body, "limits": _rename(limits, self._changed["limits"])} if "limits" in body else body,
+            self._changed["capabilities"],
+        )
         return dict(out)
 
     def turn(self, raw: bytes) -> bytes:
@@ -71,7 +73,9 @@ class WireNames:
         if isinstance(body, dict) and isinstance(body.get("context"), dict):
             context = body["context"]
             if isinstance(context.get("knowledge_delivery"), dict):
-                context["knowledge_delivery"] = _rename(context["knowledge_delivery"], self._changed["knowledge_delivery"])
+                context["knowledge_delivery"] = _rename(
+                    context["knowledge_delivery"], self._changed["knowledge_delivery"]
+                )
             body["context"] = _rename(context, self._changed["turn_context"])
         return dumps(body)
 

@@ -36,8 +36,21 @@ class Outcome:
 
 def command(quirk: Quirk, reports: Path) -> list[str]:
     """The whole suite (no --requirement filter), the stateful model unshrunk; strict when the quirk needs it."""
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider",
-           "--sim-quirk", quirk.name, "--no-shrink", "--reports", str(reports)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "conformance.suite",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--sim-quirk",
+        quirk.name,
+        "--no-shrink",
+        "--reports",
+        str(reports),
+    ]
     if quirk.strict_only:
         config = reports.parent / f"{quirk.name}.strict.toml"
         config.write_text(STRICT_CONFIG, "utf-8")
@@ -78,7 +91,11 @@ def problems(quirk: Quirk, outcome: Outcome) -> list[str]:
     A quirk only concurrency shows (``caught_by: load``) must pass the sequential suite: conformant,
     none of its IDs failed (a load run catches it: tests/test_load_profile.py)."""
     if quirk.caught_by == "load":
-        found = [f"the sequential suite failed {rid}, which only concurrency should show" for rid in quirk.violates if rid in outcome.failed]
+        found = [
+            f"the sequential suite failed {rid}, which only concurrency should show"
+            for rid in quirk.violates
+            if rid in outcome.failed
+        ]
         if outcome.exit != 0:
             found.append(f"exit {outcome.exit}, expected 0 (only a load run catches it)")
     else:
@@ -102,11 +119,17 @@ def table(quirks: dict[str, Quirk], outcomes: dict[str, Outcome]) -> str:
     for name, out in sorted(outcomes.items()):
         quirk = quirks[name]
         issues = problems(quirk, out)
-        verdict = "detected" if not issues else ("suite misses (known): " if issues == known_gaps(quirk) else "MISSED: ") + "; ".join(issues)
+        verdict = (
+            "detected"
+            if not issues
+            else ("suite misses (known): " if issues == known_gaps(quirk) else "MISSED: ") + "; ".join(issues)
+        )
         others = sorted(out.failed - set(quirk.violates))
-        lines.append(f"{name:{width}}  {','.join(quirk.violates):24}  {verdict}"
-                     f"  exit {out.exit}  {out.seconds:5.1f} s{'  strict' if out.strict else ''}"
-                     f"{'  also ' + ','.join(others) if others else ''}")
+        lines.append(
+            f"{name:{width}}  {','.join(quirk.violates):24}  {verdict}"
+            f"  exit {out.exit}  {out.seconds:5.1f} s{'  strict' if out.strict else ''}"
+            f"{'  also ' + ','.join(others) if others else ''}"
+        )
     return "\n".join(lines)
 
 

@@ -41,7 +41,9 @@ class Wrapper:
     def applies(self, path: str) -> bool:
         return not path.startswith(CONTROL)
 
-    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+    def request(
+        self, path: str, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
         return headers, body, None
 
     def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
@@ -99,7 +101,13 @@ class Wrapper:
 
 async def _send(send: Any, status: int, content: bytes, headers: list[tuple[bytes, bytes]]) -> None:
     kept = [(k, v) for k, v in headers if k.lower() != b"content-length"]
-    await send({"type": "http.response.start", "status": status, "headers": [*kept, (b"content-length", str(len(content)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [*kept, (b"content-length", str(len(content)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": content})
 
 
@@ -137,9 +145,16 @@ class OneHint(Wrapper):
 class RefusesLargeLimit(Wrapper):
     """Refuses a search ``limit`` above three with 400 instead of clamping it."""
 
-    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+    def request(
+        self, path: str, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
         parsed = _json(body)
-        if path.endswith("/knowledge/search") and isinstance(parsed, dict) and isinstance(parsed.get("limit"), int) and parsed["limit"] > 3:
+        if (
+            path.endswith("/knowledge/search")
+            and isinstance(parsed, dict)
+            and isinstance(parsed.get("limit"), int)
+            and parsed["limit"] > 3
+        ):
             return headers, body, _refusal("limit must be 1..3")
         return headers, body, None
 
@@ -147,7 +162,9 @@ class RefusesLargeLimit(Wrapper):
 class ClampsMaxBytes(Wrapper):
     """Clamps a read ``max_bytes`` outside 4096..32768 into the range instead of refusing it."""
 
-    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+    def request(
+        self, path: str, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
         parsed = _json(body)
         value = parsed.get("max_bytes") if isinstance(parsed, dict) else None
         if path.endswith("/knowledge/read") and isinstance(value, int) and not isinstance(value, bool):
@@ -168,14 +185,22 @@ class ErrorsWithoutMessage(Wrapper):
 class IgnoresContentType(Wrapper):
     """Reads every request body as JSON whatever its Content-Type says."""
 
-    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
-        return [(k, v) for k, v in headers if k.lower() != b"content-type"] + [(b"content-type", b"application/json")], body, None
+    def request(
+        self, path: str, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+        return (
+            [(k, v) for k, v in headers if k.lower() != b"content-type"] + [(b"content-type", b"application/json")],
+            body,
+            None,
+        )
 
 
 class LenientSearch(Wrapper):
     """Repairs a search body it could read (types, lengths, limit, unknown fields) instead of refusing it."""
 
-    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+    def request(
+        self, path: str, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
         parsed = _json(body)
         if path.endswith("/knowledge/search") and isinstance(parsed, dict) and "run_id" in parsed:
             query = str(parsed.get("query") or "binding")[:1000]
@@ -198,7 +223,9 @@ class ControlWithoutLegacyStatus(Wrapper):
     def applies(self, path: str) -> bool:
         return path.startswith(CONTROL) and path.endswith("/mode")
 
-    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+    def request(
+        self, path: str, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
         parsed = _json(body)
         if isinstance(parsed, dict) and "legacy_status" in parsed:
             return headers, body, _refusal("legacy_status: unknown field")
@@ -211,7 +238,9 @@ class ControlWithoutLostReadback(Wrapper):
     def applies(self, path: str) -> bool:
         return path.startswith(CONTROL) and path.endswith("/faults/lost")
 
-    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+    def request(
+        self, path: str, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
         return headers, body, (404, {"error": "not_found", "message": "unknown path"})
 
 
@@ -244,7 +273,9 @@ class CoreSwap(Wrapper):
 class _SmallPagesCore(Core):
     """The clean Core, but every page is at most ``SmallPages.PAGE_BYTES`` of JSON, whatever was asked."""
 
-    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
+    def _page(
+        self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int
+    ) -> dict[str, Any]:
         return super()._page(caller, run, ref, rev, offset, consumed, min(max_bytes, SmallPages.PAGE_BYTES))
 
 
@@ -304,7 +335,9 @@ class PaddedBase64Refs(Wrapper):
             self.ids[ref], self.refs[raw] = raw, ref
         return base64.b64encode(self.ids[ref]).decode()
 
-    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+    def request(
+        self, path: str, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
         parsed = _json(body)
         if path.endswith("/knowledge/read") and isinstance(parsed, dict) and isinstance(parsed.get("ref"), str):
             try:
@@ -326,7 +359,9 @@ class CursorNamesItsChain(Wrapper):
         super().__init__(app)
         self.owners: dict[str, str] = {}
 
-    def request(self, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+    def request(
+        self, path: str, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
         parsed = _json(body)
         if path.endswith("/knowledge/read") and isinstance(parsed, dict) and parsed.get("cursor") in self.owners:
             parsed["ref"] = self.owners[parsed["cursor"]]
@@ -370,7 +405,12 @@ class DeliveryExtraMember(Wrapper):
 
     def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
         context = body.get("context")
-        if path.endswith("/turns") and status == 200 and isinstance(context, dict) and isinstance(context.get("knowledge_delivery"), dict):
+        if (
+            path.endswith("/turns")
+            and status == 200
+            and isinstance(context, dict)
+            and isinstance(context.get("knowledge_delivery"), dict)
+        ):
             delivery = {**context["knowledge_delivery"], "generated_by": "hint index v2"}
             return status, {**body, "context": {**context, "knowledge_delivery": delivery}}
         return None
@@ -400,7 +440,9 @@ class OtherPaths(Wrapper):
                 return
         if path.startswith("/agent-api/") and path.endswith(tuple(_DEFAULT_TAILS.values())):
             self.strays.append(f"{scope['method']} {path}")
-            await _send(send, 404, b'{"error":"not_found","message":"unknown path"}', [(b"content-type", b"application/json")])
+            await _send(
+                send, 404, b'{"error":"not_found","message":"unknown path"}', [(b"content-type", b"application/json")]
+            )
             return
         await self.app(scope, receive, send)
 
@@ -424,16 +466,38 @@ def served(app: Any) -> Iterator[str]:
         stop()
 
 
-def run_suite(app: Any, reports: Path, *args: str, strict: bool = False, config: str = "") -> tuple[int, dict[str, Any], str]:
+def run_suite(
+    app: Any, reports: Path, *args: str, strict: bool = False, config: str = ""
+) -> tuple[int, dict[str, Any], str]:
     """Run the suite against ``app`` as a live Core with control; returns exit code, results and output.
     ``config`` is more of the target configuration (TOML tables after [control] and [wire])."""
     reports.mkdir(parents=True, exist_ok=True)
     with served(app) as url:
         target = reports / "target.toml"
-        target.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "KC_SEED_ALLOWED_CONTROL"}}\n'
-                          + ("[wire]\ncodes = {strict = true}\n" if strict else "") + config, "utf-8")
-        cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--no-shrink",
-               "--target", url, "--target-config", str(target), "--report-dir", str(reports), *args]
+        target.write_text(
+            f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "KC_SEED_ALLOWED_CONTROL"}}\n'
+            + ("[wire]\ncodes = {strict = true}\n" if strict else "")
+            + config,
+            "utf-8",
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            "conformance.suite",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--no-shrink",
+            "--target",
+            url,
+            "--target-config",
+            str(target),
+            "--report-dir",
+            str(reports),
+            *args,
+        ]
         env = {**os.environ, "KC_SEED_ALLOWED_CONTROL": CONTROL_TOKEN}
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     results = json.loads((reports / "results.json").read_text("utf-8"))

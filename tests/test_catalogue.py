@@ -46,5 +46,9 @@ def test_quotes_come_from_their_source() -> None:
         return " ".join(s.split())
 
     loaded = {k: norm(p.read_text("utf-8")) for k, p in texts.items()}
-    missing = [r.id for r in load_catalogue() if r.source_file in loaded and norm(r.quote.replace(" ... ", " ")) not in loaded[r.source_file]]
+    missing = [
+        r.id
+        for r in load_catalogue()
+        if r.source_file in loaded and norm(r.quote.replace(" ... ", " ")) not in loaded[r.source_file]
+    ]
     assert missing == []

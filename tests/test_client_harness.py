@@ -48,9 +48,26 @@ def core() -> Iterator[ServedSimulator]:
 
 
 def client_run(harness: str, core: ServedSimulator, tmp: Path) -> tuple[int, dict[str, Any], str]:
-    done = subprocess.run([CLI, "client", "--harness", harness, "--core", core.url, "--control-token", core.control_token,
-                           "--report-dir", str(tmp), "--run-id", secrets.token_hex(4)],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    done = subprocess.run(
+        [
+            CLI,
+            "client",
+            "--harness",
+            harness,
+            "--core",
+            core.url,
+            "--control-token",
+            core.control_token,
+            "--report-dir",
+            str(tmp),
+            "--run-id",
+            secrets.token_hex(4),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     results = json.loads((tmp / "results.json").read_text("utf-8")) if (tmp / "results.json").exists() else {}
     return done.returncode, results, done.stdout[-3000:] + done.stderr[-2000:]
 
@@ -86,8 +103,14 @@ def test_every_client_and_host_rule_has_a_check_or_a_reason() -> None:
                 if mark.name == "requirement":
                     tagged.update(mark.args)
                 if mark.name == "parametrize":
-                    tagged.update(rid for c in mark.args[1] if hasattr(c, "marks") for m in c.marks
-                                  if m.name == "requirement" for rid in m.args)
+                    tagged.update(
+                        rid
+                        for c in mark.args[1]
+                        if hasattr(c, "marks")
+                        for m in c.marks
+                        if m.name == "requirement"
+                        for rid in m.args
+                    )
     shown = {r.id for r in load_catalogue() if r.surface in ("client", "host") and r.via != "none"}
     assert shown - tagged == set()
     assert set(UNSHOWABLE) <= tagged, "each rule no harness can show is reported with its reason by a skipped check"
@@ -96,7 +119,9 @@ def test_every_client_and_host_rule_has_a_check_or_a_reason() -> None:
 def test_the_protocol_schema_refuses_a_malformed_answer() -> None:
     assert problems("answer", {"id": 1, "ok": True, "value": {}}) == []
     assert problems("answer", {"id": 1, "ok": True}), "an ok answer needs a value"
-    assert problems("answer", {"id": 1, "ok": False, "error": {"kind": "nope", "message": "x"}}), "error kinds are a closed set"
+    assert problems("answer", {"id": 1, "ok": False, "error": {"kind": "nope", "message": "x"}}), (
+        "error kinds are a closed set"
+    )
     assert problems("capabilities_value", {"supported": "yes"})
 
 
@@ -115,24 +140,35 @@ def test_the_reference_client_is_conformant(core: ServedSimulator, tmp_path: Pat
 
 
 @pytest.mark.parametrize("miniature", RUN, ids=[m["name"] for m in RUN])
-def test_a_broken_client_is_caught_with_its_exact_ids(miniature: dict[str, Any], core: ServedSimulator, tmp_path: Path) -> None:
-    code, results, out = client_run(f"{sys.executable} -m conformance.clients.miniatures {miniature['name']}", core, tmp_path)
+def test_a_broken_client_is_caught_with_its_exact_ids(
+    miniature: dict[str, Any], core: ServedSimulator, tmp_path: Path
+) -> None:
+    code, results, out = client_run(
+        f"{sys.executable} -m conformance.clients.miniatures {miniature['name']}", core, tmp_path
+    )
     assert (code, failed(results)) == (miniature["exit"], set(miniature["violates"])), out
     if miniature["exit"] == 7:
         assert results["verdict"] == "error" and "is not a capabilities_value" in out
 
 
-def test_a_harness_that_does_not_start_is_one_harness_error_with_its_reason(core: ServedSimulator, tmp_path: Path) -> None:
+def test_a_harness_that_does_not_start_is_one_harness_error_with_its_reason(
+    core: ServedSimulator, tmp_path: Path
+) -> None:
     """Before: 1,600+ lines of fixture tracebacks and a verdict saying only "the harness did not start"."""
-    code, results, out = client_run(f"{sys.executable} -c 'import sys; print(\"boom-tail\", file=sys.stderr); sys.exit(3)'",
-                                    core, tmp_path)
+    code, results, out = client_run(
+        f"{sys.executable} -c 'import sys; print(\"boom-tail\", file=sys.stderr); sys.exit(3)'", core, tmp_path
+    )
     assert code == 7 and results["verdict"] == "error", out
     assert "did not start" in results["target"]
     assert "Traceback" not in out and len(out.splitlines()) < 40, out
     reason = "the harness closed stdout instead of answering start (exit 3)"
     assert f"harness error: the harness did not start: {reason}: boom-tail" in out and "  boom-tail" in out, out
     assert [t["outcome"] for t in results["tests"]] == ["error"], "no test ran after the start failed"
-    assert reason in results["tests"][0]["message"] and "VERDICT: ERROR" in out and reason in out.split("VERDICT: ERROR")[1]
+    assert (
+        reason in results["tests"][0]["message"]
+        and "VERDICT: ERROR" in out
+        and reason in out.split("VERDICT: ERROR")[1]
+    )
 
 
 def _fake_harness(tmp_path: Path, body: str) -> str:
@@ -141,19 +177,39 @@ def _fake_harness(tmp_path: Path, body: str) -> str:
     return f"{sys.executable} {script}"
 
 
-START_VALUE = {"client": {"name": "c", "version": "1"}, "harness": {"name": "h", "version": "1"}, "surfaces": ["client"]}
-CONNECTION = {"key": "main", "route": "r", "token": "t", "binding": {"hubUrl": "http://127.0.0.1:9", "clientAppId": "a",
-                                                                      "workspace": "r", "sessionId": "s"}}
+START_VALUE = {
+    "client": {"name": "c", "version": "1"},
+    "harness": {"name": "h", "version": "1"},
+    "surfaces": ["client"],
+}
+CONNECTION = {
+    "key": "main",
+    "route": "r",
+    "token": "t",
+    "binding": {"hubUrl": "http://127.0.0.1:9", "clientAppId": "a", "workspace": "r", "sessionId": "s"},
+}
 
 
-@pytest.mark.parametrize(("body", "reason"), [
-    ("print('hello there', flush=True); sys.stdin.read()", r"the harness printed something that is not one JSON line \(answering start\): 'hello there'"),
-    ("sys.stdin.read()", "no answer to start within 1 s"),
-    ("c = json.loads(sys.stdin.readline()); print(json.dumps({'id': c['id'], 'ok': True, 'value': {'protocol': 'knowledge-harness.v2', "
-     f"**{START_VALUE!r}}}}}), flush=True); sys.stdin.read()",
-     r'/protocol: expected knowledge-harness\.v1, the harness answered start with "knowledge-harness\.v2"'),
-    ("print('why', file=sys.stderr); sys.exit(5)", r"the harness (closed stdout instead of answering|exited before) start \(exit 5\): why"),
-], ids=["garbage", "hangs", "other-protocol", "exits"])
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (
+            "print('hello there', flush=True); sys.stdin.read()",
+            r"the harness printed something that is not one JSON line \(answering start\): 'hello there'",
+        ),
+        ("sys.stdin.read()", "no answer to start within 1 s"),
+        (
+            "c = json.loads(sys.stdin.readline()); print(json.dumps({'id': c['id'], 'ok': True, 'value': {'protocol': 'knowledge-harness.v2', "
+            f"**{START_VALUE!r}}}}}), flush=True); sys.stdin.read()",
+            r'/protocol: expected knowledge-harness\.v1, the harness answered start with "knowledge-harness\.v2"',
+        ),
+        (
+            "print('why', file=sys.stderr); sys.exit(5)",
+            r"the harness (closed stdout instead of answering|exited before) start \(exit 5\): why",
+        ),
+    ],
+    ids=["garbage", "hangs", "other-protocol", "exits"],
+)
 def test_a_start_failure_says_its_real_reason_on_one_line(tmp_path: Path, body: str, reason: str) -> None:
     running = Harness(_fake_harness(tmp_path, body), timeout=1)
     try:
@@ -169,16 +225,20 @@ def test_a_missing_harness_executable_is_a_harness_error() -> None:
         Harness("/nonexistent/harness")
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--harness", ""], "--harness: the command is empty"),
-    (["--harness", "   "], "--harness: the command is empty"),
-    (["--harness", "python 'x"], "No closing quotation"),
-    (["--harness", "x", "--timeout", "0"], "--timeout must be a positive number of seconds, not 0"),
-    (["--harness", "x", "--timeout", "-1"], "--timeout must be a positive number of seconds, not -1"),
-    (["--harness", "x", "--timeout", "nan"], "--timeout must be a positive number of seconds"),
-])
-def test_a_bad_harness_option_is_a_one_line_usage_error(args: list[str], message: str, capsys: pytest.CaptureFixture[str],
-                                                         tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--harness", ""], "--harness: the command is empty"),
+        (["--harness", "   "], "--harness: the command is empty"),
+        (["--harness", "python 'x"], "No closing quotation"),
+        (["--harness", "x", "--timeout", "0"], "--timeout must be a positive number of seconds, not 0"),
+        (["--harness", "x", "--timeout", "-1"], "--timeout must be a positive number of seconds, not -1"),
+        (["--harness", "x", "--timeout", "nan"], "--timeout must be a positive number of seconds"),
+    ],
+)
+def test_a_bad_harness_option_is_a_one_line_usage_error(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     """Before: exit 7 and a traceback (IndexError, shlex's ValueError, "the runner built an invalid start command")."""
     code = main(["client", *args, "--report-dir", str(tmp_path)])
     captured = capsys.readouterr()
@@ -186,13 +246,38 @@ def test_a_bad_harness_option_is_a_one_line_usage_error(args: list[str], message
     assert code == 4 and len(lines) == 1 and lines[0].startswith("ERROR: ") and message in lines[0], lines
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--harness", "", "--harness-core", "http://127.0.0.1:9"], "--harness: the command is empty"),
-    (["--harness", "x", "--harness-timeout", "-1", "--harness-core", "http://127.0.0.1:9"], "--harness-timeout must be a positive"),
-])
-def test_the_pytest_options_refuse_a_bad_harness_before_anything_starts(args: list[str], message: str, tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "conformance.suite.clients", "-q", "-p", "no:cacheprovider",
-                           "--report-dir", str(tmp_path), *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--harness", "", "--harness-core", "http://127.0.0.1:9"], "--harness: the command is empty"),
+        (
+            ["--harness", "x", "--harness-timeout", "-1", "--harness-core", "http://127.0.0.1:9"],
+            "--harness-timeout must be a positive",
+        ),
+    ],
+)
+def test_the_pytest_options_refuse_a_bad_harness_before_anything_starts(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            "conformance.suite.clients",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--report-dir",
+            str(tmp_path),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     out = done.stdout + done.stderr
     lines = [line for line in out.splitlines() if line.strip()]
     assert done.returncode == 4 and "Traceback" not in out and len(lines) == 1 and message in lines[0], out[-1500:]
@@ -203,7 +288,10 @@ def test_the_served_simulator_has_a_random_control_token_never_on_its_command_li
     """Before: --seed and the fixed default token, which any local user could use to drive its control extension."""
     other = ServedSimulator()
     try:
-        assert core.control_token != other.control_token and DEFAULT_CONTROL_TOKEN not in (core.control_token, other.control_token)
+        assert core.control_token != other.control_token and DEFAULT_CONTROL_TOKEN not in (
+            core.control_token,
+            other.control_token,
+        )
         assert core.control_token in SECRETS.values
         argv = " ".join(map(str, core.process.args))  # type: ignore[arg-type]
         assert core.control_token not in argv and "--control-token" not in argv
@@ -215,7 +303,9 @@ def test_the_served_simulator_has_a_random_control_token_never_on_its_command_li
         other.close()
 
 
-@pytest.mark.skipif(NODE is None, reason="Node.js is not installed: the Node harness (examples/harness/node) is not run")
+@pytest.mark.skipif(
+    NODE is None, reason="Node.js is not installed: the Node harness (examples/harness/node) is not run"
+)
 def test_the_node_harness_is_conformant(core: ServedSimulator, tmp_path: Path) -> None:
     code, results, out = client_run(f"{NODE} {ROOT / 'examples' / 'harness' / 'node' / 'harness.mjs'}", core, tmp_path)
     assert code == 0 and results["verdict"] == "conformant", out
@@ -235,12 +325,28 @@ def test_the_control_extension_shows_bodies_and_accounts_and_answers_a_canned_re
     control = {"Authorization": f"Bearer {core_.config.control_token}"}
     user = {"Authorization": f"Bearer {ident.token}"}
     caps = "/agent-api/v1/workspaces/demo/knowledge/capabilities"
-    armed = http.post("/_control/v1/faults", headers=control,
-                      json={"kind": "respond_next", "route": "demo", "endpoint": "capabilities", "status": 503, "body": {"error": "x"}})
+    armed = http.post(
+        "/_control/v1/faults",
+        headers=control,
+        json={
+            "kind": "respond_next",
+            "route": "demo",
+            "endpoint": "capabilities",
+            "status": 503,
+            "body": {"error": "x"},
+        },
+    )
     assert armed.status_code == 201
-    refused = http.post("/_control/v1/faults", headers=control, json={"kind": "fail_next_read_unavailable", "status": 503})
+    refused = http.post(
+        "/_control/v1/faults", headers=control, json={"kind": "fail_next_read_unavailable", "status": 503}
+    )
     assert refused.status_code == 400, "status belongs to respond_next only"
-    assert http.post("/agent-api/v1/workspaces/demo/knowledge/search", headers=user, json={"query": "x", "runId": "r"}).status_code == 400
+    assert (
+        http.post(
+            "/agent-api/v1/workspaces/demo/knowledge/search", headers=user, json={"query": "x", "runId": "r"}
+        ).status_code
+        == 400
+    )
     first, second = http.get(caps, headers=user), http.get(caps, headers=user)
     assert (first.status_code, first.json()) == (503, {"error": "x"})
     assert second.status_code == 200, "a canned answer fires once"
@@ -252,8 +358,13 @@ def test_the_control_extension_shows_bodies_and_accounts_and_answers_a_canned_re
 
 
 def test_a_core_that_cannot_be_reached_is_a_usage_error(tmp_path: Path) -> None:
-    done = subprocess.run([CLI, "client", "--harness", "unused", "--core", "http://127.0.0.1:9", "--report-dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = subprocess.run(
+        [CLI, "client", "--harness", "unused", "--core", "http://127.0.0.1:9", "--report-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert done.returncode == 4 and "cannot reach it" in done.stderr + done.stdout
     assert not (tmp_path / "results.json").exists()
 

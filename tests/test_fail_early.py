@@ -32,8 +32,21 @@ WRONG_CONTROL_TOKEN = "ctl-wrong-" + "w" * 22
 def _suite(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """A suite run limited to one requirement, so that a setup this file expects to be refused
     but is not still ends quickly (and then fails the assertions below)."""
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider",
-           "--report-dir", str(tmp_path / "reports"), "--requirement", "CAP-001", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "conformance.suite",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--report-dir",
+        str(tmp_path / "reports"),
+        "--requirement",
+        "CAP-001",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
 
 
@@ -64,7 +77,9 @@ def test_a_bad_target_url_is_one_line_and_exit_4(tmp_path: Path, url: str) -> No
     assert "pa55word-secret" not in line
 
 
-@pytest.mark.parametrize("url", ["http://", "https://:8080/", "http://core.example:99999/", "http://core .example/", "ftp://core.example/"])
+@pytest.mark.parametrize(
+    "url", ["http://", "https://:8080/", "http://core.example:99999/", "http://core .example/", "ftp://core.example/"]
+)
 def test_a_url_without_scheme_or_host_is_refused(tmp_path: Path, url: str) -> None:
     path = _config(tmp_path, '[identities.primary]\ntoken = "tok-abcdefgh"\nroute = "r"\n')
     with pytest.raises(ConfigError, match=r"^--target"):
@@ -72,7 +87,9 @@ def test_a_url_without_scheme_or_host_is_refused(tmp_path: Path, url: str) -> No
 
 
 def test_a_bad_url_in_the_configuration_names_the_file(tmp_path: Path) -> None:
-    path = _config(tmp_path, '[target]\nurl = "http://[::1"\n[identities.primary]\ntoken = "tok-abcdefgh"\nroute = "r"\n')
+    path = _config(
+        tmp_path, '[target]\nurl = "http://[::1"\n[identities.primary]\ntoken = "tok-abcdefgh"\nroute = "r"\n'
+    )
     with pytest.raises(ConfigError, match=re.escape(f"{path} [target].url: not a valid URL")):
         load_config(str(path))
 
@@ -92,25 +109,37 @@ def test_a_configuration_file_that_is_not_toml_is_named(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------- 3. types, checked by the schema
-@pytest.mark.parametrize(("text", "expected"), [
-    ('[target]\ntimeout_seconds = "30"\n', "target.timeout_seconds: expected a number, got a string"),
-    ("[target]\nurl = 5\n", "target.url: expected a string, got a number"),
-    ('[target]\nprobe_query = ""\n', "target.probe_query: must not be empty"),
-    ('[identities]\nprimary = "tok-abcdefgh"\n', "identities.primary: expected a table, got a string"),
-    ("[identities.primary]\ntoken = 123456789\n", 'identities.primary.token: expected a non-empty string or {env = "NAME"}'),
-    ('[identities.primary]\nroute = "r"\n', "[identities.primary]: missing token"),
-    ('[identities.primery]\ntoken = "tok-abcdefgh"\n', "unknown name 'primery'; known: primary"),
-    ('[tolerances]\nclock_skew_seconds = "2"\n', "tolerances.clock_skew_seconds: expected a number, got a string"),
-    ('[wire]\ncodes = {strict = "false"}\n', "wire.codes.strict: expected a boolean (true or false), got a string"),
-    ("[wire]\ncodes = {strict = 1}\n", "wire.codes.strict: expected a boolean (true or false), got a number"),
-    ('[wire.statuses]\nunauthorized = "401"\n', "wire.statuses.unauthorized: expected an integer, got a string"),
-    ('[wire.legacy]\nunsupported_statuses = [404, "405"]\n', "wire.legacy.unsupported_statuses[1]: expected an integer"),
-    ("[wire.paths]\nsearch = 7\n", "wire.paths.search: expected a string, got a number"),
-    ("[wire]\nauth = {header = 1}\n", "wire.auth.header: expected a string, got a number"),
-    ('[identites.primary]\ntoken = "tok-abcdefgh"\n', "unknown table(s) [identites]; known: [control], [identities], [mcp], [target]"),
-    ('[paths]\nsearch = "/s"\n', "write [wire.paths]"),
-    ('[control]\nurl = "http://core.example/_control/v1"\n', "[control] needs both url and token"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('[target]\ntimeout_seconds = "30"\n', "target.timeout_seconds: expected a number, got a string"),
+        ("[target]\nurl = 5\n", "target.url: expected a string, got a number"),
+        ('[target]\nprobe_query = ""\n', "target.probe_query: must not be empty"),
+        ('[identities]\nprimary = "tok-abcdefgh"\n', "identities.primary: expected a table, got a string"),
+        (
+            "[identities.primary]\ntoken = 123456789\n",
+            'identities.primary.token: expected a non-empty string or {env = "NAME"}',
+        ),
+        ('[identities.primary]\nroute = "r"\n', "[identities.primary]: missing token"),
+        ('[identities.primery]\ntoken = "tok-abcdefgh"\n', "unknown name 'primery'; known: primary"),
+        ('[tolerances]\nclock_skew_seconds = "2"\n', "tolerances.clock_skew_seconds: expected a number, got a string"),
+        ('[wire]\ncodes = {strict = "false"}\n', "wire.codes.strict: expected a boolean (true or false), got a string"),
+        ("[wire]\ncodes = {strict = 1}\n", "wire.codes.strict: expected a boolean (true or false), got a number"),
+        ('[wire.statuses]\nunauthorized = "401"\n', "wire.statuses.unauthorized: expected an integer, got a string"),
+        (
+            '[wire.legacy]\nunsupported_statuses = [404, "405"]\n',
+            "wire.legacy.unsupported_statuses[1]: expected an integer",
+        ),
+        ("[wire.paths]\nsearch = 7\n", "wire.paths.search: expected a string, got a number"),
+        ("[wire]\nauth = {header = 1}\n", "wire.auth.header: expected a string, got a number"),
+        (
+            '[identites.primary]\ntoken = "tok-abcdefgh"\n',
+            "unknown table(s) [identites]; known: [control], [identities], [mcp], [target]",
+        ),
+        ('[paths]\nsearch = "/s"\n', "write [wire.paths]"),
+        ('[control]\nurl = "http://core.example/_control/v1"\n', "[control] needs both url and token"),
+    ],
+)
 def test_a_mistyped_configuration_names_the_key(tmp_path: Path, text: str, expected: str) -> None:
     path = _config(tmp_path, text)
     with pytest.raises(ConfigError) as info:
@@ -129,8 +158,9 @@ def test_a_mistyped_secret_is_never_echoed(tmp_path: Path) -> None:
 def test_only_a_toml_boolean_turns_strict_on(tmp_path: Path) -> None:
     assert load_config(str(_config(tmp_path, "[wire]\ncodes = {strict = true}\n"))).strict_codes is True
     assert load_config(str(_config(tmp_path, "[wire]\ncodes = {strict = false}\n"))).strict_codes is False
-    line = _one_line_usage_error(_suite(tmp_path, "--target-config", str(_config(tmp_path, '[wire]\ncodes = {strict = "false"}\n'))),
-                                 tmp_path)
+    line = _one_line_usage_error(
+        _suite(tmp_path, "--target-config", str(_config(tmp_path, '[wire]\ncodes = {strict = "false"}\n'))), tmp_path
+    )
     assert "wire.codes.strict" in line
 
 
@@ -147,12 +177,18 @@ def test_the_schema_accepts_the_documented_configuration_and_every_wire_default(
 
 
 # ----------------------------------------------------------------- 4. waivers
-@pytest.mark.parametrize(("text", "expected"), [
-    ("waiver = [1, 2]\n", "waiver 1 is not a table"),
-    ('[[waiver]]\nid = 7\njustification = "x"\nexpires = 2999-01-01\n', "waiver 1 id must be a string"),
-    ('[[waiver]]\nid = "SRCH-003"\njustification = ["x"]\nexpires = 2999-01-01\n', "waiver 1 justification must be a string"),
-    ('[[waiver]]\nid = "SRCH-003"\n', "lacks ['expires', 'justification']"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("waiver = [1, 2]\n", "waiver 1 is not a table"),
+        ('[[waiver]]\nid = 7\njustification = "x"\nexpires = 2999-01-01\n', "waiver 1 id must be a string"),
+        (
+            '[[waiver]]\nid = "SRCH-003"\njustification = ["x"]\nexpires = 2999-01-01\n',
+            "waiver 1 justification must be a string",
+        ),
+        ('[[waiver]]\nid = "SRCH-003"\n', "lacks ['expires', 'justification']"),
+    ],
+)
 def test_a_malformed_waiver_is_refused(tmp_path: Path, text: str, expected: str) -> None:
     file = tmp_path / "w.toml"
     file.write_text(text, "utf-8")
@@ -199,7 +235,14 @@ def test_a_wrong_control_token_fails_before_any_test(served_url: str, tmp_path: 
 
 def test_the_right_control_token_passes_the_check(served_url: str, tmp_path: Path) -> None:
     config = _config(tmp_path, f'[control]\nurl = "{served_url}/_control/v1"\ntoken = {{env = "KC_CONTROL"}}\n')
-    proc = _suite(tmp_path, "--target", served_url, "--target-config", str(config), env={**os.environ, "KC_CONTROL": CONTROL_TOKEN})
+    proc = _suite(
+        tmp_path,
+        "--target",
+        served_url,
+        "--target-config",
+        str(config),
+        env={**os.environ, "KC_CONTROL": CONTROL_TOKEN},
+    )
     assert proc.returncode in (0, 6), proc.stdout[-1500:]
     assert re.search(r"\d+ passed", proc.stdout), proc.stdout[-1500:]
 
@@ -208,8 +251,17 @@ def test_the_right_control_token_passes_the_check(served_url: str, tmp_path: Pat
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     root = tmp_path_factory.mktemp("cli")
-    cmd = [str(Path(sys.executable).parent / "knowledge-conformance"), "run", "--run-id", "kc-cli-7",
-           "--report-dir", str(root / "reports"), "--", "--requirement", "CAP-001"]
+    cmd = [
+        str(Path(sys.executable).parent / "knowledge-conformance"),
+        "run",
+        "--run-id",
+        "kc-cli-7",
+        "--report-dir",
+        str(root / "reports"),
+        "--",
+        "--requirement",
+        "CAP-001",
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=root), root / "reports"
 
 
@@ -221,15 +273,19 @@ def test_junit_names_the_run_id(cli_run: tuple[subprocess.CompletedProcess[str],
     assert props.get("run_id") == "kc-cli-7", props
 
 
-def test_the_cli_prints_the_header_with_target_and_run_id(cli_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+def test_the_cli_prints_the_header_with_target_and_run_id(
+    cli_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
     proc, _ = cli_run
     header = [line for line in proc.stdout.splitlines() if line.startswith("knowledge-conformance ")]
     assert header and "target=bundled simulator" in header[0] and "run_id=kc-cli-7" in header[0], proc.stdout[:1500]
 
 
 # ----------------------------------------------------------------- 9. the CLI's usage errors
-@pytest.mark.parametrize("argv", [["run", "--fail-on", "sometimes"], ["run", "--rate-limit", "fast"], ["compare", "one.json"], [],
-                                  ["launch"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["run", "--fail-on", "sometimes"], ["run", "--rate-limit", "fast"], ["compare", "one.json"], [], ["launch"]],
+)
 def test_the_cli_usage_errors_exit_4(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(argv)
@@ -245,7 +301,9 @@ def test_the_readme_documents_exit_4_for_usage_errors() -> None:
 
 # ----------------------------------------------------------------- 10. compare
 @pytest.mark.parametrize("body", ['{"requirements": [{"x": 1}]}', "[1, 2]", '{"requirements": []}', '"results"'])
-def test_compare_refuses_a_file_that_is_not_a_results_json(tmp_path: Path, body: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_refuses_a_file_that_is_not_a_results_json(
+    tmp_path: Path, body: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     good = SCHEMA_DIR / "examples" / "results" / "valid-non-conformant.json"
     bad = tmp_path / "bad.json"
     bad.write_text(body, "utf-8")
@@ -258,5 +316,7 @@ def test_compare_refuses_a_file_that_is_not_a_results_json(tmp_path: Path, body:
 def test_compare_still_reads_a_valid_results_json(capsys: pytest.CaptureFixture[str]) -> None:
     good = str(SCHEMA_DIR / "examples" / "results" / "valid-non-conformant.json")
     assert main(["compare", good, good, "--fail-on-new-failures"]) == 0
-    assert json.loads((SCHEMA_DIR / "examples" / "results" / "valid-non-conformant.json").read_text("utf-8"))["verdict"] in \
-        capsys.readouterr().out
+    assert (
+        json.loads((SCHEMA_DIR / "examples" / "results" / "valid-non-conformant.json").read_text("utf-8"))["verdict"]
+        in capsys.readouterr().out
+    )

@@ -101,8 +101,24 @@ def served() -> Iterator[Served]:
 
 
 def _cmd(served: Served, root: Path, name: str, *args: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--no-shrink",
-            "--target", served.url, "--target-config", str(served.config(root)), "--report-dir", str(root / name), *args]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "conformance.suite",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--no-shrink",
+        "--target",
+        served.url,
+        "--target-config",
+        str(served.config(root)),
+        "--report-dir",
+        str(root / name),
+        *args,
+    ]
 
 
 ENV = {**os.environ, "KC_CONTROL": CONTROL_TOKEN}
@@ -119,31 +135,57 @@ def _statuses(results: dict[str, Any]) -> dict[str, str]:
 def test_two_consecutive_runs_against_one_core_agree_and_clean_up(served: Served, tmp_path: Path) -> None:
     """The second run even reuses the first one's run ID (a replay): that only works if the
     first deleted every workspace it created and no turn identity outlived it."""
-    first = subprocess.run(_cmd(served, tmp_path, "one", "--run-id", "replay-1"), capture_output=True, text=True, timeout=300, env=ENV)
+    first = subprocess.run(
+        _cmd(served, tmp_path, "one", "--run-id", "replay-1"), capture_output=True, text=True, timeout=300, env=ENV
+    )
     assert served.routes() == [], "the run must delete the workspaces it created"
-    second = subprocess.run(_cmd(served, tmp_path, "two", "--run-id", "replay-1"), capture_output=True, text=True, timeout=300, env=ENV)
+    second = subprocess.run(
+        _cmd(served, tmp_path, "two", "--run-id", "replay-1"), capture_output=True, text=True, timeout=300, env=ENV
+    )
     one, two = _results(tmp_path, "one"), _results(tmp_path, "two")
     assert first.returncode == second.returncode == 0, (first.stdout[-1500:], second.stdout[-1500:])
     assert one["verdict"] == two["verdict"] == "conformant"
     assert _statuses(one) == _statuses(two)
     assert one["run_id"] == two["run_id"] == "replay-1"
-    print(f"\nrun {one['run_id']} twice: {one['verdict']}, {two['verdict']}, "
-          f"MUSTs {two['summary']['server_must_verified']}/{two['summary']['server_must_total']}")
+    print(
+        f"\nrun {one['run_id']} twice: {one['verdict']}, {two['verdict']}, "
+        f"MUSTs {two['summary']['server_must_verified']}/{two['summary']['server_must_total']}"
+    )
 
 
 def test_two_concurrent_runs_against_one_core_do_not_interfere(served: Served, tmp_path: Path) -> None:
-    procs = [subprocess.Popen(_cmd(served, tmp_path, name), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
-             for name in ("left", "right")]
+    procs = [
+        subprocess.Popen(
+            _cmd(served, tmp_path, name), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV
+        )
+        for name in ("left", "right")
+    ]
     outputs = [p.communicate(timeout=300)[0] for p in procs]
     for name, proc, out in zip(("left", "right"), procs, outputs, strict=True):
         assert proc.returncode == 0 and _results(tmp_path, name)["verdict"] == "conformant", out[-1500:]
-    assert _results(tmp_path, "left")["run_id"] != _results(tmp_path, "right")["run_id"], "each run gets its own namespace"
+    assert _results(tmp_path, "left")["run_id"] != _results(tmp_path, "right")["run_id"], (
+        "each run gets its own namespace"
+    )
 
 
 def test_serial_and_xdist_runs_give_the_same_verdict_and_reports(tmp_path: Path) -> None:
-    base = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--no-shrink"]
-    serial = subprocess.run([*base, "--report-dir", str(tmp_path / "serial")], capture_output=True, text=True, timeout=300)
-    parallel = subprocess.run([*base, "-n", "2", "--report-dir", str(tmp_path / "xdist")], capture_output=True, text=True, timeout=300)
+    base = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "conformance.suite",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--no-shrink",
+    ]
+    serial = subprocess.run(
+        [*base, "--report-dir", str(tmp_path / "serial")], capture_output=True, text=True, timeout=300
+    )
+    parallel = subprocess.run(
+        [*base, "-n", "2", "--report-dir", str(tmp_path / "xdist")], capture_output=True, text=True, timeout=300
+    )
     one, two = _results(tmp_path, "serial"), _results(tmp_path, "xdist")
     assert serial.returncode == parallel.returncode == 0, parallel.stdout[-1500:]
     assert one["verdict"] == two["verdict"] == "conformant"
@@ -157,21 +199,34 @@ def test_serial_and_xdist_runs_give_the_same_verdict_and_reports(tmp_path: Path)
 def test_a_core_that_echoes_credentials_leaks_none_of_them(tmp_path: Path) -> None:
     core, stop = _serve(EchoCredentials)
     try:
-        proc = subprocess.run(_cmd(core, tmp_path, "r", "--tb=long", "-rA", "--showlocals"), capture_output=True, text=True, timeout=300, env=ENV)
+        proc = subprocess.run(
+            _cmd(core, tmp_path, "r", "--tb=long", "-rA", "--showlocals"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=ENV,
+        )
     finally:
         stop()
     results = _results(tmp_path, "r")
     assert results["verdict"] == "non-conformant" and proc.returncode == 1, proc.stdout[-1500:]
     secrets = {*core.seen_tokens, CONTROL_TOKEN}
     assert len(secrets) > 5, "the echoing Core must have seen the run's tokens"
-    outputs = {"stdout": proc.stdout, "stderr": proc.stderr, **{p.name: p.read_text("utf-8") for p in (tmp_path / "r").iterdir()}}
+    outputs = {
+        "stdout": proc.stdout,
+        "stderr": proc.stderr,
+        **{p.name: p.read_text("utf-8") for p in (tmp_path / "r").iterdir()},
+    }
     leaks = {name: sum(text.count(s) for s in secrets) for name, text in outputs.items()}
     print(f"\noccurrences of {len(secrets)} secrets per output: {leaks}")
     assert all(n == 0 for n in leaks.values()), leaks
     # What a cut before scrubbing leaves; a piece like "00000000" is also ordinary text, so not evidence.
     pieces = {piece for s in secrets for piece in (s[:FRAGMENT], s[-FRAGMENT:]) if len(set(piece)) >= 4}
     partial = {name: sorted({p for p in pieces if p in text}) for name, text in outputs.items()}
-    assert all(not found for found in partial.values()), (partial, [s for s in secrets if s[:FRAGMENT] in str(partial) or s[-FRAGMENT:] in str(partial)])
+    assert all(not found for found in partial.values()), (
+        partial,
+        [s for s in secrets if s[:FRAGMENT] in str(partial) or s[-FRAGMENT:] in str(partial)],
+    )
     assert "you sent Bearer ***" in outputs["results.json"], "the echoed body is kept, with the secret masked"
 
 
@@ -179,21 +234,41 @@ def test_a_url_with_credentials_never_shows_them(tmp_path: Path) -> None:
     config = tmp_path / "t.toml"
     config.write_text('[target]\nroute = "acme"\n[identities.primary]\ntoken = "bha_' + "s" * 40 + '"\n', "utf-8")
     url = "http://alice:pa55word-secret@127.0.0.1:9/core?api_key=query-secret-value"
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider",
-           "--target", url, "--target-config", str(config), "--report-dir", str(tmp_path / "r")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "conformance.suite",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--target",
+        url,
+        "--target-config",
+        str(config),
+        "--report-dir",
+        str(tmp_path / "r"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4 and "cannot reach" in out, out[-800:]
     assert "pa55word-secret" not in out and "query-secret-value" not in out and "bha_sss" not in out
 
 
-@pytest.mark.parametrize(("waivers", "expected"), [
-    ('[[waiver]]\nid = "SRCH-999"\njustification = "x"\nexpires = 2999-01-01\n', "not a requirement of the catalogue"),
-    ('[[waiver]]\nid = "SRCH-003"\njustification = "x"\n', "lacks ['expires']"),
-    ('[[waiver]]\nid = "SRCH-003"\njustification = "x"\nexpires = "soon"\n', "must be a TOML date"),
-    ('[[waiver]]\nid = "SRCH-003"\njustification = " "\nexpires = 2999-01-01\n', "needs a justification"),
-    ("[[waiver]\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    ("waivers", "expected"),
+    [
+        (
+            '[[waiver]]\nid = "SRCH-999"\njustification = "x"\nexpires = 2999-01-01\n',
+            "not a requirement of the catalogue",
+        ),
+        ('[[waiver]]\nid = "SRCH-003"\njustification = "x"\n', "lacks ['expires']"),
+        ('[[waiver]]\nid = "SRCH-003"\njustification = "x"\nexpires = "soon"\n', "must be a TOML date"),
+        ('[[waiver]]\nid = "SRCH-003"\njustification = " "\nexpires = 2999-01-01\n', "needs a justification"),
+        ("[[waiver]\n", "not valid TOML"),
+    ],
+)
 def test_bad_waivers_are_refused_with_what_to_fix(tmp_path: Path, waivers: str, expected: str) -> None:
     file = tmp_path / "w.toml"
     file.write_text(waivers, "utf-8")
@@ -204,19 +279,51 @@ def test_bad_waivers_are_refused_with_what_to_fix(tmp_path: Path, waivers: str, 
 def test_bad_waivers_fail_before_any_test(tmp_path: Path) -> None:
     file = tmp_path / "w.toml"
     file.write_text('[[waiver]]\nid = "SRCH-999"\njustification = "x"\nexpires = 2999-01-01\n', "utf-8")
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider",
-           "--waivers", str(file), "--report-dir", str(tmp_path / "r")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "conformance.suite",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--waivers",
+        str(file),
+        "--report-dir",
+        str(tmp_path / "r"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 4 and "not a requirement of the catalogue" in proc.stdout + proc.stderr, proc.stdout[-800:]
+    assert proc.returncode == 4 and "not a requirement of the catalogue" in proc.stdout + proc.stderr, proc.stdout[
+        -800:
+    ]
     assert not re.search(r"\d+ passed", proc.stdout), "no test may run before the waivers are known to be good"
     assert not (tmp_path / "r" / "results.json").exists()
 
 
 def test_a_datetime_waiver_expiry_is_a_date(tmp_path: Path) -> None:
     file = tmp_path / "w.toml"
-    file.write_text('[[waiver]]\nid = "SRCH-003"\njustification = "fix in flight"\nexpires = 2999-01-01T10:00:00Z\n', "utf-8")
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--sim-quirk",
-           "search_fourth_hint", "--requirement", "SRCH-003", "--waivers", str(file), "--report-dir", str(tmp_path / "r")]
+    file.write_text(
+        '[[waiver]]\nid = "SRCH-003"\njustification = "fix in flight"\nexpires = 2999-01-01T10:00:00Z\n', "utf-8"
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "conformance.suite",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--sim-quirk",
+        "search_fourth_hint",
+        "--requirement",
+        "SRCH-003",
+        "--waivers",
+        str(file),
+        "--report-dir",
+        str(tmp_path / "r"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     results = _results(tmp_path, "r")
     assert _statuses(results)["SRCH-003"] == "waived", proc.stdout[-1500:]
@@ -226,8 +333,18 @@ def test_a_datetime_waiver_expiry_is_a_date(tmp_path: Path) -> None:
 def test_an_unwritable_report_folder_fails_before_any_test(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("", "utf-8")
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider",
-           "--report-dir", str(blocker / "reports")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "conformance.suite",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--report-dir",
+        str(blocker / "reports"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 4 and "cannot write reports" in proc.stdout + proc.stderr
     assert not re.search(r"\d+ passed", proc.stdout)
@@ -239,14 +356,21 @@ def test_compare_reports_lost_coverage_as_a_regression(tmp_path: Path) -> None:
 
     def results(statuses: dict[str, str]) -> Path:  # compare reads only files that are valid results.json
         path = tmp_path / f"{len(list(tmp_path.iterdir()))}.json"
-        rows = [{**row, "id": k, "status": v, "failures": row["failures"] if v == "failed" else []} for k, v in statuses.items()]
+        rows = [
+            {**row, "id": k, "status": v, "failures": row["failures"] if v == "failed" else []}
+            for k, v in statuses.items()
+        ]
         path.write_text(json.dumps({**example, "requirements": rows}), "utf-8")
         return path
 
     old = results({"A-001": "failed", "A-002": "verified", "A-003": "failed"})
     new = results({"A-001": "not_verified", "A-002": "not_verified", "A-003": "verified"})
-    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "compare", str(old), str(new), "--fail-on-new-failures"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "compare", str(old), str(new), "--fail-on-new-failures"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1, proc.stdout
     lost = proc.stdout.split("Coverage lost")[1].split("Fixed")[0]
     assert "A-001: failed -> not_verified" in lost and "A-002: verified -> not_verified" in lost
@@ -261,8 +385,24 @@ def test_unreachable_control_is_a_harness_error_not_a_failure(tmp_path: Path) ->
     try:
         config = tmp_path / "t.toml"
         config.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "KC_CONTROL"}}\n', "utf-8")
-        cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "-k", "capabilities",
-               "--target", core.url, "--target-config", str(config), "--report-dir", str(tmp_path / "r")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            "conformance.suite",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "capabilities",
+            "--target",
+            core.url,
+            "--target-config",
+            str(config),
+            "--report-dir",
+            str(tmp_path / "r"),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=ENV)
     finally:
         stop2()

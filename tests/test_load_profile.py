@@ -29,8 +29,21 @@ SCOPE = ["REF-009", "READ-005", "SRCH-008"]
 
 def load(tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
     reports = tmp_path / "reports"
-    cmd = [sys.executable, "-c", "from conformance.cli import main; raise SystemExit(main())", "load",
-           "--users", "4", "--spawn-rate", "4", "--run-time", "6s", "--report-dir", str(reports), *extra]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from conformance.cli import main; raise SystemExit(main())",
+        "load",
+        "--users",
+        "4",
+        "--spawn-rate",
+        "4",
+        "--run-time",
+        "6s",
+        "--report-dir",
+        str(reports),
+        *extra,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     found = reports / "results.json"
     assert found.is_file(), (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
@@ -76,8 +89,29 @@ def test_the_distributed_mode_adds_up_its_workers(tmp_path: Path) -> None:
     locust = Path(sys.executable).parent / "locust"
     locustfile = str(Path(conformance.load.__file__).parent / "locustfile.py")
     served, port, reports = serve.start(), str(serve.free_port()), tmp_path / "reports"
-    master_cmd = [str(locust), "-f", locustfile, "--master-bind-port", port, "--master", "--headless", "--expect-workers", "1", "-u", "4", "-r", "4", "-t", "6s",
-                  "--host", served.url, "--kc-control-token", served.control_token, "--kc-report-dir", str(reports)]
+    master_cmd = [
+        str(locust),
+        "-f",
+        locustfile,
+        "--master-bind-port",
+        port,
+        "--master",
+        "--headless",
+        "--expect-workers",
+        "1",
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "6s",
+        "--host",
+        served.url,
+        "--kc-control-token",
+        served.control_token,
+        "--kc-report-dir",
+        str(reports),
+    ]
     worker_cmd = [str(locust), "-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", port]
     with (tmp_path / "master.log").open("wb") as master_log, (tmp_path / "worker.log").open("wb") as worker_log:
         master = subprocess.Popen(master_cmd, stdout=master_log, stderr=subprocess.STDOUT)
@@ -101,8 +135,15 @@ def test_the_distributed_mode_adds_up_its_workers(tmp_path: Path) -> None:
 # ---------------------------------------------------------- usage errors, before any load
 def _refused(tmp_path: Path, *extra: str) -> str:
     """Run ``load`` expecting a usage error: exit 4 and one line on stderr; returns that line."""
-    cmd = [sys.executable, "-c", "from conformance.cli import main; raise SystemExit(main())", "load",
-           "--report-dir", str(tmp_path / "reports"), *extra]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from conformance.cli import main; raise SystemExit(main())",
+        "load",
+        "--report-dir",
+        str(tmp_path / "reports"),
+        *extra,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     lines = proc.stderr.strip().splitlines()
     assert (proc.returncode, len(lines)) == (4, 1), (proc.returncode, proc.stderr[-2000:])
@@ -123,8 +164,10 @@ def test_a_control_extension_unreachable_or_refusing_its_token_is_a_usage_error(
 
     served = serve.start()
     try:
-        for control, token, expected in ((f"http://127.0.0.1:{closed_port()}", served.control_token, "cannot reach it"),
-                                         (served.url, "not-the-control-token", "refused the [control] token")):
+        for control, token, expected in (
+            (f"http://127.0.0.1:{closed_port()}", served.control_token, "cannot reach it"),
+            (served.url, "not-the-control-token", "refused the [control] token"),
+        ):
             config = tmp_path / "target.toml"
             config.write_text(f'[control]\nurl = "{control}/_control/v1"\ntoken = "{token}"\n', "utf-8")
             line = _refused(tmp_path, "--target", served.url, "--target-config", str(config))
@@ -133,8 +176,17 @@ def test_a_control_extension_unreachable_or_refusing_its_token_is_a_usage_error(
         served.stop()
 
 
-@pytest.mark.parametrize("option", [("--identities", "-5"), ("--identities", "0"), ("--users", "0"),
-                                    ("--spawn-rate", "nan"), ("--spawn-rate", "-1"), ("--run-time", "0")])
+@pytest.mark.parametrize(
+    "option",
+    [
+        ("--identities", "-5"),
+        ("--identities", "0"),
+        ("--users", "0"),
+        ("--spawn-rate", "nan"),
+        ("--spawn-rate", "-1"),
+        ("--run-time", "0"),
+    ],
+)
 def test_a_number_out_of_range_is_a_usage_error(tmp_path: Path, option: tuple[str, str]) -> None:
     assert option[0] in _refused(tmp_path, *option)
 
@@ -190,7 +242,9 @@ def test_a_requirement_no_check_reached_leaves_the_run_incomplete() -> None:
     tally = Tally()
     tally.passed(["REF-009", "READ-005"])
     run = build(tally, SCOPE, _figures(), target="t", run_id="r1", started=0.0, configuration={})
-    assert run.verdict == "incomplete" and {r.id for r in run.requirements if r.status == "not_verified"} == {"SRCH-008"}
+    assert run.verdict == "incomplete" and {r.id for r in run.requirements if r.status == "not_verified"} == {
+        "SRCH-008"
+    }
 
 
 def test_a_step_nothing_could_judge_is_a_harness_error() -> None:

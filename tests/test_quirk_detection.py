@@ -17,10 +17,24 @@ import pytest
 from simulator.quirks import QUIRKS, Quirk
 from tests import detection
 
-FAST = ("capabilities_missing", "disabled_still_enabled", "turn_no_pinning", "search_fourth_hint", "partial_as_ok",
-        "split_characters", "max_bytes_unchecked", "ref_any_route", "error_leaks_content", "auth_optional",
-        "cache_control_missing", "read_budget_one_short", "read_refreshes_expiry", "mcp_identity_argument_honoured",
-        "mcp_differs_from_http", "sk_alpha_inverted")
+FAST = (
+    "capabilities_missing",
+    "disabled_still_enabled",
+    "turn_no_pinning",
+    "search_fourth_hint",
+    "partial_as_ok",
+    "split_characters",
+    "max_bytes_unchecked",
+    "ref_any_route",
+    "error_leaks_content",
+    "auth_optional",
+    "cache_control_missing",
+    "read_budget_one_short",
+    "read_refreshes_expiry",
+    "mcp_identity_argument_honoured",
+    "mcp_differs_from_http",
+    "sk_alpha_inverted",
+)
 CHOSEN = detection.selected(QUIRKS, FAST)
 
 
@@ -32,7 +46,9 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Conf
     capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
     if reporter is not None and capture is not None:
         with capture.global_and_fixture_disabled():  # the measured table, shown on every run
-            reporter.write_line("\nquirk detection (quirk, expected failing IDs, verdict, exit, seconds, other failed IDs)")
+            reporter.write_line(
+                "\nquirk detection (quirk, expected failing IDs, verdict, exit, seconds, other failed IDs)"
+            )
             for line in detection.table(QUIRKS, found).splitlines():
                 reporter.write_line("  " + line)
     return found
@@ -76,20 +92,29 @@ def test_judging_expects_a_concurrency_quirk_to_pass_the_sequential_suite() -> N
     quirk = Quirk("q", ("REF-009",), "made up", 1, caught_by="load")
     assert detection.problems(quirk, _outcome(set(), 0)) == []
     assert detection.problems(quirk, _outcome({"REF-009"}, 1)) == [
-        "the sequential suite failed REF-009, which only concurrency should show", "exit 1, expected 0 (only a load run catches it)"]
+        "the sequential suite failed REF-009, which only concurrency should show",
+        "exit 1, expected 0 (only a load run catches it)",
+    ]
 
 
 def test_judging_reports_a_run_without_results() -> None:
     quirk = Quirk("q", ("SRCH-003",), "made up", 1)
     result = detection.outcome_of(quirk, None, 4, 0.5, "usage error")
-    assert detection.problems(quirk, result) == ["the suite did not fail SRCH-003", "exit 4, expected 1", "no results: usage error"]
+    assert detection.problems(quirk, result) == [
+        "the suite did not fail SRCH-003",
+        "exit 4, expected 1",
+        "no results: usage error",
+    ]
 
 
 def test_a_table_entry_claiming_an_id_the_quirk_does_not_break_is_reported(tmp_path: Path) -> None:
     """A real whole-suite run: the quirk breaks a SHOULD only, the made-up entry also claims a MUST."""
     real = QUIRKS["cache_control_missing"]
     claimed = Quirk(real.name, (*real.violates, "SRCH-003"), real.description, 1)
-    assert detection.problems(claimed, detection.run(claimed, tmp_path)) == ["the suite did not fail SRCH-003", "exit 0, expected 1"]
+    assert detection.problems(claimed, detection.run(claimed, tmp_path)) == [
+        "the suite did not fail SRCH-003",
+        "exit 0, expected 1",
+    ]
 
 
 def test_runs_are_whole_suite_runs_and_strict_only_quirks_run_strict(tmp_path: Path) -> None:

@@ -40,7 +40,12 @@ def test_table_matches_its_schema() -> None:
 
 
 def test_a_bad_table_is_refused() -> None:
-    entry = {"name": "search_fourth_hint", "description": "Search returns four hints.", "violates": ["SRCH-003"], "exit": 1}
+    entry = {
+        "name": "search_fourth_hint",
+        "description": "Search returns four hints.",
+        "violates": ["SRCH-003"],
+        "exit": 1,
+    }
     with pytest.raises(ValueError, match="listed twice"):
         load_quirks({"quirks": [entry, entry]})
     with pytest.raises(ValueError, match="exit"):
@@ -57,9 +62,15 @@ def test_expected_failures_are_server_observable_requirements() -> None:
     assert unknown == []
     # An MCP miniature breaks a rule of the MCP surface, which the suite's MCP profile observes; a
     # search_knowledge miniature a rule of the tool, which its profile observes through the MCP path.
-    unobservable = [(q.name, rid) for q in QUIRKS.values() for rid in q.violates
-                    if not (catalogue[rid].server_observable or (catalogue[rid].surface, catalogue[rid].via) in
-                            {("mcp", "mcp"), ("tool", "tool")})]
+    unobservable = [
+        (q.name, rid)
+        for q in QUIRKS.values()
+        for rid in q.violates
+        if not (
+            catalogue[rid].server_observable
+            or (catalogue[rid].surface, catalogue[rid].via) in {("mcp", "mcp"), ("tool", "tool")}
+        )
+    ]
     assert unobservable == []
 
 
@@ -116,8 +127,20 @@ def test_all_quirks_compose_together() -> None:
     assert all(issubclass(core_class, m) for m in MINIATURES.values() if issubclass(m, Core))
 
 
-@pytest.mark.parametrize("module", [simulator.core, simulator.app, simulator.http, simulator.signing, simulator.search_knowledge.tool,
-                                    simulator.search_knowledge.store, simulator.search_knowledge.ranking, simulator.search_knowledge.routes], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "module",
+    [
+        simulator.core,
+        simulator.app,
+        simulator.http,
+        simulator.signing,
+        simulator.search_knowledge.tool,
+        simulator.search_knowledge.store,
+        simulator.search_knowledge.ranking,
+        simulator.search_knowledge.routes,
+    ],
+    ids=lambda m: m.__name__,
+)
 def test_the_reference_core_names_no_quirk(module: object) -> None:
     source = inspect.getsource(module)  # type: ignore[arg-type]
     assert [name for name in QUIRKS if name in source] == []

@@ -24,24 +24,38 @@ def _refusal(status: int, code: str) -> httpx.Response:
 BOTH = {"reference_expired", "revision_changed"}
 
 
-@pytest.mark.parametrize(("status", "code"), [(410, "knowledge_reference_expired"), (409, "knowledge_revision_changed")])
+@pytest.mark.parametrize(
+    ("status", "code"), [(410, "knowledge_reference_expired"), (409, "knowledge_revision_changed")]
+)
 def test_when_two_causes_hold_strict_accepts_either(tmp_path: Path, status: int, code: str) -> None:
-    assert checks.reference_error(_refusal(status, code), _cfg(tmp_path, True), BOTH, requirement="REF-001")["error"] == code
+    assert (
+        checks.reference_error(_refusal(status, code), _cfg(tmp_path, True), BOTH, requirement="REF-001")["error"]
+        == code
+    )
 
 
-@pytest.mark.parametrize(("status", "code", "kinds"), [
-    (409, "knowledge_scope_changed", BOTH),                      # a cause that does not hold
-    (409, "knowledge_reference_expired", BOTH),                  # right code, the status of another kind
-    (409, "knowledge_scope_changed", "reference_expired"),       # the old model's single kind
-])
-def test_strict_refuses_a_code_or_status_outside_the_causes(tmp_path: Path, status: int, code: str, kinds: str | set[str]) -> None:
+@pytest.mark.parametrize(
+    ("status", "code", "kinds"),
+    [
+        (409, "knowledge_scope_changed", BOTH),  # a cause that does not hold
+        (409, "knowledge_reference_expired", BOTH),  # right code, the status of another kind
+        (409, "knowledge_scope_changed", "reference_expired"),  # the old model's single kind
+    ],
+)
+def test_strict_refuses_a_code_or_status_outside_the_causes(
+    tmp_path: Path, status: int, code: str, kinds: str | set[str]
+) -> None:
     with pytest.raises(checks.ContractViolation) as info:
         checks.reference_error(_refusal(status, code), _cfg(tmp_path, True), kinds, requirement="REF-001")
     assert info.value.requirement == "REF-011"
 
 
 def test_default_codes_accept_any_code_of_the_family(tmp_path: Path) -> None:
-    checks.reference_error(_refusal(409, "knowledge_scope_changed"), _cfg(tmp_path, False), "reference_expired", requirement="REF-001")
+    checks.reference_error(
+        _refusal(409, "knowledge_scope_changed"), _cfg(tmp_path, False), "reference_expired", requirement="REF-001"
+    )
     with pytest.raises(checks.ContractViolation) as info:
-        checks.reference_error(_refusal(200, "knowledge_scope_changed"), _cfg(tmp_path, False), BOTH, requirement="REF-008")
+        checks.reference_error(
+            _refusal(200, "knowledge_scope_changed"), _cfg(tmp_path, False), BOTH, requirement="REF-008"
+        )
     assert info.value.requirement == "REF-008" and "expired or out of date with the revision" in str(info.value)

@@ -16,15 +16,38 @@ from pathlib import Path
 import pytest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")
 def quirk_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     reports = tmp_path_factory.mktemp("browser")
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider",
-           "--sim-quirk", "search_fourth_hint", "--requirement", "SRCH-003", "--requirement", "CAP-001", "--reports", str(reports)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "conformance.suite",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--sim-quirk",
+        "search_fourth_hint",
+        "--requirement",
+        "SRCH-003",
+        "--requirement",
+        "CAP-001",
+        "--reports",
+        str(reports),
+    ]
     subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     return reports / "report.html"
 
@@ -37,7 +60,9 @@ def test_html_report_renders_verdict_failure_and_filter(quirk_report: Path, tmp_
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)  # Playwright gives it a fresh profile
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=FLAGS
+        )  # Playwright gives it a fresh profile
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.goto(quirk_report.as_uri())

@@ -9,7 +9,17 @@ from conformance.report.results import RunInfo, TestResult, Waiver, aggregate
 from knowledge_schemas import load_catalogue
 
 TODAY = dt.date(2026, 11, 30)
-INFO = RunInfo("0", "sha256:0000000000000000", "t", {}, {"derandomize": True, "seed": None}, "2026-11-30T00:00:00+00:00", 1.0, 3, "must")
+INFO = RunInfo(
+    "0",
+    "sha256:0000000000000000",
+    "t",
+    {},
+    {"derandomize": True, "seed": None},
+    "2026-11-30T00:00:00+00:00",
+    1.0,
+    3,
+    "must",
+)
 SERVER_MUSTS = [r.id for r in load_catalogue() if r.server_observable and r.level == "MUST"]
 
 
@@ -31,7 +41,12 @@ def test_every_must_passing_is_conformant_and_one_missing_is_incomplete() -> Non
 def test_a_failed_must_is_non_conformant_and_skips_never_verify() -> None:
     out = run([passing(*SERVER_MUSTS[1:]), TestResult("t::f", "failed", [SERVER_MUSTS[0]], SERVER_MUSTS[0], "boom")])
     assert out["verdict"] == "non-conformant" and out[SERVER_MUSTS[0]] == "failed"
-    out = run([passing(*SERVER_MUSTS[1:]), TestResult("t::s", "skipped", [SERVER_MUSTS[0]], None, "not verified: needs control")])
+    out = run(
+        [
+            passing(*SERVER_MUSTS[1:]),
+            TestResult("t::s", "skipped", [SERVER_MUSTS[0]], None, "not verified: needs control"),
+        ]
+    )
     assert out["verdict"] == "incomplete" and out[SERVER_MUSTS[0]] == "not_verified"
 
 
@@ -63,21 +78,29 @@ def _surfaces_run(surfaces: list[dict[str, object]], tests: list[TestResult]) ->
 
 
 HTTP = {"surface": "http", "label": "Core HTTP", "checked": True, "detail": "the Core API"}
-MCP_BOTH = [HTTP, {"surface": "mcp-stdio", "label": "MCP stdio", "checked": True, "detail": "bundled simulator"},
-            {"surface": "mcp-http", "label": "MCP streamable HTTP", "checked": True, "detail": "bundled simulator"}]
+MCP_BOTH = [
+    HTTP,
+    {"surface": "mcp-stdio", "label": "MCP stdio", "checked": True, "detail": "bundled simulator"},
+    {"surface": "mcp-http", "label": "MCP streamable HTTP", "checked": True, "detail": "bundled simulator"},
+]
 
 
 def test_the_surfaces_line_and_not_verified_reasons_say_what_was_checked() -> None:
     from conformance.report.results import RunResult
 
-    skipped = [HTTP, {"surface": "mcp", "label": "MCP", "checked": False, "detail": "MCP checks skipped: --mcp-target none"}]
+    skipped = [
+        HTTP,
+        {"surface": "mcp", "label": "MCP", "checked": False, "detail": "MCP checks skipped: --mcp-target none"},
+    ]
     run_ = _surfaces_run(skipped, [passing(*SERVER_MUSTS)])
     assert isinstance(run_, RunResult) and run_.verdict == "conformant"
     assert run_.surfaces_line == "Core HTTP; MCP not checked (MCP checks skipped: --mcp-target none)"
     reasons = {r.id: r.reason for r in run_.requirements}
     assert reasons["MCP-001"] == "MCP checks skipped: --mcp-target none"
     assert reasons["MCP-007"].startswith("not shown by a harness: the harness protocol has no MCP tool listing")
-    assert reasons["NEG-001"].startswith("client surface: a Core cannot show it; `knowledge-conformance client --harness CMD`")
+    assert reasons["NEG-001"].startswith(
+        "client surface: a Core cannot show it; `knowledge-conformance client --harness CMD`"
+    )
     assert not any("drives the Core HTTP surface only" in why for why in reasons.values())
     run_ = _surfaces_run(MCP_BOTH, [passing(*SERVER_MUSTS, "MCP-001")])
     assert isinstance(run_, RunResult) and run_.surfaces_line == "Core HTTP + MCP stdio + MCP streamable HTTP"
@@ -86,15 +109,24 @@ def test_the_surfaces_line_and_not_verified_reasons_say_what_was_checked() -> No
 def test_mcp_surfaces_where_no_mcp_check_ran_are_not_called_checked() -> None:
     from conformance.report.results import RunResult
 
-    run_ = _surfaces_run(MCP_BOTH, [passing(*SERVER_MUSTS), TestResult("t::m", "skipped", ["MCP-001"], None, "not verified: x")])
+    run_ = _surfaces_run(
+        MCP_BOTH, [passing(*SERVER_MUSTS), TestResult("t::m", "skipped", ["MCP-001"], None, "not verified: x")]
+    )
     assert isinstance(run_, RunResult)
     assert [s["checked"] for s in run_.surfaces] == [True, False, False]
     assert run_.surfaces_line.startswith("Core HTTP; MCP stdio not checked (bundled simulator: no MCP check ran")
     assert {r.id: r.reason for r in run_.requirements}["MCP-001"] == "not verified: x"
 
 
-CLIENT = [{"surface": "client", "label": "client harness", "checked": True, "detail": "sdk 1.0 (harness h 1.0)"},
-          {"surface": "host", "label": "host harness", "checked": False, "detail": "the harness does not declare this surface"}]
+CLIENT = [
+    {"surface": "client", "label": "client harness", "checked": True, "detail": "sdk 1.0 (harness h 1.0)"},
+    {
+        "surface": "host",
+        "label": "host harness",
+        "checked": False,
+        "detail": "the harness does not declare this surface",
+    },
+]
 
 
 def test_a_client_run_gates_on_the_client_musts_it_was_given() -> None:
@@ -113,4 +145,7 @@ def test_a_client_run_gates_on_the_client_musts_it_was_given() -> None:
     assert short.verdict == "incomplete" and short.must_label == "Client/host MUSTs"
     reasons = {r.id: r.reason for r in short.requirements}
     assert reasons["CAP-001"].startswith("a rule of the server surface: `knowledge-conformance run` checks it")
-    assert client_run([passing(*ids), TestResult("t::c", "failed", ["NEG-002"], "NEG-002", "x")]).verdict == "non-conformant"
+    assert (
+        client_run([passing(*ids), TestResult("t::c", "failed", ["NEG-002"], "NEG-002", "x")]).verdict
+        == "non-conformant"
+    )

@@ -85,7 +85,9 @@ def test_bundled_openapi_is_a_valid_self_contained_document(name: str) -> None:
 
 def test_core_openapi_covers_the_four_endpoints_with_auth_and_errors() -> None:
     doc = load_document()
-    ops = {(m.upper(), p.rsplit("/", 2)[-2] + "/" + p.rsplit("/", 1)[-1]) for p, item in doc["paths"].items() for m in item}
+    ops = {
+        (m.upper(), p.rsplit("/", 2)[-2] + "/" + p.rsplit("/", 1)[-1]) for p, item in doc["paths"].items() for m in item
+    }
     assert ops == {
         ("GET", "knowledge/capabilities"),
         ("POST", "knowledge/search"),

@@ -47,9 +47,23 @@ from tests.seed_allowed import (
     statuses,
 )
 
-ALLOWED = (DecoratedTitles, RefusesLargeLimit, ClampsMaxBytes, ErrorsWithoutMessage, IgnoresContentType,
-           ControlWithoutLegacyStatus, LenientSearch, OneHint, ControlWithoutLostReadback, SmallPages, ForbiddenWithoutToken,
-           IntegerRevisions, FeedbackNextActionOnly, DeliveryExtraMember, MemberOrderMatters)
+ALLOWED = (
+    DecoratedTitles,
+    RefusesLargeLimit,
+    ClampsMaxBytes,
+    ErrorsWithoutMessage,
+    IgnoresContentType,
+    ControlWithoutLegacyStatus,
+    LenientSearch,
+    OneHint,
+    ControlWithoutLostReadback,
+    SmallPages,
+    ForbiddenWithoutToken,
+    IntegerRevisions,
+    FeedbackNextActionOnly,
+    DeliveryExtraMember,
+    MemberOrderMatters,
+)
 CHAIN_IDS = ("READ-004", "READ-005", "READ-010", "READ-011", "READ-015", "READ-020")
 PATHS_CONFIG = "[wire.paths]\n" + "".join(f'{name} = "{path}"\n' for name, path in OTHER_PATHS.items())
 ERROR_IDS = ("WIRE-001", "AUTH-001", "AUTH-003", "SRCH-002", "READ-006", "READ-008", "REF-011", "REF-012")
@@ -128,12 +142,16 @@ def test_every_seed_allowed_behaviour_at_once_is_conformant(runs: Any) -> None:
 
 
 def test_fewer_than_three_hints_pass_unless_strict(runs: Any) -> None:
-    assert _failed(runs, "one-hint") == {} and _status(runs, "one-hint", "SRCH-003") == "verified", _out(runs, "one-hint")
+    assert _failed(runs, "one-hint") == {} and _status(runs, "one-hint", "SRCH-003") == "verified", _out(
+        runs, "one-hint"
+    )
     assert set(_failed(runs, "one-hint-strict")) == {"SRCH-003"}, _out(runs, "one-hint-strict")
 
 
 def test_a_limit_above_three_may_be_refused_unless_strict(runs: Any) -> None:
-    assert _failed(runs, "limit-refused") == {} and _status(runs, "limit-refused", "SRCH-003") == "verified", _out(runs, "limit-refused")
+    assert _failed(runs, "limit-refused") == {} and _status(runs, "limit-refused", "SRCH-003") == "verified", _out(
+        runs, "limit-refused"
+    )
     failed = _failed(runs, "limit-refused-strict")
     assert set(failed) == {"SRCH-003"} and "limit" in failed["SRCH-003"], _out(runs, "limit-refused-strict")
 
@@ -163,7 +181,9 @@ def test_a_control_without_lost_readback_leaves_the_committed_run_not_verified_n
     code, results, out = runs["no-lost-readback"]
     assert failures(results) == {} and _status(runs, "no-lost-readback", "TURN-012") == "verified", out[-2500:]
     compared = [t for t in results["tests"] if "resolves_to_the_committed_run" in t["nodeid"]]
-    assert len(compared) == 2 and all(t["outcome"] == "skipped" and "not verified" in t["message"] for t in compared), compared
+    assert len(compared) == 2 and all(t["outcome"] == "skipped" and "not verified" in t["message"] for t in compared), (
+        compared
+    )
     assert code == 6, out[-2000:]  # incomplete only because the run selected two requirements
 
 
@@ -193,14 +213,18 @@ def test_pages_much_smaller_than_asked_pass(runs: Any) -> None:
 
 def test_403_for_a_missing_token_passes_unless_strict(runs: Any) -> None:
     assert _failed(runs, "forbidden") == {}, _out(runs, "forbidden")
-    assert _status(runs, "forbidden", "CAP-007") == _status(runs, "forbidden", "AUTH-001") == "verified", _out(runs, "forbidden")
+    assert _status(runs, "forbidden", "CAP-007") == _status(runs, "forbidden", "AUTH-001") == "verified", _out(
+        runs, "forbidden"
+    )
     failed = _failed(runs, "forbidden-strict")
     assert set(failed) == {"CAP-007", "AUTH-001"} and "403" in failed["CAP-007"], _out(runs, "forbidden-strict")
 
 
 def test_an_integer_revision_passes_unless_strict(runs: Any) -> None:
     assert _failed(runs, "int-revision") == {}, _out(runs, "int-revision")
-    assert _status(runs, "int-revision", "READ-002") == _status(runs, "int-revision", "WIRE-002") == "verified", _out(runs, "int-revision")
+    assert _status(runs, "int-revision", "READ-002") == _status(runs, "int-revision", "WIRE-002") == "verified", _out(
+        runs, "int-revision"
+    )
     failed = _failed(runs, "int-revision-strict")
     assert set(failed) == {"READ-002"} and "revision" in failed["READ-002"], _out(runs, "int-revision-strict")
 
@@ -208,7 +232,9 @@ def test_an_integer_revision_passes_unless_strict(runs: Any) -> None:
 def test_next_action_in_a_feedback_object_of_its_own_passes(runs: Any) -> None:
     """CHOICES.md accepts next_action inside feedback; the error schema does not ask for the SDK's whole feedback object."""
     assert _failed(runs, "feedback-only") == {}, _out(runs, "feedback-only")
-    assert all(_status(runs, "feedback-only", rid) == "verified" for rid in ("REF-011", "REF-012")), _out(runs, "feedback-only")
+    assert all(_status(runs, "feedback-only", rid) == "verified" for rid in ("REF-011", "REF-012")), _out(
+        runs, "feedback-only"
+    )
 
 
 def test_an_extra_delivery_member_passes_unless_strict(runs: Any) -> None:
@@ -222,7 +248,9 @@ def test_generated_requests_go_to_the_configured_paths(runs: Any) -> None:
     """test_negative builds its requests from openapi.yaml but sends them where [paths] says: with
     search, read and turns served elsewhere, nothing reaches their default paths."""
     assert _failed(runs, "other-paths") == {}, _out(runs, "other-paths")
-    assert _status(runs, "other-paths", "WIRE-001") == _status(runs, "other-paths", "WIRE-002") == "verified", _out(runs, "other-paths")
+    assert _status(runs, "other-paths", "WIRE-001") == _status(runs, "other-paths", "WIRE-002") == "verified", _out(
+        runs, "other-paths"
+    )
     assert OtherPaths.strays == [], OtherPaths.strays[:5]
 
 
@@ -232,8 +260,19 @@ DIMENSIONS = {"REF-003": "hub", "REF-004": "session", "REF-005": "route", "REF-0
 @pytest.mark.parametrize("rid", DIMENSIONS)
 def test_a_case_claims_only_its_own_requirement(rid: str) -> None:
     """--requirement selects what claims an ID; a binding-matrix case must not inherit its siblings' IDs."""
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "--collect-only", "-q", "-p", "no:cacheprovider",
-           "--requirement", rid]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "conformance.suite",
+        "--collect-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--requirement",
+        rid,
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
     matrix = [line for line in out.splitlines() if "test_one_differing_binding_is_refused[" in line]
     dimensions = {line.split("[", 1)[1].split("-", 1)[0] for line in matrix}
@@ -252,7 +291,10 @@ def test_the_simulator_refuses_a_body_that_is_not_declared_json() -> None:
         path = "/agent-api/v1/workspaces/ct/knowledge/search"
         for media in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
             response = http.post(path, content=body, headers={**auth, "Content-Type": media})
-            assert response.status_code == 415 and response.json()["error"] == "unsupported_media_type", (media, response.text)
+            assert response.status_code == 415 and response.json()["error"] == "unsupported_media_type", (
+                media,
+                response.text,
+            )
         for media in ("application/json", "application/json; charset=utf-8", "application/problem+json"):
             response = http.post(path, content=body, headers={**auth, "Content-Type": media})
             assert response.status_code == 200, (media, response.text)
@@ -260,19 +302,23 @@ def test_the_simulator_refuses_a_body_that_is_not_declared_json() -> None:
 
 def test_a_refused_replay_with_reordered_members_passes_unless_strict(runs: Any) -> None:
     """Pinning forbids another run; refusing the reordered replay keeps the run pinned."""
-    assert _failed(runs, "member-order") == {} and _status(runs, "member-order", "TURN-004") == "verified", _out(runs, "member-order")
+    assert _failed(runs, "member-order") == {} and _status(runs, "member-order", "TURN-004") == "verified", _out(
+        runs, "member-order"
+    )
     failed = _failed(runs, "member-order-strict")
     assert set(failed) == {"TURN-004"} and "reordered" in failed["TURN-004"], _out(runs, "member-order-strict")
 
 
 def test_a_cursor_that_names_its_own_chain_passes_unless_strict(runs: Any) -> None:
     """Beside another document's reference, such a cursor reads its own chain on: the seed allows it."""
-    assert _failed(runs, "cursor-names-chain") == {} and _status(runs, "cursor-names-chain", "REF-008") == "verified", \
+    assert _failed(runs, "cursor-names-chain") == {} and _status(runs, "cursor-names-chain", "REF-008") == "verified", (
         _out(runs, "cursor-names-chain")
+    )
     assert set(_failed(runs, "cursor-names-chain-strict")) == {"REF-008"}, _out(runs, "cursor-names-chain-strict")
 
 
 def test_padded_base64_references_decoded_leniently_pass(runs: Any) -> None:
     """Text after a reference's padding is ignored by common decoders: never probed as a tampered reference."""
-    assert _failed(runs, "padded-base64-refs") == {} and _status(runs, "padded-base64-refs", "REF-015") == "verified", \
+    assert _failed(runs, "padded-base64-refs") == {} and _status(runs, "padded-base64-refs", "REF-015") == "verified", (
         _out(runs, "padded-base64-refs")
+    )

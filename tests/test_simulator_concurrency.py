@@ -26,10 +26,20 @@ FAILSAFE = 20.0  # seconds an event wait gives up after, so a broken build fails
 def _app(**options: Any) -> Starlette:
     app = create_app(concurrent=True, **options)
     core = app.state.core
-    core.store.replace_corpus("demo", [("kb", "kb", [
-        ItemInput("a", "alpha", "zebra stripes " * 20 + "first"),
-        ItemInput("b", "beta", "zebra crossing " * 10 + "second"),
-    ])], core.clock.now())
+    core.store.replace_corpus(
+        "demo",
+        [
+            (
+                "kb",
+                "kb",
+                [
+                    ItemInput("a", "alpha", "zebra stripes " * 20 + "first"),
+                    ItemInput("b", "beta", "zebra crossing " * 10 + "second"),
+                ],
+            )
+        ],
+        core.clock.now(),
+    )
     return app
 
 
@@ -72,7 +82,9 @@ def test_a_slow_search_does_not_hold_up_a_request_served_meanwhile(monkeypatch: 
         async with _client(app) as http:
             run = await _run_id(http, auth)
             monkeypatch.setattr(store, "search", slow_search)
-            pending = asyncio.create_task(http.post(f"{API}/knowledge/search", json={"run_id": run, "query": "zebra"}, headers=auth))
+            pending = asyncio.create_task(
+                http.post(f"{API}/knowledge/search", json={"run_id": run, "query": "zebra"}, headers=auth)
+            )
             assert await asyncio.to_thread(entered.wait, FAILSAFE)
             capabilities = await http.get(f"{API}/knowledge/capabilities", headers=auth)
             answered_while_held = not release.is_set()
@@ -96,7 +108,9 @@ def test_a_search_sees_one_state_of_the_store_while_revisions_are_published(monk
         found = current_revision(route, item_id)
         if not after:  # between the search's first and second hit: both items get a new revision, committed
             for item in ("a", "b"):
-                after[item] = str(store.publish_revision("demo", item, f"zebra {item} rewritten", None, None, core.clock.now()))
+                after[item] = str(
+                    store.publish_revision("demo", item, f"zebra {item} rewritten", None, None, core.clock.now())
+                )
         return found
 
     async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -104,8 +118,12 @@ def test_a_search_sees_one_state_of_the_store_while_revisions_are_published(monk
         async with _client(app) as http:
             run = await _run_id(http, auth)
             monkeypatch.setattr(store, "current_revision", publish_midway)
-            first = (await http.post(f"{API}/knowledge/search", json={"run_id": run, "query": "zebra"}, headers=auth)).json()
-            second = (await http.post(f"{API}/knowledge/search", json={"run_id": run, "query": "zebra"}, headers=auth)).json()
+            first = (
+                await http.post(f"{API}/knowledge/search", json={"run_id": run, "query": "zebra"}, headers=auth)
+            ).json()
+            second = (
+                await http.post(f"{API}/knowledge/search", json={"run_id": run, "query": "zebra"}, headers=auth)
+            ).json()
             return first, second
 
     first, second = asyncio.run(scenario())
@@ -134,10 +152,14 @@ def test_reads_during_a_publish_see_one_revision_and_none_sees_it_after(monkeypa
         auth = _auth(app)
         async with _client(app) as http:
             run = await _run_id(http, auth)
-            hints = (await http.post(f"{API}/knowledge/search", json={"run_id": run, "query": "first"}, headers=auth)).json()["hints"]
+            hints = (
+                await http.post(f"{API}/knowledge/search", json={"run_id": run, "query": "first"}, headers=auth)
+            ).json()["hints"]
             monkeypatch.setattr(store, "current_revision", publish_on_the_fifth)
             body = {"run_id": run, "ref": hints[0]["ref"], "max_bytes": 4096}
-            reads = await asyncio.gather(*(http.post(f"{API}/knowledge/read", json=body, headers=auth) for _ in range(16)))
+            reads = await asyncio.gather(
+                *(http.post(f"{API}/knowledge/read", json=body, headers=auth) for _ in range(16))
+            )
             return list(reads), await http.post(f"{API}/knowledge/read", json=body, headers=auth)
 
     reads, later = asyncio.run(scenario())
@@ -147,7 +169,9 @@ def test_reads_during_a_publish_see_one_revision_and_none_sees_it_after(monkeypa
             page = response.json()
             assert page["revision"] == old.revision_id and old.content.startswith(page["content"])
         else:
-            assert (response.status_code, response.json()["error"]) == (409, "knowledge_revision_changed"), response.text
+            assert (response.status_code, response.json()["error"]) == (409, "knowledge_revision_changed"), (
+                response.text
+            )
     # once the publish committed, no pooled connection answers from an older state
     assert (later.status_code, later.json()["error"]) == (409, "knowledge_revision_changed")
 
@@ -157,8 +181,13 @@ def test_identical_turns_sent_at_once_commit_once() -> None:
 
     async def scenario() -> list[httpx.Response]:
         auth = _auth(app)
-        turn = {"client_conversation_id": "c", "client_turn_id": "same", "user_message_id": "m", "user_input": "zebra",
-                "knowledge_delivery": "on_demand"}
+        turn = {
+            "client_conversation_id": "c",
+            "client_turn_id": "same",
+            "user_message_id": "m",
+            "user_input": "zebra",
+            "knowledge_delivery": "on_demand",
+        }
         async with _client(app) as http:
             return list(await asyncio.gather(*(http.post(f"{API}/turns", json=turn, headers=auth) for _ in range(12))))
 
@@ -171,7 +200,9 @@ def test_a_kept_store_whose_index_is_missing_rebuilds_it_when_opened(tmp_path: P
     database = str(tmp_path / "kept.sqlite")
     store = Store(database, Random(1), concurrent=True)
     store.create_workspace("w1")
-    store.replace_corpus("w1", [("kb", "kb", [ItemInput("a", "alpha", "walrus"), ItemInput("b", "beta", "narwhal")])], 0.0)
+    store.replace_corpus(
+        "w1", [("kb", "kb", [ItemInput("a", "alpha", "walrus"), ItemInput("b", "beta", "narwhal")])], 0.0
+    )
     store.publish_revision("w1", "b", "walrus too", None, None, 1.0)
     assert [r.item_id for r in store.search("w1", "walrus", None, 3)] == ["a", "b"]
     store.close()

@@ -15,8 +15,14 @@ def test_ties_break_by_item_id_whatever_the_corpus_order_and_after_a_publish(con
     store = Store(":memory:", Random(3), concurrent=concurrent)
     store.create_workspace("w")
     ids = ["m", "b", "z", "a", "é", "B", "k"]  # code point order: B a b k m z é
-    store.replace_corpus("w", [("one", "one", [ItemInput(i, "same", "tapir tapir") for i in ids[:4]]),
-                               ("two", "two", [ItemInput(i, "same", "tapir tapir") for i in ids[4:]])], 0.0)
+    store.replace_corpus(
+        "w",
+        [
+            ("one", "one", [ItemInput(i, "same", "tapir tapir") for i in ids[:4]]),
+            ("two", "two", [ItemInput(i, "same", "tapir tapir") for i in ids[4:]]),
+        ],
+        0.0,
+    )
     assert [r.item_id for r in store.search("w", "tapir", None, 10)] == sorted(ids)
     assert [r.item_id for r in store.search("w", "tapir", ["two"], 10)] == ["B", "k", "é"]
     store.publish_revision("w", "a", "tapir tapir", None, None, 1.0)  # same text, new revision: same place
@@ -33,7 +39,9 @@ def test_ties_break_by_item_id_whatever_the_corpus_order_and_after_a_publish(con
 def test_only_the_current_revision_of_an_item_is_found(concurrent: bool) -> None:
     store = Store(":memory:", Random(4), concurrent=concurrent)
     store.create_workspace("w")
-    store.replace_corpus("w", [("kb", "kb", [ItemInput("a", "first title", "aardvark"), ItemInput("b", "other", "badger")])], 0.0)
+    store.replace_corpus(
+        "w", [("kb", "kb", [ItemInput("a", "first title", "aardvark"), ItemInput("b", "other", "badger")])], 0.0
+    )
     store.publish_revision("w", "a", "pangolin", "second title", None, 1.0)
     assert store.search("w", "aardvark", None, 3) == [] and store.search("w", "first", None, 3) == []
     assert [(r.item_id, r.title) for r in store.search("w", "pangolin second", None, 3)] == [("a", "second title")]

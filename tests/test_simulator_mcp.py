@@ -24,7 +24,7 @@ from simulator.mcp.server import http_endpoint, stdio_command
 ROUTE, CTL = "mcp-sim", {"Authorization": "Bearer ctl"}
 TOKEN_WORD = "zebrafinch"
 # Several pages at 4096 bytes, with escapes, astral and combining characters to cut through.
-DOCUMENT = " ".join(f"{TOKEN_WORD} line {i}: caf\u00e9 \"q\" \\ \U0001f600 e\u0301 \u4e2d\u6587\n" for i in range(400))
+DOCUMENT = " ".join(f'{TOKEN_WORD} line {i}: caf\u00e9 "q" \\ \U0001f600 e\u0301 \u4e2d\u6587\n' for i in range(400))
 FLAGS = {"dispatch": "not_dispatched", "business_operation_performed": False}
 BOUND = ("next_cursor", "ref", "run_id")  # members bound to a run: equal only within one run
 
@@ -40,10 +40,16 @@ class Sim:
 
     def mint(self) -> str:
         """A new Agent Session: the current run is kept per Agent Session and route."""
-        return str(self.http.post("/_control/v1/identities", json={"account": "alice", "route": ROUTE}, headers=CTL).json()["token"])
+        return str(
+            self.http.post("/_control/v1/identities", json={"account": "alice", "route": ROUTE}, headers=CTL).json()[
+                "token"
+            ]
+        )
 
     def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
-        return self.http.post(f"/agent-api/v1/workspaces/{ROUTE}{path}", json=body, headers={"Authorization": f"Bearer {self.token}"})
+        return self.http.post(
+            f"/agent-api/v1/workspaces/{ROUTE}{path}", json=body, headers={"Authorization": f"Bearer {self.token}"}
+        )
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +59,13 @@ def sim() -> Iterator[Sim]:
     try:
         with httpx.Client(base_url=base, timeout=30) as http:
             assert http.post("/_control/v1/workspaces", json={"route": ROUTE}, headers=CTL).status_code < 300
-            corpus = {"bases": [{"id": "kb", "items": [{"id": "doc", "title": f"{TOKEN_WORD} notes", "content": DOCUMENT}]}]}
+            corpus = {
+                "bases": [{"id": "kb", "items": [{"id": "doc", "title": f"{TOKEN_WORD} notes", "content": DOCUMENT}]}]
+            }
             assert http.put(f"/_control/v1/workspaces/{ROUTE}/corpus", json=corpus, headers=CTL).status_code < 300
-            token = http.post("/_control/v1/identities", json={"account": "alice", "route": ROUTE}, headers=CTL).json()["token"]
+            token = http.post("/_control/v1/identities", json={"account": "alice", "route": ROUTE}, headers=CTL).json()[
+                "token"
+            ]
             yield Sim(base, http, token)
     finally:
         stop()
@@ -80,7 +90,11 @@ def _refused(result: ToolResult) -> dict[str, Any]:
 def _mcp_chain(session: McpSession, ref: str) -> list[dict[str, Any]]:
     pages, cursor = [], None
     while True:
-        page = _ok(session.call("read_business_knowledge", {"ref": ref, "max_bytes": 4096, **({"cursor": cursor} if cursor else {})}))
+        page = _ok(
+            session.call(
+                "read_business_knowledge", {"ref": ref, "max_bytes": 4096, **({"cursor": cursor} if cursor else {})}
+            )
+        )
         pages.append(page)
         cursor = page.get("next_cursor")
         if not cursor:
@@ -88,13 +102,21 @@ def _mcp_chain(session: McpSession, ref: str) -> list[dict[str, Any]]:
 
 
 def _http_chain(sim: Sim) -> list[dict[str, Any]]:
-    turn = {"client_conversation_id": "http-c", "client_turn_id": "t1", "user_message_id": "m1", "user_input": "notes",
-            "knowledge_delivery": "on_demand"}
+    turn = {
+        "client_conversation_id": "http-c",
+        "client_turn_id": "t1",
+        "user_message_id": "m1",
+        "user_input": "notes",
+        "knowledge_delivery": "on_demand",
+    }
     run = sim.post("/turns", turn).json()["run_id"]
     hints = sim.post("/knowledge/search", {"query": TOKEN_WORD, "run_id": run}).json()["hints"]
     pages, cursor = [], None
     while True:
-        response = sim.post("/knowledge/read", {"ref": hints[0]["ref"], "run_id": run, "max_bytes": 4096, **({"cursor": cursor} if cursor else {})})
+        response = sim.post(
+            "/knowledge/read",
+            {"ref": hints[0]["ref"], "run_id": run, "max_bytes": 4096, **({"cursor": cursor} if cursor else {})},
+        )
         assert response.status_code == 200, response.text
         pages.append(response.json())
         cursor = pages[-1].get("next_cursor")
@@ -128,7 +150,11 @@ def test_a_search_and_read_over_mcp_equal_http_byte_for_byte(sim: Sim) -> None:
 def test_identity_route_and_run_arguments_are_refused(sim: Sim) -> None:
     with connect(sim.endpoint()) as session:
         _ok(session.call("start_business_turn", {"user_input": "notes"}))
-        for extra in ({"run_id": "00000000-0000-4000-8000-000000000000"}, {"route": "elsewhere"}, {"token": "bha_x" * 10}):
+        for extra in (
+            {"run_id": "00000000-0000-4000-8000-000000000000"},
+            {"route": "elsewhere"},
+            {"token": "bha_x" * 10},
+        ):
             feedback = _refused(session.call("search_business_knowledge", {"query": TOKEN_WORD, **extra}))
             assert feedback["code"] == "invalid_arguments" and feedback["dispatch"] == "not_dispatched"
         _refused(session.call("start_business_turn", {"user_input": "x", "knowledge_delivery": "inline"}))
@@ -137,7 +163,10 @@ def test_identity_route_and_run_arguments_are_refused(sim: Sim) -> None:
 
 def test_knowledge_calls_before_the_turn_are_refused(sim: Sim) -> None:
     with connect(sim.endpoint(sim.mint())) as session:  # a new Agent Session: no turn yet
-        for name, args in (("search_business_knowledge", {"query": TOKEN_WORD}), ("read_business_knowledge", {"ref": "r"})):
+        for name, args in (
+            ("search_business_knowledge", {"query": TOKEN_WORD}),
+            ("read_business_knowledge", {"ref": "r"}),
+        ):
             feedback = _refused(session.call(name, args))
             assert feedback["code"] == "turn_required" and feedback["next_action"] == "start_business_turn"
         _ok(session.call("start_business_turn", {"user_input": "notes"}))
@@ -178,7 +207,9 @@ def test_jobs_go_from_pending_to_done_and_waits_time_out() -> None:
         done = _job(await jobs.call("wait_for_governed_job", {"job_id": submitted["job_id"], "max_wait_seconds": 10}))
         assert done["status"] == "done" and done["timed_out"] is False and done["output"] and clock.t >= 5.0
         assert _job(await jobs.call("get_governed_job", {"job_id": submitted["job_id"]}))["status"] == "done"
-        assert (await jobs.call("wait_for_governed_job", {"job_id": submitted["job_id"], "max_wait_seconds": 61})).is_error
+        assert (
+            await jobs.call("wait_for_governed_job", {"job_id": submitted["job_id"], "max_wait_seconds": 61})
+        ).is_error
         assert (await jobs.call("get_governed_job", {"job_id": "job-unknown"})).is_error
 
     anyio.run(scenario)
@@ -189,7 +220,9 @@ def test_the_job_path_over_stdio_has_exactly_the_three_job_tools_and_runs_a_job(
     with connect(Endpoint("stdio", argv=tuple(argv), env=tuple(env.items()))) as session:
         names = sorted(t.name for t in session.tools())
         submitted = session.call("submit_governed_job", {"request_id": "r1", "input": "hello"})
-        waited = session.call("wait_for_governed_job", {"job_id": submitted.structured["job_id"], "max_wait_seconds": 5})
+        waited = session.call(
+            "wait_for_governed_job", {"job_id": submitted.structured["job_id"], "max_wait_seconds": 5}
+        )
         knowledge = session.call("search_business_knowledge", {"query": TOKEN_WORD})
     assert names == sorted(JOB_TOOLS)
     assert submitted.structured["status"] == "pending"

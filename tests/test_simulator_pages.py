@@ -32,12 +32,20 @@ def _chain(app: Any, doc: str, max_bytes: int) -> list[bytes]:
     with httpx.Client(transport=InProcessTransport(app), base_url="http://sim") as http:  # closes the event loop too
         ctl = {"Authorization": "Bearer ctl"}
         http.post("/_control/v1/workspaces", json={"route": "prop"}, headers=ctl)
-        http.put("/_control/v1/workspaces/prop/corpus", json={"bases": [{"id": "kb", "items": [{"id": "d", "title": "findme", "content": doc}]}]}, headers=ctl)
-        token = http.post("/_control/v1/identities", json={"account": "a", "route": "prop"}, headers=ctl).json()["token"]
+        http.put(
+            "/_control/v1/workspaces/prop/corpus",
+            json={"bases": [{"id": "kb", "items": [{"id": "d", "title": "findme", "content": doc}]}]},
+            headers=ctl,
+        )
+        token = http.post("/_control/v1/identities", json={"account": "a", "route": "prop"}, headers=ctl).json()[
+            "token"
+        ]
         auth = {"Authorization": f"Bearer {token}"}
         turn = {"client_conversation_id": "c", "client_turn_id": "t", "user_message_id": "m", "user_input": "findme"}
         run = http.post("/agent-api/v1/workspaces/prop/turns", json=turn, headers=auth).json()["run_id"]
-        hints = http.post("/agent-api/v1/workspaces/prop/knowledge/search", json={"query": "findme", "run_id": run}, headers=auth).json()["hints"]
+        hints = http.post(
+            "/agent-api/v1/workspaces/prop/knowledge/search", json={"query": "findme", "run_id": run}, headers=auth
+        ).json()["hints"]
         ref, cursor, pages = hints[0]["ref"], None, []
         while True:
             body = {"ref": ref, "run_id": run, "max_bytes": max_bytes, **({"cursor": cursor} if cursor else {})}
@@ -71,8 +79,10 @@ def test_pages_fit_on_a_moving_clock() -> None:
     sized against a cursor stamped a moment earlier, whose timestamp had another length. This clock's
     readings alternate between a short and a long decimal form at every call."""
     readings = itertools.cycle([1_767_225_600.5, 1_767_225_600.123456789])
-    doc = "".join(f"line {i:05d}: é😀 \\ \"q\"\n" for i in range(6000))
-    app = create_app(demo=False, control_token="ctl", frozen_clock=False, clock_start=None, clock_source=lambda: next(readings))
+    doc = "".join(f'line {i:05d}: é😀 \\ "q"\n' for i in range(6000))
+    app = create_app(
+        demo=False, control_token="ctl", frozen_clock=False, clock_start=None, clock_source=lambda: next(readings)
+    )
     pages = _chain(app, doc, 4096)
     assert len(pages) > 20 and max(len(raw) for raw in pages) <= 4096
 
@@ -81,7 +91,10 @@ def test_a_ticking_frozen_clock_moves_on_every_reading_and_replays() -> None:
     """The suite's bundled target ticks: every reading is a new instant, the same sequence each run."""
     from simulator.clock import Clock
 
-    readings = [[c.now() for _ in range(3)] for c in (Clock(100.0, frozen=True, tick=1e-6), Clock(100.0, frozen=True, tick=1e-6))]
+    readings = [
+        [c.now() for _ in range(3)]
+        for c in (Clock(100.0, frozen=True, tick=1e-6), Clock(100.0, frozen=True, tick=1e-6))
+    ]
     clock = Clock(100.0, frozen=True, tick=1e-6)
     first, second, third = clock.now(), clock.now(), clock.now()
     assert first < second < third and first == 100.0

@@ -30,8 +30,19 @@ def _port() -> int:
 @contextmanager
 def _served(database: Path, *extra: str) -> Iterator[tuple[httpx.Client, subprocess.Popen[bytes]]]:
     port = _port()
-    cmd = [sys.executable, "-m", "simulator.cli", "serve", "--port", str(port), "--database", str(database),
-           "--control-token", CONTROL, *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "simulator.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--database",
+        str(database),
+        "--control-token",
+        CONTROL,
+        *extra,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
     try:
@@ -61,13 +72,24 @@ def test_a_killed_and_restarted_simulator_keeps_its_store_and_its_references(tmp
         assert http.post("/_control/v1/workspaces", json={"route": "keep"}, headers=CTL).status_code == 201
         corpus = {"bases": [{"id": "kb", "items": [{"id": "d", "title": "persistence", "content": "first words"}]}]}
         assert http.put("/_control/v1/workspaces/keep/corpus", json=corpus, headers=CTL).status_code < 300
-        token = http.post("/_control/v1/identities", json={"account": "a", "route": "keep"}, headers=CTL).json()["token"]
+        token = http.post("/_control/v1/identities", json={"account": "a", "route": "keep"}, headers=CTL).json()[
+            "token"
+        ]
         auth = {"Authorization": f"Bearer {token}"}
-        turn = {"client_conversation_id": "c", "client_turn_id": "t1", "user_message_id": "m", "user_input": "persistence"}
+        turn = {
+            "client_conversation_id": "c",
+            "client_turn_id": "t1",
+            "user_message_id": "m",
+            "user_input": "persistence",
+        }
         run = http.post(f"{API}/turns", json=turn, headers=auth).json()["run_id"]
-        published = http.post("/_control/v1/workspaces/keep/items/d/revisions", json={"content": "second words"}, headers=CTL)
+        published = http.post(
+            "/_control/v1/workspaces/keep/items/d/revisions", json={"content": "second words"}, headers=CTL
+        )
         assert published.status_code == 201
-        hints = http.post(f"{API}/knowledge/search", json={"query": "persistence", "run_id": run}, headers=auth).json()["hints"]
+        hints = http.post(f"{API}/knowledge/search", json={"query": "persistence", "run_id": run}, headers=auth).json()[
+            "hints"
+        ]
         ref = hints[0]["ref"]
         before: dict[str, Any] = _read(http, auth, run, ref).json()
         assert before["content"] == "second words"
@@ -80,7 +102,9 @@ def test_a_killed_and_restarted_simulator_keeps_its_store_and_its_references(tmp
         assert json.loads(again.content)["content"] == "second words" and again.json()["revision"] == before["revision"]
         ids = set()
         for n in range(20):  # every new ID is fresh: a replayed ID stream collided with stored ones (HTTP 500)
-            response = http.post("/_control/v1/workspaces/keep/items/d/revisions", json={"content": f"words {n}"}, headers=CTL)
+            response = http.post(
+                "/_control/v1/workspaces/keep/items/d/revisions", json={"content": f"words {n}"}, headers=CTL
+            )
             assert response.status_code == 201, response.text
             ids.add(response.json()["revision_id"])
             turn = {**turn, "client_turn_id": f"t-after-{n}"}
@@ -98,11 +122,15 @@ def test_unseeded_simulators_share_no_signing_key_and_no_tokens(tmp_path: Path) 
             assert http.post("/_control/v1/workspaces", json={"route": "keep"}, headers=CTL).status_code == 201
             corpus = {"bases": [{"id": "kb", "items": [{"id": "d", "title": "persistence", "content": "words"}]}]}
             http.put("/_control/v1/workspaces/keep/corpus", json=corpus, headers=CTL)
-            token = http.post("/_control/v1/identities", json={"account": "a", "route": "keep"}, headers=CTL).json()["token"]
+            token = http.post("/_control/v1/identities", json={"account": "a", "route": "keep"}, headers=CTL).json()[
+                "token"
+            ]
             auth = {"Authorization": f"Bearer {token}"}
             turn = {"client_conversation_id": "c", "client_turn_id": "t", "user_message_id": "m", "user_input": "x"}
             run = http.post(f"{API}/turns", json=turn, headers=auth).json()["run_id"]
-            hints = http.post(f"{API}/knowledge/search", json={"query": "persistence", "run_id": run}, headers=auth).json()["hints"]
+            hints = http.post(
+                f"{API}/knowledge/search", json={"query": "persistence", "run_id": run}, headers=auth
+            ).json()["hints"]
             tokens.append(token)
             refs.append(hints[0]["ref"])
             if n == 1:
@@ -113,6 +141,10 @@ def test_unseeded_simulators_share_no_signing_key_and_no_tokens(tmp_path: Path) 
 
 
 def test_the_control_extension_is_not_served_publicly_with_the_default_credential() -> None:
-    proc = subprocess.run([sys.executable, "-m", "simulator.cli", "serve", "--host", "0.0.0.0", "--port", str(_port())],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "simulator.cli", "serve", "--host", "0.0.0.0", "--port", str(_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "--control-token" in proc.stderr

@@ -62,7 +62,9 @@ def test_the_default_embedding_is_deterministic_and_offline() -> None:
 
 
 def test_rrf_sums_reciprocal_ranks_with_k_60_from_rank_1() -> None:
-    rows = {i: _scored(i, lex, sem) for i, lex, sem in (("a", 3.0, 0.1), ("b", 2.0, 0.9), ("c", 1.0, 0.5), ("d", 0.0, 0.8))}
+    rows = {
+        i: _scored(i, lex, sem) for i, lex, sem in (("a", 3.0, 0.1), ("b", 2.0, 0.9), ("c", 1.0, 0.5), ("d", 0.0, 0.8))
+    }
     fused = fuse(rows)
     # lexical: a1 b2 c3; semantic: b1 d2 c3 a4
     expected = {"a": 1 / 61 + 1 / 64, "b": 1 / 62 + 1 / 61, "c": 2 / 63, "d": 1 / 62}
@@ -102,17 +104,32 @@ def sim(request: pytest.FixtureRequest) -> Any:
     app = create_app(seed=3, demo=False, control_token="control", concurrent=request.param)
     client = TestClient(app)
     client.post("/_control/v1/workspaces", json={"route": "ws"}, headers=CONTROL)
-    text = "a\U0001F600e\u0301中\U0001D11E\"z" * 3
-    corpus = {"bases": [{"id": "kb", "items": [{"id": "doc", "title": "Doc", "content": text},
-                                               {"id": "runbook", "title": "Runbook", "content": "deployment runbook steps"}]},
-                        {"id": "secret", "items": [{"id": "hidden", "title": "Hidden", "content": "deployment secrets"}]}]}
+    text = 'a\U0001f600e\u0301中\U0001d11e"z' * 3
+    corpus = {
+        "bases": [
+            {
+                "id": "kb",
+                "items": [
+                    {"id": "doc", "title": "Doc", "content": text},
+                    {"id": "runbook", "title": "Runbook", "content": "deployment runbook steps"},
+                ],
+            },
+            {"id": "secret", "items": [{"id": "hidden", "title": "Hidden", "content": "deployment secrets"}]},
+        ]
+    }
     revisions = client.put("/_control/v1/workspaces/ws/corpus", json=corpus, headers=CONTROL).json()["items"]
     client.put("/_control/v1/workspaces/ws/scopes/alice", json={"bases": ["kb"]}, headers=CONTROL)
-    tokens = {name: client.post("/_control/v1/identities", json={"account": name, "route": "ws"}, headers=CONTROL).json()["token"]
-              for name in ("alice", "bob")}
+    tokens = {
+        name: client.post("/_control/v1/identities", json={"account": name, "route": "ws"}, headers=CONTROL).json()[
+            "token"
+        ]
+        for name in ("alice", "bob")
+    }
 
     def ask(arguments: dict[str, Any], who: str = "alice") -> tuple[int, dict[str, Any]]:
-        response = client.post(TOOL_PATH.format(route="ws"), json=arguments, headers={"authorization": f"Bearer {tokens[who]}"})
+        response = client.post(
+            TOOL_PATH.format(route="ws"), json=arguments, headers={"authorization": f"Bearer {tokens[who]}"}
+        )
         return response.status_code, response.json()
 
     return client, ask, text, revisions
@@ -122,8 +139,13 @@ def test_windows_count_code_points(sim: Any) -> None:
     _, ask, text, _ = sim
     assert len(text) == 24 and len(text.encode()) > 48
     status, body = ask({"knowledge_item_id": "doc", "offset": 1, "limit_chars": 3})
-    assert status == 200 and body["content"] == "\U0001F600e\u0301"  # the astral character and a split combining pair
-    assert (body["content_offset"], body["content_limit"], body["content_total_chars"], body["content_truncated"]) == (1, 3, 24, True)
+    assert status == 200 and body["content"] == "\U0001f600e\u0301"  # the astral character and a split combining pair
+    assert (body["content_offset"], body["content_limit"], body["content_total_chars"], body["content_truncated"]) == (
+        1,
+        3,
+        24,
+        True,
+    )
     _, last = ask({"knowledge_item_id": "doc", "offset": 20, "limit_chars": 10})
     assert last["content"] == text[20:] and last["content_truncated"] is False
     _, past = ask({"knowledge_item_id": "doc", "offset": 99})
@@ -134,23 +156,32 @@ def test_windows_count_code_points(sim: Any) -> None:
 
 def test_the_seeds_errors(sim: Any) -> None:
     _, ask, _, revisions = sim
-    cases = [({"query": "x", "knowledge_item_id": "doc"}, 400, "knowledge_invalid_request"),
-             ({"query": "x", "knowledge_revision_id": "r"}, 400, "knowledge_invalid_request"),
-             ({}, 400, "knowledge_query_required"), ({"query": "   "}, 400, "knowledge_query_required"),
-             ({"knowledge_revision_id": "r"}, 400, "knowledge_item_required"),
-             ({"query": "x", "max_results": 51}, 400, "knowledge_invalid_request"),
-             ({"query": "x", "max_results": 0}, 400, "knowledge_invalid_request"),
-             ({"knowledge_item_id": "doc", "limit_chars": 10001}, 400, "knowledge_invalid_request"),
-             ({"knowledge_item_id": "doc", "offset": -1}, 400, "knowledge_invalid_request"),
-             ({"query": "x", "owner": "bob"}, 400, "knowledge_invalid_request"),
-             ({"query": "x", "offset": "1"}, 400, "invalid_arguments"),
-             ({"query": "x", "alpha": True}, 400, "invalid_arguments"),
-             ({"query": "q" * 2001}, 400, "invalid_arguments")]
+    cases = [
+        ({"query": "x", "knowledge_item_id": "doc"}, 400, "knowledge_invalid_request"),
+        ({"query": "x", "knowledge_revision_id": "r"}, 400, "knowledge_invalid_request"),
+        ({}, 400, "knowledge_query_required"),
+        ({"query": "   "}, 400, "knowledge_query_required"),
+        ({"knowledge_revision_id": "r"}, 400, "knowledge_item_required"),
+        ({"query": "x", "max_results": 51}, 400, "knowledge_invalid_request"),
+        ({"query": "x", "max_results": 0}, 400, "knowledge_invalid_request"),
+        ({"knowledge_item_id": "doc", "limit_chars": 10001}, 400, "knowledge_invalid_request"),
+        ({"knowledge_item_id": "doc", "offset": -1}, 400, "knowledge_invalid_request"),
+        ({"query": "x", "owner": "bob"}, 400, "knowledge_invalid_request"),
+        ({"query": "x", "offset": "1"}, 400, "invalid_arguments"),
+        ({"query": "x", "alpha": True}, 400, "invalid_arguments"),
+        ({"query": "q" * 2001}, 400, "invalid_arguments"),
+    ]
     for arguments, status, code in cases:
         got_status, body = ask(arguments)
         assert (got_status, body["error"], body["type"]) == (status, code, "knowledge_error"), arguments
-    for arguments in ({"query": "x", "max_results": 50}, {"query": "x", "max_results": 1}, {"knowledge_item_id": "doc", "limit_chars": 10000},
-                      {"knowledge_item_id": "doc", "limit_chars": 1}, {"query": "x", "alpha": 7}, {"query": "x", "mode": "nope"}):
+    for arguments in (
+        {"query": "x", "max_results": 50},
+        {"query": "x", "max_results": 1},
+        {"knowledge_item_id": "doc", "limit_chars": 10000},
+        {"knowledge_item_id": "doc", "limit_chars": 1},
+        {"query": "x", "alpha": 7},
+        {"query": "x", "mode": "nope"},
+    ):
         assert ask(arguments)[0] == 200, arguments
     assert revisions["doc"] != revisions["hidden"]
 
@@ -159,22 +190,38 @@ def test_unavailable_is_one_answer_for_absent_unauthorized_inactive_and_unpublis
     client, ask, _, revisions = sim
     client.post("/_control/v1/workspaces", json={"route": "ws2"}, headers=CONTROL)
     client.put("/_control/v1/workspaces/ws/knowledge/items/runbook/state", json={"published": False}, headers=CONTROL)
-    answers = [ask(a) for a in ({"knowledge_item_id": "nope"}, {"knowledge_item_id": "hidden"}, {"knowledge_item_id": "runbook"},
-                                {"knowledge_item_id": "doc", "knowledge_revision_id": revisions["hidden"]},
-                                {"knowledge_item_id": "doc", "knowledge_revision_id": "rev_nope"},
-                                {"knowledge_item_id": "doc", "knowledge_base_id": "secret"},
-                                {"query": "deployment", "knowledge_base_id": "secret"})]
-    assert {json.dumps(a, sort_keys=True) for a in answers} == {json.dumps(
-        (404, {"type": "knowledge_error", "error": "knowledge_resource_unavailable", "message": UNAVAILABLE}), sort_keys=True)}
+    answers = [
+        ask(a)
+        for a in (
+            {"knowledge_item_id": "nope"},
+            {"knowledge_item_id": "hidden"},
+            {"knowledge_item_id": "runbook"},
+            {"knowledge_item_id": "doc", "knowledge_revision_id": revisions["hidden"]},
+            {"knowledge_item_id": "doc", "knowledge_revision_id": "rev_nope"},
+            {"knowledge_item_id": "doc", "knowledge_base_id": "secret"},
+            {"query": "deployment", "knowledge_base_id": "secret"},
+        )
+    ]
+    assert {json.dumps(a, sort_keys=True) for a in answers} == {
+        json.dumps(
+            (404, {"type": "knowledge_error", "error": "knowledge_resource_unavailable", "message": UNAVAILABLE}),
+            sort_keys=True,
+        )
+    }
     client.put("/_control/v1/workspaces/ws/knowledge/items/doc/state", json={"active": False}, headers=CONTROL)
     assert ask({"knowledge_item_id": "doc"})[1]["error"] == "knowledge_resource_unavailable"
-    assert [h["knowledge_item_id"] for h in ask({"query": "deployment"})[1]["results"]] == []  # runbook unpublished, hidden unauthorized
+    assert [
+        h["knowledge_item_id"] for h in ask({"query": "deployment"})[1]["results"]
+    ] == []  # runbook unpublished, hidden unauthorized
 
 
 def test_query_follows_published_current_revisions_and_reads_pin_old_ones(sim: Any) -> None:
     client, ask, _, revisions = sim
-    new = client.post("/_control/v1/workspaces/ws/knowledge/items/runbook/revisions", json={"content": "rollback checklist"},
-                      headers=CONTROL).json()["revision_id"]
+    new = client.post(
+        "/_control/v1/workspaces/ws/knowledge/items/runbook/revisions",
+        json={"content": "rollback checklist"},
+        headers=CONTROL,
+    ).json()["revision_id"]
     hits = ask({"query": "rollback", "mode": "lexical"})[1]["results"]
     assert [(h["knowledge_item_id"], h["knowledge_revision_id"]) for h in hits] == [("runbook", new)]
     assert ask({"query": "steps", "mode": "lexical"})[1]["results"] == []  # the first revision is not searched
@@ -190,12 +237,20 @@ def test_scope_runtime_and_audit_through_control(sim: Any) -> None:
         ask(arguments)
     assert client.get(audit, headers=CONTROL).json()["events"] == before  # read-only: no audit event
     client.put("/_control/v1/workspaces/ws/knowledge/scopes/bob", json={"scopes": []}, headers=CONTROL)
-    assert ask({"query": "deployment"}, who="bob") == (403, {"type": "knowledge_error", "error": "insufficient_scope",
-                                                          "message": "search_knowledge needs the knowledge:read scope"})
+    assert ask({"query": "deployment"}, who="bob") == (
+        403,
+        {
+            "type": "knowledge_error",
+            "error": "insufficient_scope",
+            "message": "search_knowledge needs the knowledge:read scope",
+        },
+    )
     client.put("/_control/v1/workspaces/ws/knowledge/runtime", json={"enabled": False}, headers=CONTROL)
     status, body = ask({"query": "deployment"})
     assert (status, body["type"], body["error"]) == (503, "knowledge_unavailable", "knowledge_runtime_disabled")
-    assert [e["action"] for e in client.get(audit, headers=CONTROL).json()["events"]][-1] == "knowledge.runtime.disabled"
+    assert [e["action"] for e in client.get(audit, headers=CONTROL).json()["events"]][
+        -1
+    ] == "knowledge.runtime.disabled"
 
 
 def test_replacing_the_corpus_forgets_the_states(sim: Any) -> None:
@@ -215,11 +270,17 @@ def test_the_mcp_path_hides_and_serves_the_tool() -> None:
 
     async def both() -> tuple[Any, Any]:
         session = Session(token=token, route=route)
-        return (await tools.call(session, "search_knowledge", {"query": "expense policy"}),
-                await tools.call(session, "search_knowledge", {"knowledge_item_id": "no-such-item"}))
+        return (
+            await tools.call(session, "search_knowledge", {"query": "expense policy"}),
+            await tools.call(session, "search_knowledge", {"knowledge_item_id": "no-such-item"}),
+        )
 
     found, refused = anyio.run(both)
-    assert not found.is_error and found.structured_content["type"] == "knowledge_search" and found.structured_content["results"]
+    assert (
+        not found.is_error
+        and found.structured_content["type"] == "knowledge_search"
+        and found.structured_content["results"]
+    )
     assert refused.is_error and refused.structured_content["error"] == "knowledge_resource_unavailable"
 
 

@@ -20,8 +20,12 @@ from tests.test_simulator_restart import _port
 def _start(*extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], httpx.Client]:
     port = _port()
     # stderr piped and never read: a pipe holds about 64 KB, the size of some 500 request log lines
-    proc = subprocess.Popen([sys.executable, "-m", "simulator.cli", "serve", "--port", str(port), "--seed", "1", *extra],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simulator.cli", "serve", "--port", str(port), "--seed", "1", *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
     deadline = time.monotonic() + 60
     while True:
@@ -61,7 +65,9 @@ def test_hundreds_of_idle_connections_leave_room_for_real_clients() -> None:
         for _ in range(300):
             idle.append(socket.create_connection((host, port), timeout=10))
         time.sleep(0.5)
-        assert all(http.get("/agent-api/v1/workspaces/demo/knowledge/capabilities").status_code == 401 for _ in range(20))
+        assert all(
+            http.get("/agent-api/v1/workspaces/demo/knowledge/capabilities").status_code == 401 for _ in range(20)
+        )
     finally:
         for s in idle:
             s.close()
@@ -74,8 +80,11 @@ def test_a_body_nested_deeper_than_the_parser_goes_is_refused_and_serving_goes_o
     simulator (in-process, the exception went unseen)."""
     proc, http = _start()
     try:
-        minted = http.post("/_control/v1/identities", json={"account": "alice", "route": "demo"},
-                           headers={"authorization": "Bearer sim-control-token"})
+        minted = http.post(
+            "/_control/v1/identities",
+            json={"account": "alice", "route": "demo"},
+            headers={"authorization": "Bearer sim-control-token"},
+        )
         assert minted.status_code == 201, minted.text
         headers = {"content-type": "application/json", "authorization": f"Bearer {minted.json()['token']}"}
         for endpoint, member in (("search", "query"), ("read", "ref"), ("read", "ref")):  # one kept-alive connection
@@ -87,10 +96,22 @@ def test_a_body_nested_deeper_than_the_parser_goes_is_refused_and_serving_goes_o
         _stop(proc, http)
 
 
-@pytest.mark.parametrize("option", [("--limit-concurrency", "0"), ("--limit-concurrency", "0.5"), ("--store-threads", "0"),
-                                    ("--store-threads", "-1"), ("--timeout-keep-alive", "-1"), ("--timeout-keep-alive", "nan"),
-                                    ("--timeout-keep-alive", "inf"), ("--timeout-keep-alive", "0.5")])
-def test_a_serving_number_out_of_range_is_refused_in_one_line(option: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "option",
+    [
+        ("--limit-concurrency", "0"),
+        ("--limit-concurrency", "0.5"),
+        ("--store-threads", "0"),
+        ("--store-threads", "-1"),
+        ("--timeout-keep-alive", "-1"),
+        ("--timeout-keep-alive", "nan"),
+        ("--timeout-keep-alive", "inf"),
+        ("--timeout-keep-alive", "0.5"),
+    ],
+)
+def test_a_serving_number_out_of_range_is_refused_in_one_line(
+    option: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     """0 connections at once answers everything 503, a negative keep-alive answers nothing, nan was a traceback."""
     with pytest.raises(SystemExit) as exited:
         sim_main(["serve", *option])
@@ -107,16 +128,19 @@ def test_the_control_token_can_come_from_the_environment() -> None:
     """KNOWLEDGE_SIM_CONTROL_TOKEN keeps the credential off the command line (``ps``); the default is then refused."""
     proc, http = _start(env={**os.environ, "KNOWLEDGE_SIM_CONTROL_TOKEN": "env-control-credential"})
     try:
-        answers = [http.get("/_control/v1/clock", headers={"Authorization": f"Bearer {token}"}).status_code
-                   for token in ("env-control-credential", SimConfig.control_token)]
+        answers = [
+            http.get("/_control/v1/clock", headers={"Authorization": f"Bearer {token}"}).status_code
+            for token in ("env-control-credential", SimConfig.control_token)
+        ]
     finally:
         _stop(proc, http)
     assert answers[0] == 200 and answers[1] in (401, 403), answers
 
 
 @pytest.mark.parametrize("given", [[], ["--control-token", ""]])
-def test_the_default_control_credential_stays_refused_off_loopback(given: list[str], monkeypatch: pytest.MonkeyPatch,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_default_control_credential_stays_refused_off_loopback(
+    given: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """An empty token, from the environment or the command line, counts as none given."""
     monkeypatch.setenv("KNOWLEDGE_SIM_CONTROL_TOKEN", "")
     assert sim_main(["serve", "--host", "0.0.0.0", *given]) == 2

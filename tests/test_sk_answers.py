@@ -30,8 +30,12 @@ def _answer(body: Any, *, is_error: bool = False, structured: bool = True) -> An
 
 def test_codes_are_found_at_the_top_or_inside_error_or_feedback() -> None:
     assert _answer({"error": "knowledge_invalid_request"}, is_error=True).codes == {"knowledge_invalid_request"}
-    assert _answer({"error": {"code": "knowledge_item_required", "message": "m"}}, is_error=True).codes == {"knowledge_item_required"}
-    assert _answer({"feedback": {"code": "knowledge_query_required"}}, is_error=True).codes == {"knowledge_query_required"}
+    assert _answer({"error": {"code": "knowledge_item_required", "message": "m"}}, is_error=True).codes == {
+        "knowledge_item_required"
+    }
+    assert _answer({"feedback": {"code": "knowledge_query_required"}}, is_error=True).codes == {
+        "knowledge_query_required"
+    }
     assert _answer({"code": "x"}, structured=False).codes == {"x"}
 
 
@@ -55,7 +59,7 @@ def test_the_unavailable_envelope_may_be_a_value_or_a_member() -> None:
 
 
 def test_utf16_windows() -> None:
-    text = "a\U0001F600e\u0301"
+    text = "a\U0001f600e\u0301"
     assert utf16_len(text) == 5 and len(text) == 4
-    assert utf16_slice(text, 1, 2) == "\U0001F600" and utf16_slice(text, 3, 2) == "e\u0301"
+    assert utf16_slice(text, 1, 2) == "\U0001f600" and utf16_slice(text, 3, 2) == "e\u0301"
     assert utf16_slice(text, 1, 1) == "\ud83d"  # a cut pair is a lone surrogate, as JSON can carry it

@@ -19,8 +19,10 @@ from simulator.search_knowledge.routes import TOOL_PATH
 
 CONTROL = {"authorization": "Bearer control"}
 QUERY = "how do we roll out software to production"
-CORPUS = {"deploy": "Release rollout checklist: ship the new build to the live servers",
-          "cake": "Chocolate cake recipe with butter, sugar and flour"}
+CORPUS = {
+    "deploy": "Release rollout checklist: ship the new build to the live servers",
+    "cake": "Chocolate cake recipe with butter, sugar and flour",
+}
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +45,9 @@ def test_the_model_embeds_offline_deterministically_and_semantically(wordllama: 
     assert len(query) == 256 and query == wordllama.embed(QUERY)
     assert cosine(query, deploy) > cosine(query, cake) + 0.1
     hashed = HashedNgrams()  # the default sees the words, not the meaning: no such margin
-    assert cosine(hashed.embed(QUERY), hashed.embed(CORPUS["deploy"])) - cosine(hashed.embed(QUERY), hashed.embed(CORPUS["cake"])) \
-        < cosine(query, deploy) - cosine(query, cake)
+    assert cosine(hashed.embed(QUERY), hashed.embed(CORPUS["deploy"])) - cosine(
+        hashed.embed(QUERY), hashed.embed(CORPUS["cake"])
+    ) < cosine(query, deploy) - cosine(query, cake)
 
 
 def test_the_tool_ranks_a_paraphrase_with_the_model(wordllama: Any) -> None:
@@ -52,9 +55,14 @@ def test_the_tool_ranks_a_paraphrase_with_the_model(wordllama: Any) -> None:
     client.post("/_control/v1/workspaces", json={"route": "ws"}, headers=CONTROL)
     items = [{"id": i, "title": i, "content": text} for i, text in CORPUS.items()]
     client.put("/_control/v1/workspaces/ws/corpus", json={"bases": [{"id": "kb", "items": items}]}, headers=CONTROL)
-    token = client.post("/_control/v1/identities", json={"account": "a", "route": "ws"}, headers=CONTROL).json()["token"]
-    body = client.post(TOOL_PATH.format(route="ws"), json={"query": QUERY, "mode": "semantic"},
-                       headers={"authorization": f"Bearer {token}"}).json()
+    token = client.post("/_control/v1/identities", json={"account": "a", "route": "ws"}, headers=CONTROL).json()[
+        "token"
+    ]
+    body = client.post(
+        TOOL_PATH.format(route="ws"),
+        json={"query": QUERY, "mode": "semantic"},
+        headers={"authorization": f"Bearer {token}"},
+    ).json()
     assert body["results"] and body["results"][0]["knowledge_item_id"] == "deploy"
 
 

@@ -17,10 +17,19 @@ from simulator.search_knowledge.routes import TOOL_PATH
 from tests.test_simulator_restart import CTL, _served
 
 SK = "/_control/v1/workspaces/keep/knowledge"
-CORPUS = {"bases": [{"id": "kb", "items": [{"id": "d", "title": "Doc", "content": "first words \U0001F600 e\u0301 中"},
-                                           {"id": "e", "title": "Archived", "content": "archived words"},
-                                           {"id": "u", "title": "Unpublished", "content": "unpublished words"}]},
-                    {"id": "kb2", "items": [{"id": "f", "title": "Other base", "content": "other base words"}]}]}
+CORPUS = {
+    "bases": [
+        {
+            "id": "kb",
+            "items": [
+                {"id": "d", "title": "Doc", "content": "first words \U0001f600 e\u0301 中"},
+                {"id": "e", "title": "Archived", "content": "archived words"},
+                {"id": "u", "title": "Unpublished", "content": "unpublished words"},
+            ],
+        },
+        {"id": "kb2", "items": [{"id": "f", "title": "Other base", "content": "other base words"}]},
+    ]
+}
 
 
 def _ask(http: Any, token: str, arguments: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -29,7 +38,9 @@ def _ask(http: Any, token: str, arguments: dict[str, Any]) -> tuple[int, dict[st
 
 
 def _pinned(http: Any, token: str, revision: str) -> dict[str, Any]:
-    status, body = _ask(http, token, {"knowledge_item_id": "d", "knowledge_revision_id": revision, "offset": 6, "limit_chars": 5})
+    status, body = _ask(
+        http, token, {"knowledge_item_id": "d", "knowledge_revision_id": revision, "offset": 6, "limit_chars": 5}
+    )
     assert status == 200, body
     return body
 
@@ -39,11 +50,19 @@ def test_a_restarted_simulator_keeps_the_search_knowledge_states(tmp_path: Path)
     with _served(database) as (http, proc):
         assert http.post("/_control/v1/workspaces", json={"route": "keep"}, headers=CTL).status_code == 201
         first = http.put("/_control/v1/workspaces/keep/corpus", json=CORPUS, headers=CTL).json()["items"]["d"]
-        tokens = {a: http.post("/_control/v1/identities", json={"account": a, "route": "keep"}, headers=CTL).json()["token"]
-                  for a in ("a", "b")}
-        current = http.post(f"{SK}/items/d/revisions", json={"content": "second words"}, headers=CTL).json()["revision_id"]
-        for path, body in ((f"{SK}/items/e/state", {"active": False}), (f"{SK}/items/u/state", {"published": False}),
-                           (f"{SK}/bases/kb2/state", {"active": False}), (f"{SK}/scopes/b", {"scopes": []})):
+        tokens = {
+            a: http.post("/_control/v1/identities", json={"account": a, "route": "keep"}, headers=CTL).json()["token"]
+            for a in ("a", "b")
+        }
+        current = http.post(f"{SK}/items/d/revisions", json={"content": "second words"}, headers=CTL).json()[
+            "revision_id"
+        ]
+        for path, body in (
+            (f"{SK}/items/e/state", {"active": False}),
+            (f"{SK}/items/u/state", {"published": False}),
+            (f"{SK}/bases/kb2/state", {"active": False}),
+            (f"{SK}/scopes/b", {"scopes": []}),
+        ):
             assert http.put(path, json=body, headers=CTL).status_code < 300
         before = _pinned(http, tokens["a"], first)
         assert before["content"] == "words" and before["content_total_chars"] == 18
@@ -62,7 +81,9 @@ def test_a_restarted_simulator_keeps_the_search_knowledge_states(tmp_path: Path)
         status, body = _ask(http, tokens["a"], {"knowledge_item_id": "d"})
         assert (status, body["knowledge_revision_id"], body["content"]) == (200, current, "second words")
         for item in ("e", "u", "f"):  # archived, unpublished, in an archived base
-            assert _ask(http, tokens["a"], {"knowledge_item_id": item})[1]["error"] == "knowledge_resource_unavailable", item
+            assert (
+                _ask(http, tokens["a"], {"knowledge_item_id": item})[1]["error"] == "knowledge_resource_unavailable"
+            ), item
         status, body = _ask(http, tokens["a"], {"query": "words", "mode": "lexical", "max_results": 50})
         assert [(h["knowledge_item_id"], h["knowledge_revision_id"]) for h in body["results"]] == [("d", current)]
         assert _ask(http, tokens["b"], {"query": "words"})[1]["error"] == "insufficient_scope", "b's scopes were kept"
@@ -86,7 +107,9 @@ def test_replacing_or_deleting_a_workspace_forgets_its_kept_states(tmp_path: Pat
     client.close()
 
     again = _client(database)
-    token = again.post("/_control/v1/identities", json={"account": "a", "route": "keep"}, headers=headers).json()["token"]
+    token = again.post("/_control/v1/identities", json={"account": "a", "route": "keep"}, headers=headers).json()[
+        "token"
+    ]
     status, body = _ask(again, token, {"knowledge_item_id": "e"})
     assert (status, body["content"]) == (200, "archived words"), "the replaced corpus's states are gone after a restart"
     assert again.get("/_control/v1/workspaces/keep/knowledge/audit", headers=headers).json()["events"] == []

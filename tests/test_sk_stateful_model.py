@@ -44,7 +44,9 @@ def _world(*quirks: str, strict: bool = False) -> Iterator[SkModelWorld]:
         target.close()
 
 
-def _run(*quirks: str, walk: bool = False, walk_seed: int = WALK_SEED, strict: bool = False) -> tuple[Reach, ContractViolation | None]:
+def _run(
+    *quirks: str, walk: bool = False, walk_seed: int = WALK_SEED, strict: bool = False
+) -> tuple[Reach, ContractViolation | None]:
     reach = Reach()
     with _world(*quirks, strict=strict) as world:
         states = machine(lambda: world, reach, walk_seed)
@@ -84,9 +86,17 @@ def test_strict_codes_pass_the_clean_simulator() -> None:
     assert caught is None and reach.verified() == set(CLAIMS)
 
 
-@pytest.mark.parametrize(("quirk", "rule"), [("sk_query_historical", "SK-003"), ("sk_window_in_bytes", "SK-026"),
-                                             ("sk_existence_leak", "SK-023"), ("sk_mode_refused", "SK-015"),
-                                             ("sk_audit_written", "SK-007"), ("sk_owner_argument_honoured", "SK-010")])
+@pytest.mark.parametrize(
+    ("quirk", "rule"),
+    [
+        ("sk_query_historical", "SK-003"),
+        ("sk_window_in_bytes", "SK-026"),
+        ("sk_existence_leak", "SK-023"),
+        ("sk_mode_refused", "SK-015"),
+        ("sk_audit_written", "SK-007"),
+        ("sk_owner_argument_honoured", "SK-010"),
+    ],
+)
 def test_the_tour_alone_catches_the_state_quirks(quirk: str, rule: str) -> None:
     _, caught = _run(quirk)
     assert caught is not None and caught.requirement == rule, caught

@@ -31,7 +31,9 @@ def _walk(*quirks: str) -> tuple[set[str], Checker, ContractViolation | None, An
     checkers: list[Checker] = []
     with simulator(*quirks) as (cfg, world):
         try:
-            run_state_machine_as_test(machine(lambda: world, cfg, exercised, checkers), settings=walk_settings(20, 25, shrink=False))
+            run_state_machine_as_test(
+                machine(lambda: world, cfg, exercised, checkers), settings=walk_settings(20, 25, shrink=False)
+            )
         except ContractViolation as exc:
             return exercised, checkers[0], exc, cfg
     return exercised, checkers[0], None, cfg
@@ -46,7 +48,7 @@ def test_the_replay_names_the_step_where_a_recorded_core_deviated() -> None:
     steps = transcript["steps"]
     assert found is not None and (found.step, found.requirement) == (len(steps) - 1, "REF-001"), found
     assert steps[found.step]["event"]["op"] == "read" and steps[found.step]["status"] == 200
-    assert sum(s["event"].get("seconds", 0) for s in steps[:found.step]) == 301
+    assert sum(s["event"].get("seconds", 0) for s in steps[: found.step]) == 301
     assert "301 s old" in found.message
 
 
@@ -65,8 +67,15 @@ def test_the_replay_passes_a_clean_recording_of_the_same_steps() -> None:
     assert replay(clean, load_config(None, target="sim")) is None
 
 
-@pytest.mark.parametrize(("change", "rule"), [("served_expired", "REF-001"), ("truncated_true_at_end", "READ-009"),
-                                              ("content_shifted", "READ-015"), ("foreign_read_served", "REF-004")])
+@pytest.mark.parametrize(
+    ("change", "rule"),
+    [
+        ("served_expired", "REF-001"),
+        ("truncated_true_at_end", "READ-009"),
+        ("content_shifted", "READ-015"),
+        ("foreign_read_served", "REF-004"),
+    ],
+)
 def test_the_replay_names_any_changed_response(change: str, rule: str) -> None:
     """Each response of the clean recording changed the way a wrong Core would: flagged at that step."""
     transcript = _load(CLEAN)
@@ -81,7 +90,11 @@ def test_the_replay_names_any_changed_response(change: str, rule: str) -> None:
         steps[target] = {**steps[target], "status": 200, "body": steps[pages[-1]]["body"]}
     else:
         target = pages[-1]
-        page = {**page, "truncated": True} if change == "truncated_true_at_end" else {**page, "content": page["content"][1:]}
+        page = (
+            {**page, "truncated": True}
+            if change == "truncated_true_at_end"
+            else {**page, "content": page["content"][1:]}
+        )
         steps[target] = {**steps[target], "body": json.dumps(page, ensure_ascii=False)}
     found = replay(transcript, load_config(None, target="sim"))
     assert found is not None and (found.step, found.requirement) == (target, rule), found
@@ -92,8 +105,9 @@ def test_a_fresh_recording_is_judged_as_the_stored_one() -> None:
     cfg = load_config(None, target="sim")
     for quirks, stored in (((), CLEAN), (("read_refreshes_expiry",), QUIRKY)):
         fresh = record_refresh_scenario(*quirks)
-        assert [(s["event"]["op"], s.get("status")) for s in fresh["steps"]] == \
-               [(s["event"]["op"], s.get("status")) for s in _load(stored)["steps"]]
+        assert [(s["event"]["op"], s.get("status")) for s in fresh["steps"]] == [
+            (s["event"]["op"], s.get("status")) for s in _load(stored)["steps"]
+        ]
         assert replay(fresh, cfg) == replay(_load(stored), cfg)
 
 
@@ -128,7 +142,9 @@ def clean_walk() -> tuple[set[str], Checker, ContractViolation | None, Any]:
     return _walk()
 
 
-def test_the_default_walk_reaches_every_rule_it_claims(clean_walk: tuple[set[str], Checker, ContractViolation | None, Any]) -> None:
+def test_the_default_walk_reaches_every_rule_it_claims(
+    clean_walk: tuple[set[str], Checker, ContractViolation | None, Any],
+) -> None:
     exercised, _, failed, _ = clean_walk
     assert failed is None
     assert sorted(set(CLAIMS) - exercised) == []
@@ -168,8 +184,10 @@ def test_the_tour_reaches_every_claimed_rule() -> None:
     assert caught is None and set(CLAIMS) - exercised == set()
 
 
-@pytest.mark.parametrize(("quirk", "rule"), [("read_refreshes_expiry", "REF-001"), ("cursor_outlives_revision", "REF-008"),
-                                             ("read_while_disabled", "CAP-006")])
+@pytest.mark.parametrize(
+    ("quirk", "rule"),
+    [("read_refreshes_expiry", "REF-001"), ("cursor_outlives_revision", "REF-008"), ("read_while_disabled", "CAP-006")],
+)
 def test_the_tour_alone_catches_the_stateful_quirks(quirk: str, rule: str) -> None:
     _, caught = _tour(quirk)
     assert caught is not None and caught.requirement == rule, caught

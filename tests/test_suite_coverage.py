@@ -17,7 +17,9 @@ def _tagged() -> set[str]:
     """IDs on test functions and on their parametrized cases (``pytest.param(..., marks=...)``)."""
     found: set[str] = set()
     for info in pkgutil.walk_packages(conformance.suite.__path__, "conformance.suite."):
-        if info.ispkg or info.name.startswith("conformance.suite.clients."):  # client checks: tests/test_client_harness.py
+        if info.ispkg or info.name.startswith(
+            "conformance.suite.clients."
+        ):  # client checks: tests/test_client_harness.py
             continue
         module = importlib.import_module(info.name)
         for obj in vars(module).values():

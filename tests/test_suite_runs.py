@@ -22,7 +22,19 @@ from knowledge_schemas import load_registry
 
 def _suite(reports: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     """Run the suite in a subprocess; its results.json must always match its schema."""
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--report-dir", str(reports), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "conformance.suite",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--report-dir",
+        str(reports),
+        *args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     results = json.loads((reports / "results.json").read_text("utf-8"))
     assert load_registry().errors("results", results) == []
@@ -35,13 +47,19 @@ def test_clean_simulator_in_process_is_conformant_with_every_report(tmp_path: Pa
     assert results["verdict"] == "conformant"
     summary = results["summary"]
     assert summary["server_must_verified"] == summary["server_must_total"] > 50
-    assert not [t for t in results["tests"] if t["outcome"] == "skipped"], "in-process runs have control: nothing may be skipped"
+    assert not [t for t in results["tests"] if t["outcome"] == "skipped"], (
+        "in-process runs have control: nothing may be skipped"
+    )
     assert {p.name for p in tmp_path.iterdir()} >= {"results.json", "report.md", "report.html", "junit.xml"}
     stateful = [t for t in results["tests"] if "stateful" in t["nodeid"]]
     assert len(stateful) == 2  # the HTTP contract's model and search_knowledge's
     for test in stateful:
-        assert set(test["exercised"]) == set(test["requirements"]), f"{test['nodeid']}: the default walk must reach every rule it claims"
-    print(f"\nin-process: {out.strip().splitlines()[-1]}; MUSTs {summary['server_must_verified']}/{summary['server_must_total']}")
+        assert set(test["exercised"]) == set(test["requirements"]), (
+            f"{test['nodeid']}: the default walk must reach every rule it claims"
+        )
+    print(
+        f"\nin-process: {out.strip().splitlines()[-1]}; MUSTs {summary['server_must_verified']}/{summary['server_must_total']}"
+    )
 
 
 def test_loopback_without_control_is_incomplete_never_passing_what_it_cannot_see(tmp_path: Path) -> None:
@@ -52,7 +70,9 @@ def test_loopback_without_control_is_incomplete_never_passing_what_it_cannot_see
     assert statuses["REF-007"] == "not_verified" and statuses["SRCH-003"] == "verified"
     assert "failed" not in statuses.values()
     s = results["summary"]
-    print(f"\nloopback, no control: MUSTs verified {s['server_must_verified']}/{s['server_must_total']}, requirements verified {s['verified']}, not verified {s['not_verified']}")
+    print(
+        f"\nloopback, no control: MUSTs verified {s['server_must_verified']}/{s['server_must_total']}, requirements verified {s['verified']}, not verified {s['not_verified']}"
+    )
 
 
 def test_quirk_run_shows_the_failed_clause_and_a_reproduction(tmp_path: Path) -> None:
@@ -67,15 +87,31 @@ def test_quirk_run_shows_the_failed_clause_and_a_reproduction(tmp_path: Path) ->
 def test_waiver_keeps_a_known_deviation_visible_but_not_gating(tmp_path: Path) -> None:
     waivers = tmp_path / "waivers.toml"
     waivers.write_text('[[waiver]]\nid = "SRCH-003"\njustification = "fix in flight"\nexpires = 2999-01-01\n', "utf-8")
-    code, results, out = _suite(tmp_path / "r", "--sim-quirk", "search_fourth_hint", "--waivers", str(waivers), "--requirement", "SRCH-003")
+    code, results, out = _suite(
+        tmp_path / "r", "--sim-quirk", "search_fourth_hint", "--waivers", str(waivers), "--requirement", "SRCH-003"
+    )
     statuses = {r["id"]: r["status"] for r in results["requirements"]}
     assert statuses["SRCH-003"] == "waived"
     assert code == 6, out[-1500:]  # the other MUSTs were deselected, so the run is incomplete, not failed
 
 
-@pytest.mark.parametrize("bad", [["--target", "ftp://nowhere"], ["--requirement", "NOPE-999"], ["--target-config", "/nonexistent.toml"]])
+@pytest.mark.parametrize(
+    "bad", [["--target", "ftp://nowhere"], ["--requirement", "NOPE-999"], ["--target-config", "/nonexistent.toml"]]
+)
 def test_bad_options_are_usage_errors(tmp_path: Path, bad: list[str]) -> None:
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--reports", str(tmp_path), *bad]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "conformance.suite",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--reports",
+        str(tmp_path),
+        *bad,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode in (1, 4), proc.stdout[-800:]
     assert any(word in proc.stdout + proc.stderr for word in ("expected sim", "unknown ID", "no such file"))
@@ -83,15 +119,26 @@ def test_bad_options_are_usage_errors(tmp_path: Path, bad: list[str]) -> None:
 
 def test_failing_stateful_run_stores_its_sequence_and_compare_flags_it(tmp_path: Path) -> None:
     _, clean, _ = _suite(tmp_path / "clean", "-k", "stateful")
-    code, broken, _ = _suite(tmp_path / "broken", "-k", "stateful", "--sim-quirk", "revision_change_ignored", "--no-shrink")
+    code, broken, _ = _suite(
+        tmp_path / "broken", "-k", "stateful", "--sim-quirk", "revision_change_ignored", "--no-shrink"
+    )
     assert code == 1
     stateful = next(t for t in broken["tests"] if "/test_stateful.py::" in t["nodeid"])
     assert stateful["violated"] == "REF-008"
-    assert stateful["sequence"][0] == "state = KnowledgeContract()" and any("publish_revision" in s for s in stateful["sequence"])
+    assert stateful["sequence"][0] == "state = KnowledgeContract()" and any(
+        "publish_revision" in s for s in stateful["sequence"]
+    )
     html = (tmp_path / "broken" / "report.html").read_text("utf-8")
     assert "Minimal failing sequence" in html and "state.publish_revision" in html
-    cmd = [sys.executable, "-m", "conformance.cli", "compare", str(tmp_path / "clean" / "results.json"),
-           str(tmp_path / "broken" / "results.json"), "--fail-on-new-failures"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "conformance.cli",
+        "compare",
+        str(tmp_path / "clean" / "results.json"),
+        str(tmp_path / "broken" / "results.json"),
+        "--fail-on-new-failures",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "REF-008: verified -> failed" in proc.stdout, proc.stdout
     assert clean["verdict"] == "incomplete"  # only the stateful test ran
@@ -103,8 +150,11 @@ def served_core(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "simulator.cli", "serve", "--port", str(port), "--no-control"],
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simulator.cli", "serve", "--port", str(port), "--no-control"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     banner = proc.stderr
     assert banner is not None
     tokens: dict[str, str] = {}
@@ -129,25 +179,43 @@ def served_core(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
         proc.wait(10)
 
 
-def test_live_core_with_configured_identities_and_no_control(served_core: tuple[str, dict[str, str]], tmp_path: Path) -> None:
+def test_live_core_with_configured_identities_and_no_control(
+    served_core: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
     url, tokens = served_core
     alice = [t for k, t in tokens.items() if k.startswith("alice:")]
     sessions = {k.split(":")[1] for k in tokens if k.startswith("alice:")}
     assert len(sessions) == 2, tokens
     bob = next(t for k, t in tokens.items() if k.startswith("bob:"))
     config = tmp_path / "target.toml"
-    config.write_text('[target]\nroute = "demo"\nprobe_query = "homepage binding"\n'
-                      '[identities.primary]\ntoken = {env = "KC_T1"}\n[identities.other_session]\ntoken = {env = "KC_T2"}\n'
-                      '[identities.other_account]\ntoken = {env = "KC_T3"}\n', "utf-8")
+    config.write_text(
+        '[target]\nroute = "demo"\nprobe_query = "homepage binding"\n'
+        '[identities.primary]\ntoken = {env = "KC_T1"}\n[identities.other_session]\ntoken = {env = "KC_T2"}\n'
+        '[identities.other_account]\ntoken = {env = "KC_T3"}\n',
+        "utf-8",
+    )
     env = {**os.environ, "KC_T1": alice[0], "KC_T2": alice[1], "KC_T3": bob}
-    cmd = [sys.executable, "-m", "conformance.cli", "run", "--target", url, "--target-config", str(config), "--report-dir", str(tmp_path / "r")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "conformance.cli",
+        "run",
+        "--target",
+        url,
+        "--target-config",
+        str(config),
+        "--report-dir",
+        str(tmp_path / "r"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     results = json.loads((tmp_path / "r" / "results.json").read_text("utf-8"))
     assert proc.returncode == 6 and results["verdict"] == "incomplete", proc.stdout[-1500:]
     statuses = {r["id"]: r["status"] for r in results["requirements"]}
     assert "failed" not in statuses.values()
     assert statuses["REF-004"] == statuses["REF-009"] == statuses["READ-005"] == "verified"
-    assert statuses["REF-003"] == statuses["REF-005"] == "not_verified"  # their own cases skipped: no such identity configured
+    assert (
+        statuses["REF-003"] == statuses["REF-005"] == "not_verified"
+    )  # their own cases skipped: no such identity configured
     assert statuses["READ-015"] == statuses["REF-001"] == "not_verified"  # nothing to compare with, no clock
     for report in (tmp_path / "r").iterdir():
         text = report.read_text("utf-8")

@@ -39,7 +39,19 @@ def _package(root: Path, body: str, name: str = "kc_extra") -> Path:
 
 
 def _run(cwd: Path, *args: str) -> tuple[int, str, dict[str, Any] | None]:
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--report-dir", str(cwd / "out"), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "--report-dir",
+        str(cwd / "out"),
+        *args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=cwd)
     results_file = cwd / "out" / "results.json"
     results = json.loads(results_file.read_text("utf-8")) if results_file.is_file() else None
@@ -59,16 +71,20 @@ def test_the_baseline_package_is_conformant(tmp_path: Path) -> None:
     assert code == 0 and results is not None and results["verdict"] == "conformant", out[-1500:]
 
 
-@pytest.mark.parametrize("body", [
-    # a plain assertion names no requirement: it still fails the run
-    "@R('CAP-001')\ndef test_plain_assert():\n    assert False, 'the body was wrong'\n",
-    # a violation of an ID the catalogue does not know
-    "@R('CAP-001')\ndef test_unknown_id():\n    raise ContractViolation('XYZ-999', 'made up')\n",
-    # a MUST of another surface than the server's
-    "@R('CAP-001')\ndef test_client_must():\n    raise ContractViolation('NEG-001', 'the client read 401 as unsupported')\n",
-    # pytest.fail
-    "@R('CAP-001')\ndef test_pytest_fail():\n    pytest.fail('explicitly failed')\n",
-], ids=["plain-assert", "unknown-id", "client-must", "pytest-fail"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        # a plain assertion names no requirement: it still fails the run
+        "@R('CAP-001')\ndef test_plain_assert():\n    assert False, 'the body was wrong'\n",
+        # a violation of an ID the catalogue does not know
+        "@R('CAP-001')\ndef test_unknown_id():\n    raise ContractViolation('XYZ-999', 'made up')\n",
+        # a MUST of another surface than the server's
+        "@R('CAP-001')\ndef test_client_must():\n    raise ContractViolation('NEG-001', 'the client read 401 as unsupported')\n",
+        # pytest.fail
+        "@R('CAP-001')\ndef test_pytest_fail():\n    pytest.fail('explicitly failed')\n",
+    ],
+    ids=["plain-assert", "unknown-id", "client-must", "pytest-fail"],
+)
 def test_any_failed_test_is_never_conformant(tmp_path: Path, body: str) -> None:
     _package(tmp_path, body)
     code, out, results = _run(tmp_path, "--target", "sim", "kc_extra")
@@ -84,12 +100,16 @@ def test_a_plain_assertion_does_not_fail_every_tag_of_its_test(tmp_path: Path) -
     assert results is not None and results["summary"]["failed"] == 0 and results["verdict"] == "non-conformant"
 
 
-@pytest.mark.parametrize("body", [
-    "@pytest.fixture\ndef broken():\n    raise RuntimeError('fixture broke')\n\n@R('CAP-001')\ndef test_uses_broken(broken):\n    pass\n",
-    "@R('CAP-001')\ndef test_control_refused():\n    raise ControlError('control POST /workspaces answered 500')\n",
-    "@R('CAP-001')\ndef test_suite_bug():\n    {}['missing']\n",
-    "@pytest.fixture\ndef torn():\n    yield\n    raise RuntimeError('teardown broke')\n\n@R('CAP-001')\ndef test_teardown(torn):\n    pass\n",
-], ids=["fixture-error", "control-error", "suite-bug", "teardown-error"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "@pytest.fixture\ndef broken():\n    raise RuntimeError('fixture broke')\n\n@R('CAP-001')\ndef test_uses_broken(broken):\n    pass\n",
+        "@R('CAP-001')\ndef test_control_refused():\n    raise ControlError('control POST /workspaces answered 500')\n",
+        "@R('CAP-001')\ndef test_suite_bug():\n    {}['missing']\n",
+        "@pytest.fixture\ndef torn():\n    yield\n    raise RuntimeError('teardown broke')\n\n@R('CAP-001')\ndef test_teardown(torn):\n    pass\n",
+    ],
+    ids=["fixture-error", "control-error", "suite-bug", "teardown-error"],
+)
 def test_a_harness_error_is_its_own_verdict_never_a_server_failure(tmp_path: Path, body: str) -> None:
     _package(tmp_path, body)
     code, out, results = _run(tmp_path, "--target", "sim", "kc_extra")
@@ -99,8 +119,10 @@ def test_a_harness_error_is_its_own_verdict_never_a_server_failure(tmp_path: Pat
 
 
 def test_harness_error_wins_over_a_server_failure(tmp_path: Path) -> None:
-    body = ("@R('CAP-001')\ndef test_fails():\n    raise ContractViolation('CAP-001', 'no')\n\n"
-            "@R('CAP-002')\ndef test_errors():\n    raise ControlError('control refused')\n")
+    body = (
+        "@R('CAP-001')\ndef test_fails():\n    raise ContractViolation('CAP-001', 'no')\n\n"
+        "@R('CAP-002')\ndef test_errors():\n    raise ControlError('control refused')\n"
+    )
     _package(tmp_path, body)
     code, _, results = _run(tmp_path, "--target", "sim", "kc_extra")
     assert results is not None and results["verdict"] == "error" and code == 7
@@ -129,8 +151,11 @@ def test_an_untagged_suite_test_is_a_collection_error(tmp_path: Path) -> None:
 
 def test_the_plugin_stays_out_of_other_sessions(tmp_path: Path) -> None:
     """A project with its own `requirement` marker and failing IDs of its own: untouched."""
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    requirement(x): the project's own marker\naddopts = --strict-markers\n", "utf-8")
-    (tmp_path / "test_own.py").write_text(textwrap.dedent("""
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nmarkers =\n    requirement(x): the project's own marker\naddopts = --strict-markers\n", "utf-8"
+    )
+    (tmp_path / "test_own.py").write_text(
+        textwrap.dedent("""
         import pytest
 
         @pytest.mark.requirement("OWN-1")
@@ -141,7 +166,9 @@ def test_the_plugin_stays_out_of_other_sessions(tmp_path: Path) -> None:
             assert "world" not in request.fixturenames
             with pytest.raises(pytest.FixtureLookupError):
                 request.getfixturevalue("world")
-    """), "utf-8")
+    """),
+        "utf-8",
+    )
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-1500:]
@@ -156,27 +183,65 @@ def test_the_plugin_stays_out_of_other_sessions(tmp_path: Path) -> None:
 def test_a_project_with_its_own_target_option_keeps_it(tmp_path: Path) -> None:
     """Another project's conftest owns --target and --deep: it runs, gets its own values, and the
     suite stays reachable there under --kc-target."""
-    (tmp_path / "conftest.py").write_text(textwrap.dedent("""
+    (tmp_path / "conftest.py").write_text(
+        textwrap.dedent("""
         def pytest_addoption(parser):
             parser.addoption("--target", default="theirs")
             parser.addoption("--deep", action="store_true")
-    """), "utf-8")
-    (tmp_path / "test_own.py").write_text(textwrap.dedent("""
+    """),
+        "utf-8",
+    )
+    (tmp_path / "test_own.py").write_text(
+        textwrap.dedent("""
         def test_own(pytestconfig):
             assert pytestconfig.getoption("--target") == "staging"
             assert pytestconfig.getoption("--deep") is True
-    """), "utf-8")
+    """),
+        "utf-8",
+    )
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    proc = subprocess.run([*cmd, "--target", "staging", "--deep"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    proc = subprocess.run(
+        [*cmd, "--target", "staging", "--deep"], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert proc.returncode == 0 and "VERDICT" not in proc.stdout, proc.stdout[-1500:] + proc.stderr[-800:]
-    proc = subprocess.run([*cmd, "--pyargs", "conformance.suite", "--kc-target", "sim", "--requirement", "CAP-001",
-                           "--report-dir", str(tmp_path / "out")], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            *cmd,
+            "--pyargs",
+            "conformance.suite",
+            "--kc-target",
+            "sim",
+            "--requirement",
+            "CAP-001",
+            "--report-dir",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert "VERDICT: INCOMPLETE" in proc.stdout and (tmp_path / "out" / "results.json").is_file(), proc.stdout[-1500:]
 
 
 def test_collect_only_touches_no_network_and_writes_nothing(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "--collect-only", "-q", "-p", "no:cacheprovider",
-           "--target", "http://127.0.0.1:9", "--target-config", str(_live_config(tmp_path)), "--report-dir", str(tmp_path / "out")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "conformance.suite",
+        "--collect-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--target",
+        "http://127.0.0.1:9",
+        "--target-config",
+        str(_live_config(tmp_path)),
+        "--report-dir",
+        str(tmp_path / "out"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-800:]
     assert "cannot reach" not in proc.stdout + proc.stderr
@@ -205,20 +270,45 @@ def test_an_interrupted_xdist_run_is_interrupted_and_counts_the_requests_made(tm
 
     done = tmp_path / "done"
     done.mkdir()
-    _package(tmp_path, "\n".join([f"""
+    _package(
+        tmp_path,
+        "\n".join(
+            [
+                f"""
 @R('CAP-001')
 def test_requests_{i}(world):
     for _ in range(5):
         world.core.capabilities(world.primary.token, world.route)
     open({str(done / str(i))!r}, "w").close()
-""" for i in range(4)] + [f"""
+"""
+                for i in range(4)
+            ]
+            + [
+                f"""
 @R('CAP-002')
 def test_waits_{i}():
     import time
     time.sleep(20)
-""" for i in range(2)]))
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--report-dir", str(tmp_path / "out"),
-           "--target", "sim", "kc_extra"]
+"""
+                for i in range(2)
+            ]
+        ),
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "2",
+        "--report-dir",
+        str(tmp_path / "out"),
+        "--target",
+        "sim",
+        "kc_extra",
+    ]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 240
     while len(list(done.iterdir())) < 4 and time.monotonic() < deadline and proc.poll() is None:

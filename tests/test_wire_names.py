@@ -18,10 +18,23 @@ from simulator import create_app
 from simulator.cli import main as sim_main
 from simulator.wire_names import load_wire_names
 
-CAPS: dict[str, Any] = {"schema_version": "bailing.agent-knowledge-capabilities.v1", "knowledge_schema_version": "bailing.agent-knowledge.v1",
-        "route": "acme", "enabled": True, "delivery_modes": ["inline", "on_demand"],
-        "limits": {"search_max_hints": 3, "search_max_bytes": 4096, "read_default_max_bytes": 16384, "read_min_max_bytes": 4096,
-                   "read_max_max_bytes": 32768, "reference_max_bytes": 4096, "read_chain_max_bytes": 131072, "reference_ttl_seconds": 300}}
+CAPS: dict[str, Any] = {
+    "schema_version": "bailing.agent-knowledge-capabilities.v1",
+    "knowledge_schema_version": "bailing.agent-knowledge.v1",
+    "route": "acme",
+    "enabled": True,
+    "delivery_modes": ["inline", "on_demand"],
+    "limits": {
+        "search_max_hints": 3,
+        "search_max_bytes": 4096,
+        "read_default_max_bytes": 16384,
+        "read_min_max_bytes": 4096,
+        "read_max_max_bytes": 32768,
+        "reference_max_bytes": 4096,
+        "read_chain_max_bytes": 131072,
+        "reference_ttl_seconds": 300,
+    },
+}
 
 
 def _config(tmp_path: Path, text: str) -> Any:
@@ -32,7 +45,11 @@ def _config(tmp_path: Path, text: str) -> Any:
 
 def test_names_default_to_the_canonical_ones(tmp_path: Path) -> None:
     names = _config(tmp_path, "").names
-    assert names.is_default and names.capabilities["limits"] == "limits" and names.turn_context["knowledge_refs"] == "knowledge_refs"
+    assert (
+        names.is_default
+        and names.capabilities["limits"] == "limits"
+        and names.turn_context["knowledge_refs"] == "knowledge_refs"
+    )
 
 
 def test_a_configuration_overrides_single_names_and_keeps_the_rest(tmp_path: Path) -> None:
@@ -42,14 +59,20 @@ def test_a_configuration_overrides_single_names_and_keeps_the_rest(tmp_path: Pat
     assert cfg.strict_codes and cfg.code("reference_expired") == "knowledge_reference_expired"
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('[wire.names.capabilities]\ncolour = "x"\n', "unknown key(s) ['colour'] in [names.capabilities]"),
-    ('[wire.names.hints]\ntitle = "x"\n', "unknown key(s) ['hints'] in [names]"),
-    ('[wire]\nnames = "x"\n', "wire.names: expected a table, got a string"),
-    ('[wire.names.limits]\nsearch_max_hints = "same"\nsearch_max_bytes = "same"\n', "the same name 'same'"),
-    ('[wire.names.turn_context]\nknowledge = ""\n', "wire.names.turn_context.knowledge: must not be empty"),
-    ('[wire.names.turn_context]\nknowledge = 3\n', "wire.names.turn_context.knowledge: expected a string, got a number"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[wire.names.capabilities]\ncolour = "x"\n', "unknown key(s) ['colour'] in [names.capabilities]"),
+        ('[wire.names.hints]\ntitle = "x"\n', "unknown key(s) ['hints'] in [names]"),
+        ('[wire]\nnames = "x"\n', "wire.names: expected a table, got a string"),
+        ('[wire.names.limits]\nsearch_max_hints = "same"\nsearch_max_bytes = "same"\n', "the same name 'same'"),
+        ('[wire.names.turn_context]\nknowledge = ""\n', "wire.names.turn_context.knowledge: must not be empty"),
+        (
+            "[wire.names.turn_context]\nknowledge = 3\n",
+            "wire.names.turn_context.knowledge: expected a string, got a number",
+        ),
+    ],
+)
 def test_bad_names_are_configuration_errors(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         _config(tmp_path, text)
@@ -57,12 +80,22 @@ def test_bad_names_are_configuration_errors(tmp_path: Path, text: str, message: 
 
 
 def test_mapping_back_restores_canonical_names_even_when_names_swap() -> None:
-    names = WireNames({"capabilities": {"schema_version": "knowledge_schema_version", "knowledge_schema_version": "schema_version",
-                                        "limits": "bounds"},
-                       "limits": {"search_max_hints": "maxHints"}})
-    served = {"knowledge_schema_version": CAPS["schema_version"], "schema_version": CAPS["knowledge_schema_version"],
-              **{k: v for k, v in CAPS.items() if k not in ("schema_version", "knowledge_schema_version", "limits")},
-              "bounds": {"maxHints": 3, **{k: v for k, v in CAPS["limits"].items() if k != "search_max_hints"}}}
+    names = WireNames(
+        {
+            "capabilities": {
+                "schema_version": "knowledge_schema_version",
+                "knowledge_schema_version": "schema_version",
+                "limits": "bounds",
+            },
+            "limits": {"search_max_hints": "maxHints"},
+        }
+    )
+    served = {
+        "knowledge_schema_version": CAPS["schema_version"],
+        "schema_version": CAPS["knowledge_schema_version"],
+        **{k: v for k, v in CAPS.items() if k not in ("schema_version", "knowledge_schema_version", "limits")},
+        "bounds": {"maxHints": 3, **{k: v for k, v in CAPS["limits"].items() if k != "search_max_hints"}},
+    }
     assert names.to_canonical("capabilities-response", served) == CAPS
     checks.schema("capabilities-response", served, names=names)
     with pytest.raises(checks.ContractViolation) as info:
@@ -80,8 +113,16 @@ def test_a_canonical_name_the_wire_calls_otherwise_cannot_stand_in_for_it() -> N
 
 def test_turn_context_members_map_back_and_other_bodies_are_untouched() -> None:
     names = WireNames({"turn_context": {"knowledge": "items", "knowledge_delivery": "delivery"}})
-    turn = {"schema_version": "bailing.agent-turn-context.v1", "run_id": "r", "context": {"items": [], "knowledge_refs": [], "delivery": {}}}
-    assert names.to_canonical("turn-response", turn)["context"] == {"knowledge": [], "knowledge_refs": [], "knowledge_delivery": {}}
+    turn = {
+        "schema_version": "bailing.agent-turn-context.v1",
+        "run_id": "r",
+        "context": {"items": [], "knowledge_refs": [], "delivery": {}},
+    }
+    assert names.to_canonical("turn-response", turn)["context"] == {
+        "knowledge": [],
+        "knowledge_refs": [],
+        "knowledge_delivery": {},
+    }
     page = {"ref": "items", "content": "x"}
     assert names.to_canonical("read-response", page) is page
 
@@ -96,8 +137,13 @@ def _get(options: dict[str, Any], fn: Any) -> Any:
 
 def _caps_and_turns(http: httpx.Client, auth: dict[str, str]) -> tuple[bytes, bytes, bytes]:
     caps = http.get("/agent-api/v1/workspaces/demo/knowledge/capabilities", headers=auth)
-    turn = {"client_conversation_id": "c", "client_turn_id": "t", "user_message_id": "m", "user_input": "homepage binding",
-            "knowledge_delivery": "on_demand"}
+    turn = {
+        "client_conversation_id": "c",
+        "client_turn_id": "t",
+        "user_message_id": "m",
+        "user_input": "homepage binding",
+        "knowledge_delivery": "on_demand",
+    }
     first = http.post("/agent-api/v1/workspaces/demo/turns", json=turn, headers=auth)
     again = http.post("/agent-api/v1/workspaces/demo/turns", json=turn, headers=auth)
     assert caps.status_code == first.status_code == again.status_code == 200
@@ -105,17 +151,24 @@ def _caps_and_turns(http: httpx.Client, auth: dict[str, str]) -> tuple[bytes, by
 
 
 def test_simulator_serves_the_configured_names_and_the_canonical_ones_by_default() -> None:
-    renamed = {"capabilities": {"limits": "bounds", "route": "workspace"}, "limits": {"search_max_hints": "maxHints"},
-               "turn_context": {"knowledge_delivery": "delivery", "knowledge_refs": "refs"}}
+    renamed = {
+        "capabilities": {"limits": "bounds", "route": "workspace"},
+        "limits": {"search_max_hints": "maxHints"},
+        "turn_context": {"knowledge_delivery": "delivery", "knowledge_refs": "refs"},
+    }
     caps, turn, replay = (json.loads(b) for b in _get({"wire_names": renamed}, _caps_and_turns))
-    assert caps["workspace"] == "demo" and "route" not in caps and caps["bounds"]["maxHints"] == 3 and "limits" not in caps
+    assert (
+        caps["workspace"] == "demo" and "route" not in caps and caps["bounds"]["maxHints"] == 3 and "limits" not in caps
+    )
     assert set(turn["context"]) == {"knowledge", "refs", "delivery", "governance"}
     assert replay == turn  # a replay serves the same frozen context under the same names
     names = WireNames(renamed)
     checks.schema("capabilities-response", caps, names=names)
     checks.schema("turn-response", turn, names=names)
     default_caps, default_turn, _ = (json.loads(b) for b in _get({}, _caps_and_turns))
-    assert {"route", "limits"} <= set(default_caps) and {"knowledge", "knowledge_refs", "knowledge_delivery"} <= set(default_turn["context"])
+    assert {"route", "limits"} <= set(default_caps) and {"knowledge", "knowledge_refs", "knowledge_delivery"} <= set(
+        default_turn["context"]
+    )
 
 
 def test_simulator_refuses_unknown_or_clashing_names(tmp_path: Path) -> None:

@@ -26,23 +26,60 @@ from knowledge_schemas import load_registry
 CONTROL_TOKEN = "names-test-control-credential"
 RENAMED = {
     # the two schema identifiers swap names: mapping back must not confuse them
-    "capabilities": {"schema_version": "knowledge_schema_version", "knowledge_schema_version": "schema_version",
-                     "route": "workspace", "enabled": "knowledge_enabled", "delivery_modes": "modes", "limits": "bounds"},
-    "limits": {"search_max_hints": "searchMaxHints", "search_max_bytes": "searchMaxBytes", "read_default_max_bytes": "readDefaultMaxBytes",
-               "read_min_max_bytes": "readMinMaxBytes", "read_max_max_bytes": "readMaxMaxBytes", "reference_max_bytes": "referenceMaxBytes",
-               "read_chain_max_bytes": "readChainMaxBytes", "reference_ttl_seconds": "referenceTtlSeconds"},
-    "turn_context": {"knowledge": "knowledge_items", "knowledge_refs": "knowledge_references", "knowledge_delivery": "delivery"},
-    "knowledge_delivery": {"mode": "delivery_mode", "status": "search_status", "hints": "items", "trust": "trust_level",
-                           "schema_version": "schema"},
+    "capabilities": {
+        "schema_version": "knowledge_schema_version",
+        "knowledge_schema_version": "schema_version",
+        "route": "workspace",
+        "enabled": "knowledge_enabled",
+        "delivery_modes": "modes",
+        "limits": "bounds",
+    },
+    "limits": {
+        "search_max_hints": "searchMaxHints",
+        "search_max_bytes": "searchMaxBytes",
+        "read_default_max_bytes": "readDefaultMaxBytes",
+        "read_min_max_bytes": "readMinMaxBytes",
+        "read_max_max_bytes": "readMaxMaxBytes",
+        "reference_max_bytes": "referenceMaxBytes",
+        "read_chain_max_bytes": "readChainMaxBytes",
+        "reference_ttl_seconds": "referenceTtlSeconds",
+    },
+    "turn_context": {
+        "knowledge": "knowledge_items",
+        "knowledge_refs": "knowledge_references",
+        "knowledge_delivery": "delivery",
+    },
+    "knowledge_delivery": {
+        "mode": "delivery_mode",
+        "status": "search_status",
+        "hints": "items",
+        "trust": "trust_level",
+        "schema_version": "schema",
+    },
 }
 
 
 def _toml(tables: dict[str, dict[str, str]], prefix: str) -> str:
-    return "".join(f"[{prefix}{table}]\n" + "".join(f'{k} = "{v}"\n' for k, v in members.items()) for table, members in tables.items())
+    return "".join(
+        f"[{prefix}{table}]\n" + "".join(f'{k} = "{v}"\n' for k, v in members.items())
+        for table, members in tables.items()
+    )
 
 
 def _suite(reports: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "--report-dir", str(reports), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "conformance.suite",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--report-dir",
+        str(reports),
+        *args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
     results = json.loads((reports / "results.json").read_text("utf-8"))
     assert load_registry().errors("results", results) == []
@@ -76,9 +113,25 @@ def serve_sim(tmp_path: Path) -> Iterator[Callable[[dict[str, dict[str, str]]], 
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        proc = subprocess.Popen([sys.executable, "-m", "simulator.cli", "serve", "--port", str(port), "--frozen-clock",
-                                 "--control-token", CONTROL_TOKEN, "--wire-names", str(names_file), "--log-level", "warning"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "simulator.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--frozen-clock",
+                "--control-token",
+                CONTROL_TOKEN,
+                "--wire-names",
+                str(names_file),
+                "--log-level",
+                "warning",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         procs.append(proc)
         url = f"http://127.0.0.1:{port}"
         for _ in range(200):
@@ -97,31 +150,56 @@ def serve_sim(tmp_path: Path) -> Iterator[Callable[[dict[str, dict[str, str]]], 
 
 
 def _target_config(path: Path, url: str, names: dict[str, dict[str, str]]) -> Path:
-    path.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "KC_NAMES_CONTROL"}}\n' + _toml(names, "wire.names."), "utf-8")
+    path.write_text(
+        f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "KC_NAMES_CONTROL"}}\n' + _toml(names, "wire.names."),
+        "utf-8",
+    )
     return path
 
 
 def test_renamed_wire_with_the_same_names_configured_is_conformant(serve_sim: Any, tmp_path: Path) -> None:
     url = serve_sim(RENAMED)
     config = _target_config(tmp_path / "target.toml", url, RENAMED)
-    code, results, out = _suite(tmp_path / "r", "--target", url, "--target-config", str(config), env={"KC_NAMES_CONTROL": CONTROL_TOKEN})
+    code, results, out = _suite(
+        tmp_path / "r", "--target", url, "--target-config", str(config), env={"KC_NAMES_CONTROL": CONTROL_TOKEN}
+    )
     assert code == 0, out[-2000:]
     assert results["verdict"] == "conformant"
     assert results["summary"]["server_must_verified"] == results["summary"]["server_must_total"] > 50
-    mcp = ("conformance/suite/mcp/test_mcp.py", "conformance/suite/search_knowledge/test_search_knowledge.py",  # no [mcp] table here: skipped, said so
-           "conformance/suite/search_knowledge/test_stateful.py")
+    mcp = (
+        "conformance/suite/mcp/test_mcp.py",
+        "conformance/suite/search_knowledge/test_search_knowledge.py",  # no [mcp] table here: skipped, said so
+        "conformance/suite/search_knowledge/test_stateful.py",
+    )
     assert not [t for t in results["tests"] if t["outcome"] != "passed" and not t["nodeid"].startswith(mcp)]
     assert results["configuration"]["wire"]["names"]["limits"]["search_max_hints"] == "searchMaxHints"
 
 
-@pytest.mark.parametrize(("table", "requirement"), [("capabilities", "CAP-003"), ("limits", "CAP-005"), ("turn_context", "TURN-003"),
-                                                                 ("knowledge_delivery", "TURN-006")])
-def test_renamed_wire_fails_a_configuration_with_the_default_names(serve_sim: Any, tmp_path: Path, table: str, requirement: str) -> None:
+@pytest.mark.parametrize(
+    ("table", "requirement"),
+    [
+        ("capabilities", "CAP-003"),
+        ("limits", "CAP-005"),
+        ("turn_context", "TURN-003"),
+        ("knowledge_delivery", "TURN-006"),
+    ],
+)
+def test_renamed_wire_fails_a_configuration_with_the_default_names(
+    serve_sim: Any, tmp_path: Path, table: str, requirement: str
+) -> None:
     """Each table of names matters: the suite with the default names sees the renamed wire break ``requirement``."""
     url = serve_sim({table: RENAMED[table]})
     config = _target_config(tmp_path / "target.toml", url, {})
-    code, results, out = _suite(tmp_path / "r", "--target", url, "--target-config", str(config), "--requirement", requirement,
-                                env={"KC_NAMES_CONTROL": CONTROL_TOKEN})
+    code, results, out = _suite(
+        tmp_path / "r",
+        "--target",
+        url,
+        "--target-config",
+        str(config),
+        "--requirement",
+        requirement,
+        env={"KC_NAMES_CONTROL": CONTROL_TOKEN},
+    )
     assert code == 1, out[-2000:]
     assert results["verdict"] == "non-conformant"
     assert _statuses(results)[requirement] == "failed"

@@ -64,13 +64,25 @@ def record_refresh_scenario(*quirks: str) -> dict[str, Any]:
 
         primary, other = world.primary, world.others["other_session"]
         body = CoreWire.turn_body("binding", "on_demand")
-        run = step({"op": "start_run", "who": "primary", "key": body["client_turn_id"], "delivery": "on_demand"},
-                   world.core.turn(primary.token, primary.route, body))
+        run = step(
+            {"op": "start_run", "who": "primary", "key": body["client_turn_id"], "delivery": "on_demand"},
+            world.core.turn(primary.token, primary.route, body),
+        )
         hints = step({"op": "search", "who": "primary", "run": run, "query": "alphadoc"}, world.search("alphadoc", run))
         ref = None
         for hint in hints:
-            outcome = step({"op": "read", "who": "primary", "run": run, "ref": hint["ref"], "cursor": None, "max_bytes": None,
-                            "identify": True}, world.read(hint["ref"], run))
+            outcome = step(
+                {
+                    "op": "read",
+                    "who": "primary",
+                    "run": run,
+                    "ref": hint["ref"],
+                    "cursor": None,
+                    "max_bytes": None,
+                    "identify": True,
+                },
+                world.read(hint["ref"], run),
+            )
             if outcome is not None and outcome.doc == "alpha":
                 ref = hint["ref"]
                 break
@@ -78,7 +90,10 @@ def record_refresh_scenario(*quirks: str) -> dict[str, Any]:
 
         def read(who: str = "primary") -> None:
             person = primary if who == "primary" else other
-            step({"op": "read", "who": who, "run": run, "ref": ref, "cursor": None, "max_bytes": None}, world.read(ref, run, person))
+            step(
+                {"op": "read", "who": who, "run": run, "ref": ref, "cursor": None, "max_bytes": None},
+                world.read(ref, run, person),
+            )
 
         read("other_session")
         for seconds in (200.0, 100.0, 1.0):

@@ -54,23 +54,32 @@ class ServedSimulator:
         self.url = f"http://127.0.0.1:{self.port}"
         self.control_token = secrets.token_hex(16)
         SECRETS.add(self.control_token)
-        self.process = subprocess.Popen([*_simulator_command(), "serve", "--port", str(self.port), "--seed", str(seed),
-                                         "--frozen-clock"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        env={**os.environ, TOKEN_ENV: self.control_token})
+        self.process = subprocess.Popen(
+            [*_simulator_command(), "serve", "--port", str(self.port), "--seed", str(seed), "--frozen-clock"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, TOKEN_ENV: self.control_token},
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 err = self.process.stderr.read().decode("utf-8", "replace") if self.process.stderr else ""
                 raise HarnessError(f"the bundled simulator exited ({self.process.returncode}): {err[-500:]}")
             try:
-                answer = httpx.get(self.url + "/_control/v1/clock", headers={"Authorization": f"Bearer {self.control_token}"}, timeout=2)
+                answer = httpx.get(
+                    self.url + "/_control/v1/clock",
+                    headers={"Authorization": f"Bearer {self.control_token}"},
+                    timeout=2,
+                )
             except httpx.HTTPError:
                 time.sleep(0.2)
                 continue
             if answer.status_code in (401, 403):
                 self.close()
-                raise HarnessError(f"the bundled simulator refused the run's control token ({answer.status_code}): "
-                                   f"this knowledge-sim does not read {TOKEN_ENV}")
+                raise HarnessError(
+                    f"the bundled simulator refused the run's control token ({answer.status_code}): "
+                    f"this knowledge-sim does not read {TOKEN_ENV}"
+                )
             return
         self.close()
         raise HarnessError("the bundled simulator did not start serving within 60 s")
@@ -92,7 +101,9 @@ class Control:
 
     def __init__(self, core_url: str, token: str) -> None:
         self.core_url = core_url.rstrip("/")
-        self.http = httpx.Client(base_url=self.core_url + "/_control/v1", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        self.http = httpx.Client(
+            base_url=self.core_url + "/_control/v1", headers={"Authorization": f"Bearer {token}"}, timeout=30
+        )
         self.created: list[str] = []
 
     def _call(self, method: str, path: str, body: Any = None, expect: tuple[int, ...] = (200, 201, 204)) -> Any:

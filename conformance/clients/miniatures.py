@@ -49,25 +49,39 @@ def _trusts_any_capabilities(self: ReferenceClient) -> Capabilities:
     return Capabilities(supported=True, enabled=bool(body.get("enabled", True)), limits=dict(body.get("limits") or {}))
 
 
-def _never_emits(self: ReferenceClient, user_input: str, ids: Mapping[str, str], *, knowledge_delivery: str | None = None) -> dict[str, Any]:
+def _never_emits(
+    self: ReferenceClient, user_input: str, ids: Mapping[str, str], *, knowledge_delivery: str | None = None
+) -> dict[str, Any]:
     return ReferenceClient.start_turn(self, user_input, ids)
 
 
-def _unpinned(self: ReferenceClient, user_input: str, ids: Mapping[str, str], *, knowledge_delivery: str | None = None) -> dict[str, Any]:
+def _unpinned(
+    self: ReferenceClient, user_input: str, ids: Mapping[str, str], *, knowledge_delivery: str | None = None
+) -> dict[str, Any]:
     self._pinned.clear()  # every call builds its payload anew: a retry with another option sends another payload
     return ReferenceClient.start_turn(self, user_input, ids, knowledge_delivery=knowledge_delivery)
 
 
 def _camel_search(self: ReferenceClient, data: Mapping[str, Any]) -> dict[str, Any]:
-    response = self.http.post(self._url("search"), json={"query": data["query"], "runId": data.get("runId")}, headers=self._auth)
+    response = self.http.post(
+        self._url("search"), json={"query": data["query"], "runId": data.get("runId")}, headers=self._auth
+    )
     if response.status_code != 200:
         raise self._error("search_knowledge", response)
     return dict(response.json())
 
 
 def _camel_read(self: ReferenceClient, data: Mapping[str, Any]) -> dict[str, Any]:
-    wire = {k: v for k, v in {"ref": data["ref"], "runId": data.get("runId"), "maxBytes": data.get("maxBytes"),
-                              "cursor": data.get("cursor")}.items() if v is not None}
+    wire = {
+        k: v
+        for k, v in {
+            "ref": data["ref"],
+            "runId": data.get("runId"),
+            "maxBytes": data.get("maxBytes"),
+            "cursor": data.get("cursor"),
+        }.items()
+        if v is not None
+    }
     response = self.http.post(self._url("read"), json=wire, headers=self._auth)
     if response.status_code != 200:
         raise self._error("read_knowledge", response)
@@ -169,7 +183,9 @@ MINIATURES: dict[str, Callable[[], ReferenceHarness]] = {
     "model_chooses_delivery": ModelChoosesDelivery,
     "retry_not_pinned": _client("retry_not_pinned", start_turn=_unpinned),
     "strips_inline_bodies": StripsInlineBodies,
-    "camel_case_on_the_wire": _client("camel_case_on_the_wire", search_knowledge=_camel_search, read_knowledge=_camel_read),
+    "camel_case_on_the_wire": _client(
+        "camel_case_on_the_wire", search_knowledge=_camel_search, read_knowledge=_camel_read
+    ),
     "follows_pages": FollowsPages,
     "unavailable_as_empty": _client("unavailable_as_empty", search_knowledge=_unavailable_as_empty),
     "budget_chain_as_full": _client("budget_chain_as_full", read_chain=_chain_as_full),
@@ -185,7 +201,10 @@ MINIATURES: dict[str, Callable[[], ReferenceHarness]] = {
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in MINIATURES:
-        print(f"usage: python -m conformance.clients.miniatures NAME; NAME one of {', '.join(MINIATURES)}", file=sys.stderr)
+        print(
+            f"usage: python -m conformance.clients.miniatures NAME; NAME one of {', '.join(MINIATURES)}",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
     harness = MINIATURES[sys.argv[1]]()
     harness.name = sys.argv[1]

@@ -28,10 +28,22 @@ from knowledge_schemas import load_registry
 from knowledge_schemas._files import BASE_URI
 
 SCHEMA = "harness-protocol.schema.json"
-VALUE_OF = {"start": "start_value", "capabilities": "capabilities_value", "turn": "turn_value", "search": "search_value",
-            "read": "read_value", "read_all": "read_all_value", "cancel": "empty_value", "rebind": "empty_value",
-            "stop": "empty_value"}
-HOST_VALUE_OF = {"getKnowledgeCapabilities": "capabilities_value", "searchKnowledge": "search_value", "readKnowledge": "read_value"}
+VALUE_OF = {
+    "start": "start_value",
+    "capabilities": "capabilities_value",
+    "turn": "turn_value",
+    "search": "search_value",
+    "read": "read_value",
+    "read_all": "read_all_value",
+    "cancel": "empty_value",
+    "rebind": "empty_value",
+    "stop": "empty_value",
+}
+HOST_VALUE_OF = {
+    "getKnowledgeCapabilities": "capabilities_value",
+    "searchKnowledge": "search_value",
+    "readKnowledge": "read_value",
+}
 
 
 class HarnessProtocolError(HarnessError):
@@ -89,9 +101,16 @@ class Harness:
         self.timeout = timeout
         self._next = 0
         try:
-            self.process = subprocess.Popen(shlex.split(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, text=True, encoding="utf-8", bufsize=1,
-                                            env={**os.environ, **(env or {})})
+            self.process = subprocess.Popen(
+                shlex.split(command),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                encoding="utf-8",
+                bufsize=1,
+                env={**os.environ, **(env or {})},
+            )
         except OSError as exc:
             raise HarnessProtocolError(f"cannot start the harness {command!r}: {exc}") from None
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -145,8 +164,10 @@ class Harness:
         try:
             raw = json.loads(line)
         except ValueError:
-            raise HarnessProtocolError(f"the harness printed something that is not one JSON line (answering {cmd}): "
-                                       f"{clip(line.rstrip(), 200)!r}") from None
+            raise HarnessProtocolError(
+                f"the harness printed something that is not one JSON line (answering {cmd}): "
+                f"{clip(line.rstrip(), 200)!r}"
+            ) from None
         bad = problems("answer", raw)
         if bad:
             raise HarnessProtocolError(f"the answer to {cmd} is not a protocol answer: {'; '.join(bad[:3])}")
@@ -154,8 +175,10 @@ class Harness:
             raise HarnessProtocolError(f"the answer to {cmd} (id {command['id']}) carries id {raw['id']}")
         answer = Answer(raw["ok"], raw.get("value"), raw.get("error"))
         if answer.ok and cmd == "start" and isinstance(answer.value, dict) and answer.value.get("protocol") != PROTOCOL:
-            raise HarnessProtocolError(f"/protocol: expected {PROTOCOL}, the harness answered start with "
-                                       f"{clip(json.dumps(answer.value.get('protocol')), 100)}")
+            raise HarnessProtocolError(
+                f"/protocol: expected {PROTOCOL}, the harness answered start with "
+                f"{clip(json.dumps(answer.value.get('protocol')), 100)}"
+            )
         if answer.ok:
             definition = HOST_VALUE_OF[command["call"]] if cmd == "host_call" else VALUE_OF[cmd]
             bad = problems(definition, answer.value)
@@ -164,7 +187,9 @@ class Harness:
         return answer
 
     def start(self, core_url: str, connections: list[dict[str, Any]]) -> dict[str, Any]:
-        answer = self.call("start", protocol=PROTOCOL, core_url=core_url, connections=connections, timeout_seconds=self.timeout)
+        answer = self.call(
+            "start", protocol=PROTOCOL, core_url=core_url, connections=connections, timeout_seconds=self.timeout
+        )
         if not answer.ok:
             raise HarnessProtocolError(f"the harness refused start: {answer.describe()}")
         return dict(answer.value)

@@ -20,8 +20,10 @@ from conformance import __version__
 from conformance.clients import PROTOCOL
 from conformance.clients.reference_client import Capabilities, KnowledgeError, ReferenceClient
 
-HOST_INPUTS = {"searchKnowledge": {"query": "query", "limit": "limit"},
-               "readKnowledge": {"ref": "ref", "cursor": "cursor", "maxBytes": "maxBytes", "max_bytes": "maxBytes"}}
+HOST_INPUTS = {
+    "searchKnowledge": {"query": "query", "limit": "limit"},
+    "readKnowledge": {"ref": "ref", "cursor": "cursor", "maxBytes": "maxBytes", "max_bytes": "maxBytes"},
+}
 """What a host call takes from a model's input (snake-case aliases included); anything else a model
 passes (an identity, route, connection or run) is ignored: the options and the current turn decide those."""
 
@@ -81,10 +83,21 @@ class ReferenceHarness:
     @staticmethod
     def error_of(exc: KnowledgeError) -> dict[str, Any]:
         fb = exc.feedback
-        kind = "invalid_response" if fb["code"] in ("unknown_schema", "invalid_response") else \
-            "network_error" if fb["code"] == "network_error" else "core_error"
-        return {"kind": kind, "message": str(fb["message"]), "code": fb["code"], "next_action": fb["next_action"],
-                "retryable": bool(fb["retryable"]), "feedback": fb}
+        kind = (
+            "invalid_response"
+            if fb["code"] in ("unknown_schema", "invalid_response")
+            else "network_error"
+            if fb["code"] == "network_error"
+            else "core_error"
+        )
+        return {
+            "kind": kind,
+            "message": str(fb["message"]),
+            "code": fb["code"],
+            "next_action": fb["next_action"],
+            "retryable": bool(fb["retryable"]),
+            "feedback": fb,
+        }
 
     def connection(self, key: str) -> Connection:
         if key not in self.connections:
@@ -105,14 +118,23 @@ class ReferenceHarness:
                 if conn.pending is not None:  # the session changed while the request was in flight
                     conn.binding, conn.pending = conn.pending, None
 
-            http = httpx.Client(base_url=command["core_url"], timeout=float(command.get("timeout_seconds", 30)),
-                                event_hooks={"response": [arrived]})
-            conn = Connection(spec["key"], spec["route"], dict(spec["binding"]), self.make_client(http, spec["route"], spec["token"]))
+            http = httpx.Client(
+                base_url=command["core_url"],
+                timeout=float(command.get("timeout_seconds", 30)),
+                event_hooks={"response": [arrived]},
+            )
+            conn = Connection(
+                spec["key"], spec["route"], dict(spec["binding"]), self.make_client(http, spec["route"], spec["token"])
+            )
             holder["conn"] = conn
             self.connections[conn.key] = conn
-        return {"protocol": PROTOCOL, "client": {"name": "knowledge-conformance reference client", "version": __version__},
-                "harness": {"name": self.name, "version": __version__}, "language": f"Python {sys.version.split()[0]}",
-                "surfaces": ["client", "host"]}
+        return {
+            "protocol": PROTOCOL,
+            "client": {"name": "knowledge-conformance reference client", "version": __version__},
+            "harness": {"name": self.name, "version": __version__},
+            "language": f"Python {sys.version.split()[0]}",
+            "surfaces": ["client", "host"],
+        }
 
     def do_capabilities(self, command: Mapping[str, Any]) -> dict[str, Any]:
         return self.capabilities_value(self.connection(command["connection"]).client.get_knowledge_capabilities())
@@ -143,9 +165,17 @@ class ReferenceHarness:
     def do_read_all(self, command: Mapping[str, Any]) -> dict[str, Any]:
         data = command["input"]
         run = data.get("runId", data.get("run_id"))
-        chain = self.connection(command["connection"]).client.read_chain(data["ref"], run, max_bytes=data.get("maxBytes", data.get("max_bytes")))
-        return {"complete": chain.complete, "truncated": chain.truncated, "budget_exhausted": chain.budget_exhausted,
-                "pages": chain.pages, "content": chain.content, "description": chain.describe()}
+        chain = self.connection(command["connection"]).client.read_chain(
+            data["ref"], run, max_bytes=data.get("maxBytes", data.get("max_bytes"))
+        )
+        return {
+            "complete": chain.complete,
+            "truncated": chain.truncated,
+            "budget_exhausted": chain.budget_exhausted,
+            "pages": chain.pages,
+            "content": chain.content,
+            "description": chain.describe(),
+        }
 
     def do_cancel(self, command: Mapping[str, Any]) -> dict[str, Any]:
         self.aborted.add(command["signal"])
@@ -177,7 +207,10 @@ class ReferenceHarness:
 
     def check_binding(self, conn: Connection, options: Mapping[str, Any], when: str) -> None:
         if conn.binding != options["expectedBinding"]:
-            raise Refusal("binding_changed", f"agent_binding_changed: the connection's binding is not the expected one ({when} the request)")
+            raise Refusal(
+                "binding_changed",
+                f"agent_binding_changed: the connection's binding is not the expected one ({when} the request)",
+            )
 
     def check_signal(self, options: Mapping[str, Any]) -> None:
         if options.get("signal") in self.aborted:

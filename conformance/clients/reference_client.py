@@ -35,12 +35,28 @@ class KnowledgeError(Exception):
         self.feedback = feedback
 
 
-def feedback(operation: str, code: str, message: str, *, next_action: str | None = None, category: str = "knowledge",
-             dispatch: str = "not_dispatched", origin: str = "core") -> dict[str, Any]:
+def feedback(
+    operation: str,
+    code: str,
+    message: str,
+    *,
+    next_action: str | None = None,
+    category: str = "knowledge",
+    dispatch: str = "not_dispatched",
+    origin: str = "core",
+) -> dict[str, Any]:
     """A ``bailing.agent-feedback.v1`` object; ``retryable`` refers to next_action only."""
-    return {"schema_version": "bailing.agent-feedback.v1", "category": category, "code": code, "origin": origin,
-            "operation": operation, "dispatch": dispatch, "retryable": next_action is not None, "next_action": next_action,
-            "message": message}
+    return {
+        "schema_version": "bailing.agent-feedback.v1",
+        "category": category,
+        "code": code,
+        "origin": origin,
+        "operation": operation,
+        "dispatch": dispatch,
+        "retryable": next_action is not None,
+        "next_action": next_action,
+        "message": message,
+    }
 
 
 @dataclass(frozen=True)
@@ -80,25 +96,51 @@ class ReferenceClient:
     """The SDK's semantics over one identity. Every open wire detail has the project's
     default and can be given as in a target configuration (``from_wire``)."""
 
-    def __init__(self, http: httpx.Client, route: str, token: str, *, paths: Mapping[str, str] | None = None,
-                 unsupported_statuses: Iterable[int] = UNSUPPORTED_STATUSES, auth_header: str = "Authorization",
-                 auth_scheme: str = "Bearer", names: Mapping[str, Mapping[str, str]] | None = None, max_retries: int = 2) -> None:
+    def __init__(
+        self,
+        http: httpx.Client,
+        route: str,
+        token: str,
+        *,
+        paths: Mapping[str, str] | None = None,
+        unsupported_statuses: Iterable[int] = UNSUPPORTED_STATUSES,
+        auth_header: str = "Authorization",
+        auth_scheme: str = "Bearer",
+        names: Mapping[str, Mapping[str, str]] | None = None,
+        max_retries: int = 2,
+    ) -> None:
         self.http = http
         self.route = route
         self._auth = {auth_header: f"{auth_scheme} {token}".strip()}
         base = "/agent-api/v1/workspaces/{route}"
-        self.paths = {"capabilities": f"{base}/knowledge/capabilities", "search": f"{base}/knowledge/search",
-                      "read": f"{base}/knowledge/read", "turns": f"{base}/turns", **(paths or {})}
+        self.paths = {
+            "capabilities": f"{base}/knowledge/capabilities",
+            "search": f"{base}/knowledge/search",
+            "read": f"{base}/knowledge/read",
+            "turns": f"{base}/turns",
+            **(paths or {}),
+        }
         self.unsupported = frozenset(unsupported_statuses)
         self.names = WireNames(names)
         self.max_retries = max_retries
         self._pinned: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     @classmethod
-    def from_wire(cls, http: httpx.Client, route: str, token: str, wire: Mapping[str, Any], **options: Any) -> ReferenceClient:
+    def from_wire(
+        cls, http: httpx.Client, route: str, token: str, wire: Mapping[str, Any], **options: Any
+    ) -> ReferenceClient:
         """A client speaking the wire of a target configuration: paths, auth, legacy statuses, member names."""
-        return cls(http, route, token, paths=wire["paths"], unsupported_statuses=wire["legacy"]["unsupported_statuses"],
-                   auth_header=wire["auth"]["header"], auth_scheme=wire["auth"]["scheme"], names=wire.get("names"), **options)
+        return cls(
+            http,
+            route,
+            token,
+            paths=wire["paths"],
+            unsupported_statuses=wire["legacy"]["unsupported_statuses"],
+            auth_header=wire["auth"]["header"],
+            auth_scheme=wire["auth"]["scheme"],
+            names=wire.get("names"),
+            **options,
+        )
 
     def _url(self, name: str) -> str:
         return self.paths[name].replace("{route}", self.route)
@@ -112,9 +154,14 @@ class ReferenceClient:
         action = body.get("next_action") if isinstance(body, dict) else None
         if action is None and isinstance(body, dict) and isinstance(body.get("feedback"), dict):
             action = body["feedback"].get("next_action")
-        return KnowledgeError(feedback(operation, code or f"http_{response.status_code}",
-                                       (body.get("message") if isinstance(body, dict) else None) or clip(response.text, 200),
-                                       next_action=action))
+        return KnowledgeError(
+            feedback(
+                operation,
+                code or f"http_{response.status_code}",
+                (body.get("message") if isinstance(body, dict) else None) or clip(response.text, 200),
+                next_action=action,
+            )
+        )
 
     # -------------------------------------------------------- negotiation
     def get_knowledge_capabilities(self) -> Capabilities:
@@ -132,21 +179,29 @@ class ReferenceClient:
         try:
             body = response.json()
         except ValueError:
-            raise KnowledgeError(feedback("get_knowledge_capabilities", "invalid_response", "capabilities body is not JSON")) from None
+            raise KnowledgeError(
+                feedback("get_knowledge_capabilities", "invalid_response", "capabilities body is not JSON")
+            ) from None
         body = self.names.to_canonical("capabilities-response", body)
         errors = load_registry().errors("capabilities-response", body)
         if errors or body.get("route") != self.route:
             why = "; ".join(errors) if errors else f"route {body.get('route')!r} does not match {self.route!r}"
-            raise KnowledgeError(feedback("get_knowledge_capabilities", "unknown_schema", f"unsupported capabilities: {why}"))
+            raise KnowledgeError(
+                feedback("get_knowledge_capabilities", "unknown_schema", f"unsupported capabilities: {why}")
+            )
         return Capabilities(supported=True, enabled=bool(body["enabled"]), limits=dict(body["limits"]))
 
     # -------------------------------------------------------------- turns
-    def start_turn(self, user_input: str, ids: Mapping[str, str], *, knowledge_delivery: str | None = None) -> dict[str, Any]:
+    def start_turn(
+        self, user_input: str, ids: Mapping[str, str], *, knowledge_delivery: str | None = None
+    ) -> dict[str, Any]:
         """Start a turn. The delivery choice is a host option, pinned per turn identity; retries replay it."""
         key = (ids["client_conversation_id"], ids["client_turn_id"], ids["user_message_id"])
         if key not in self._pinned:
-            body: dict[str, Any] = {**{k: ids[k] for k in ("client_conversation_id", "client_turn_id", "user_message_id")},
-                                    "user_input": user_input}
+            body: dict[str, Any] = {
+                **{k: ids[k] for k in ("client_conversation_id", "client_turn_id", "user_message_id")},
+                "user_input": user_input,
+            }
             if knowledge_delivery is not None:
                 body["knowledge_delivery"] = knowledge_delivery
             self._pinned[key] = body
@@ -162,7 +217,9 @@ class ReferenceClient:
             if last.status_code not in (502, 503, 504):
                 break
         if last is None:
-            raise KnowledgeError(feedback("start_turn", "network_error", "no response", dispatch="unknown", origin="sdk"))
+            raise KnowledgeError(
+                feedback("start_turn", "network_error", "no response", dispatch="unknown", origin="sdk")
+            )
         raise self._error("start_turn", last)
 
     # ------------------------------------------------------ search / read
@@ -175,7 +232,9 @@ class ReferenceClient:
             raise self._error("search_knowledge", response)
         body = dict(response.json())
         if body.get("status") not in C.SEARCH_STATUSES:
-            raise KnowledgeError(feedback("search_knowledge", "unknown_schema", f"unknown search status {body.get('status')!r}"))
+            raise KnowledgeError(
+                feedback("search_knowledge", "unknown_schema", f"unknown search status {body.get('status')!r}")
+            )
         return body
 
     def read_knowledge(self, data: Mapping[str, Any]) -> dict[str, Any]:

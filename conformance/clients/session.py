@@ -33,17 +33,41 @@ class Session:
     def call(self, cmd: str, **fields: Any) -> Answer:
         return self.harness.call(cmd, **fields)
 
-    def turn(self, connection: str, delivery: str = "inline", *, ids: dict[str, str] | None = None, text: str = "homepage binding",
-             model_input: dict[str, Any] | None = None) -> Answer:
+    def turn(
+        self,
+        connection: str,
+        delivery: str = "inline",
+        *,
+        ids: dict[str, str] | None = None,
+        text: str = "homepage binding",
+        model_input: dict[str, Any] | None = None,
+    ) -> Answer:
         extra = {"model_input": model_input} if model_input is not None else {}
-        return self.call("turn", connection=connection, input=text, ids=ids or self.world.turn_ids(connection),
-                         delivery=delivery, **extra)
+        return self.call(
+            "turn",
+            connection=connection,
+            input=text,
+            ids=ids or self.world.turn_ids(connection),
+            delivery=delivery,
+            **extra,
+        )
 
-    def host(self, call: str, input: dict[str, Any], connection: str, *, signal: str | None = None,
-             binding: dict[str, Any] | None = None, workspace: str | None = None) -> Answer:
+    def host(
+        self,
+        call: str,
+        input: dict[str, Any],
+        connection: str,
+        *,
+        signal: str | None = None,
+        binding: dict[str, Any] | None = None,
+        workspace: str | None = None,
+    ) -> Answer:
         conn = self.world.connections[connection]
-        options: dict[str, Any] = {"workspace": workspace or conn["route"], "connectionKey": connection,
-                                   "expectedBinding": binding or conn["binding"]}
+        options: dict[str, Any] = {
+            "workspace": workspace or conn["route"],
+            "connectionKey": connection,
+            "expectedBinding": binding or conn["binding"],
+        }
         if signal is not None:
             options["signal"] = signal
         return self.call("host_call", call=call, input=input, options=options)
@@ -71,8 +95,11 @@ def mapped(entries: list[dict[str, Any]]) -> None:
     names READ-018 when they do not (and its own rule stays unjudged)."""
     for e in entries:
         body = e.get("body") or {}
-        expect("run_id" in body and not ({"runId", "maxBytes"} & set(body)), "READ-018",
-               f"{str(e['path']).rsplit('/', 1)[-1]} went out without the wire names run_id/max_bytes: {describe(body)}")
+        expect(
+            "run_id" in body and not ({"runId", "maxBytes"} & set(body)),
+            "READ-018",
+            f"{str(e['path']).rsplit('/', 1)[-1]} went out without the wire names run_id/max_bytes: {describe(body)}",
+        )
 
 
 def hints(session: Session, answer: Answer, mark: int, route: str) -> list[dict[str, Any]]:

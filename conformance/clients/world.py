@@ -19,15 +19,33 @@ from conformance.target.secrets import SECRETS
 CLIENT_APP = "knowledge-conformance"
 BAD_TOKEN = "bha_" + "0" * 44  # well-formed, never minted: the Core answers 401
 HOMEPAGE = ("Homepage binding", "How a homepage binding is set up and checked before a release. " * 12)
-ARCHIVE = ("Archive ledger", "".join(f"Archive ledger entry {i}: quarterly figures were reconciled and filed. " for i in range(700)))
-GLACIER = ("Glacier survey", "".join(f"Glacier survey station {i} measured ice depth, melt rate and snow cover. " for i in range(2900)))
+ARCHIVE = (
+    "Archive ledger",
+    "".join(f"Archive ledger entry {i}: quarterly figures were reconciled and filed. " for i in range(700)),
+)
+GLACIER = (
+    "Glacier survey",
+    "".join(f"Glacier survey station {i} measured ice depth, melt rate and snow cover. " for i in range(2900)),
+)
 BILLING = ("Billing homepage binding", "Billing notes for the homepage binding of the second account. " * 10)
-QUERIES = {"homepage": "homepage binding", "archive": "archive ledger reconciled", "glacier": "glacier survey ice depth"}
+QUERIES = {
+    "homepage": "homepage binding",
+    "archive": "archive ledger reconciled",
+    "glacier": "glacier survey ice depth",
+}
 
 # name -> (mode, legacy status)
 WORKSPACES: dict[str, tuple[str, int | None]] = {
-    "main": ("normal", None), "legacy404": ("legacy", 404), "legacy405": ("legacy", 405), "legacy501": ("legacy", 501),
-    "canned": ("normal", None), "unavailable": ("unavailable", None), "flaky": ("normal", None), "partial": ("partial", None), "expiry": ("normal", None), "host": ("normal", None),
+    "main": ("normal", None),
+    "legacy404": ("legacy", 404),
+    "legacy405": ("legacy", 405),
+    "legacy501": ("legacy", 501),
+    "canned": ("normal", None),
+    "unavailable": ("unavailable", None),
+    "flaky": ("normal", None),
+    "partial": ("partial", None),
+    "expiry": ("normal", None),
+    "host": ("normal", None),
     "elsewhere": ("normal", None),
 }
 
@@ -44,7 +62,11 @@ class World:
 
     def turn_ids(self, label: str) -> dict[str, str]:
         n = next(self._ids)
-        return {"client_conversation_id": f"hc-{self.run}-{label}", "client_turn_id": f"t{n}", "user_message_id": f"m{n}"}
+        return {
+            "client_conversation_id": f"hc-{self.run}-{label}",
+            "client_turn_id": f"t{n}",
+            "user_message_id": f"m{n}",
+        }
 
     def route(self, connection: str) -> str:
         return str(self.connections[connection]["route"])
@@ -76,7 +98,9 @@ class DirectClient:
             raise HarnessError(f"the runner's own POST {path} answered {response.status_code}: {response.text[:200]}")
         return dict(response.json())
 
-    def turn(self, ids: dict[str, str] | None = None, delivery: str | None = None, text: str = "homepage binding") -> dict[str, Any]:
+    def turn(
+        self, ids: dict[str, str] | None = None, delivery: str | None = None, text: str = "homepage binding"
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {**(ids or self.world.turn_ids("direct")), "user_input": text}
         if delivery is not None:
             body["knowledge_delivery"] = delivery
@@ -98,10 +122,17 @@ class DirectClient:
 
 
 def _corpus(control: Control, route: str) -> None:
-    items = [{"id": k, "title": t, "content": c, "summary": t} for k, (t, c) in
-             (("homepage", HOMEPAGE), ("archive", ARCHIVE), ("glacier", GLACIER))]
-    control.corpus(route, [{"id": "kb-a", "items": items},
-                           {"id": "kb-b", "items": [{"id": "billing", "title": BILLING[0], "content": BILLING[1]}]}])
+    items = [
+        {"id": k, "title": t, "content": c, "summary": t}
+        for k, (t, c) in (("homepage", HOMEPAGE), ("archive", ARCHIVE), ("glacier", GLACIER))
+    ]
+    control.corpus(
+        route,
+        [
+            {"id": "kb-a", "items": items},
+            {"id": "kb-b", "items": [{"id": "billing", "title": BILLING[0], "content": BILLING[1]}]},
+        ],
+    )
 
 
 def build(control: Control, run: str) -> World:
@@ -114,12 +145,22 @@ def build(control: Control, run: str) -> World:
     connections: dict[str, dict[str, Any]] = {}
     accounts: dict[str, str] = {}
 
-    def connect(key: str, account: str, on: str, *, route: str | None = None, token: str | None = None) -> dict[str, Any]:
+    def connect(
+        key: str, account: str, on: str, *, route: str | None = None, token: str | None = None
+    ) -> dict[str, Any]:
         ident = control.identity(account, routes[on])
         SECRETS.add(ident["token"])
-        conn = {"key": key, "route": route or routes[on], "token": token or ident["token"],
-                "binding": {"hubUrl": ident["hub"], "clientAppId": CLIENT_APP, "workspace": route or routes[on],
-                            "sessionId": ident["session_id"]}}
+        conn = {
+            "key": key,
+            "route": route or routes[on],
+            "token": token or ident["token"],
+            "binding": {
+                "hubUrl": ident["hub"],
+                "clientAppId": CLIENT_APP,
+                "workspace": route or routes[on],
+                "sessionId": ident["session_id"],
+            },
+        }
         connections[key], accounts[key] = conn, account
         return conn
 
@@ -127,7 +168,9 @@ def build(control: Control, run: str) -> World:
         if name != "elsewhere":
             connect(name, "alice", name)
     connect("other", "bob", "main")
-    control.scope(routes["main"], "bob", ["kb-b"])  # another account, another scope: it must never see alice's references
+    control.scope(
+        routes["main"], "bob", ["kb-b"]
+    )  # another account, another scope: it must never see alice's references
     connect("host2", "bob", "host")
     connect("badtoken", "alice", "main", token=BAD_TOKEN)
     connect("wrongroute", "alice", "main", route=routes["elsewhere"])  # a token of another workspace: 403

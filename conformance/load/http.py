@@ -37,8 +37,16 @@ class LocustTransport(httpx.BaseTransport):
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED}
         name = operation_name(request.url.path)
         for attempt in range(ATTEMPTS):
-            with self.session.request(request.method, str(request.url), name=name, data=body or None, headers=headers,
-                                      catch_response=True, timeout=self.timeout, allow_redirects=False) as answer:
+            with self.session.request(
+                request.method,
+                str(request.url),
+                name=name,
+                data=body or None,
+                headers=headers,
+                catch_response=True,
+                timeout=self.timeout,
+                allow_redirects=False,
+            ) as answer:
                 status = int(answer.status_code or 0)
                 if status == 0:  # no answer: counted as a failure by Locust, and sent once more
                     error = getattr(answer, "error", None)
@@ -59,4 +67,6 @@ def _stale(error: object) -> bool:
     """A kept-alive connection the server closed just as the request went out (its idle timeout).
     Sending once more is safe here: search and read change nothing, and a turn is idempotent by its key."""
     text = repr(error)
-    return any(sign in text for sign in ("RemoteDisconnected", "ConnectionResetError", "BrokenPipeError", "Connection aborted"))
+    return any(
+        sign in text for sign in ("RemoteDisconnected", "ConnectionResetError", "BrokenPipeError", "Connection aborted")
+    )

@@ -37,18 +37,30 @@ _state: dict[str, Any] = {}
 
 def _options(parser: Any) -> None:
     parser.add_argument("--kc-target-config", default="", help="knowledge-conformance: the target configuration (TOML)")
-    parser.add_argument("--kc-control-token", default="", is_secret=True,
-                        help="knowledge-conformance: control credential at --host's /_control/v1 (a served simulator), "
-                             "when the target configuration has no [control]")
-    parser.add_argument("--kc-identities", type=int, default=8, help="knowledge-conformance: accounts each process mints")
-    parser.add_argument("--kc-report-dir", default="reports", help="knowledge-conformance: where the master writes its reports")
-    parser.add_argument("--kc-run-id", default="", help="knowledge-conformance: namespace of what the run creates (default random)")
+    parser.add_argument(
+        "--kc-control-token",
+        default="",
+        is_secret=True,
+        help="knowledge-conformance: control credential at --host's /_control/v1 (a served simulator), "
+        "when the target configuration has no [control]",
+    )
+    parser.add_argument(
+        "--kc-identities", type=int, default=8, help="knowledge-conformance: accounts each process mints"
+    )
+    parser.add_argument(
+        "--kc-report-dir", default="reports", help="knowledge-conformance: where the master writes its reports"
+    )
+    parser.add_argument(
+        "--kc-run-id", default="", help="knowledge-conformance: namespace of what the run creates (default random)"
+    )
 
 
 def _init(environment: Any, **_: Any) -> None:
     _state.update(started=time.time(), tally=Tally())
     if isinstance(environment.runner, MasterRunner):
-        environment.events.worker_report.add_listener(lambda client_id, data: _state["tally"].merge(data.get(TALLY_KEY, {})))
+        environment.events.worker_report.add_listener(
+            lambda client_id, data: _state["tally"].merge(data.get(TALLY_KEY, {}))
+        )
         return
     if isinstance(environment.runner, WorkerRunner):
         environment.events.report_to_master.add_listener(_ship)
@@ -91,11 +103,21 @@ def _quitting(environment: Any, **_: Any) -> None:
     if isinstance(environment.runner, WorkerRunner):
         return
     options, tally = environment.parsed_options, _state["tally"]
-    figures = report.figures_of(environment.stats, int(options.num_users or 0), float(options.spawn_rate or 0),
-                                float(options.run_time or 0))
-    run = report.build(tally, list(PROFILE), figures, target=f"Core at {redact_url(environment.host or '')}", run_id=_state.get("run_id", "local"),
-                       started=_state["started"], configuration={"target_config": options.kc_target_config or None,
-                                                                 "locust": "distributed" if isinstance(environment.runner, MasterRunner) else "local"})
+    figures = report.figures_of(
+        environment.stats, int(options.num_users or 0), float(options.spawn_rate or 0), float(options.run_time or 0)
+    )
+    run = report.build(
+        tally,
+        list(PROFILE),
+        figures,
+        target=f"Core at {redact_url(environment.host or '')}",
+        run_id=_state.get("run_id", "local"),
+        started=_state["started"],
+        configuration={
+            "target_config": options.kc_target_config or None,
+            "locust": "distributed" if isinstance(environment.runner, MasterRunner) else "local",
+        },
+    )
     report.write(run, Path(options.kc_report_dir))
     for line in report.summary(run, tally, figures):
         print(line)

@@ -74,8 +74,11 @@ class ContractUser(HttpUser):
             response.read()
             recorder.record(response)
 
-        http = httpx.Client(base_url=self.host or "", transport=LocustTransport(session, self.ctx.cfg.timeout_seconds),
-                            event_hooks={"response": [keep]})
+        http = httpx.Client(
+            base_url=self.host or "",
+            transport=LocustTransport(session, self.ctx.cfg.timeout_seconds),
+            event_hooks={"response": [keep]},
+        )
         return CoreWire(http, self.ctx.cfg)
 
     # ------------------------------------------------------------ judging
@@ -131,11 +134,18 @@ class ContractUser(HttpUser):
         131072 bytes, and no budget declared exhausted with room left for any character."""
         pages = self.world.follow(ref, self.run_id, max_bytes)
         delivered = sum(C.utf8_size(p["content"]) for p in pages if isinstance(p.get("content"), str))
-        expect(delivered <= C.READ_CHAIN_MAX_BYTES, "READ-010", f"the chain delivered {delivered} content bytes in {len(pages)} pages, "
-               f"over {C.READ_CHAIN_MAX_BYTES}")
+        expect(
+            delivered <= C.READ_CHAIN_MAX_BYTES,
+            "READ-010",
+            f"the chain delivered {delivered} content bytes in {len(pages)} pages, over {C.READ_CHAIN_MAX_BYTES}",
+        )
         if pages[-1].get("budget_exhausted") is True:
-            expect(delivered > C.READ_CHAIN_MAX_BYTES - LONGEST_CHARACTER, "READ-020", f"budget_exhausted after {delivered} content "
-                   f"bytes: any next character would still fit the {C.READ_CHAIN_MAX_BYTES}-byte budget")
+            expect(
+                delivered > C.READ_CHAIN_MAX_BYTES - LONGEST_CHARACTER,
+                "READ-020",
+                f"budget_exhausted after {delivered} content "
+                f"bytes: any next character would still fit the {C.READ_CHAIN_MAX_BYTES}-byte budget",
+            )
 
     def refuse(self, world: World, response: httpx.Response) -> None:
         """The suite's binding refusal (checks.binding_refused), credited to the reference-error rules when it is one."""
@@ -173,7 +183,10 @@ class ContractUser(HttpUser):
         if issued is None:
             self.ctx.tally.skip("no reference of another account issued yet")
             return
-        self.judge(BINDING, lambda: self.refuse(self.world, self.world.read(issued.ref, self.run_id, max_bytes=C.READ_MIN_MAX_BYTES)))
+        self.judge(
+            BINDING,
+            lambda: self.refuse(self.world, self.world.read(issued.ref, self.run_id, max_bytes=C.READ_MIN_MAX_BYTES)),
+        )
 
     @task(2)
     def reuse_at_once(self) -> None:
@@ -192,8 +205,12 @@ class ContractUser(HttpUser):
             gevent.killall(asks)
 
     def _owner_reads(self, owner: World, issued: Issued) -> None:
-        self.judge((*PAGE, "READ-005"), lambda: owner.page(issued.ref, issued.run_id, C.READ_MIN_MAX_BYTES), self.side_recorder)
+        self.judge(
+            (*PAGE, "READ-005"), lambda: owner.page(issued.ref, issued.run_id, C.READ_MIN_MAX_BYTES), self.side_recorder
+        )
 
     def _stranger_reads(self, issued: Issued) -> None:
-        self.judge(BINDING, lambda: self.refuse(self.world, self.world.read(issued.ref, issued.run_id, max_bytes=C.READ_MIN_MAX_BYTES)))
-
+        self.judge(
+            BINDING,
+            lambda: self.refuse(self.world, self.world.read(issued.ref, issued.run_id, max_bytes=C.READ_MIN_MAX_BYTES)),
+        )

@@ -35,16 +35,22 @@ class LoadFigures:
     run_time: float
     requests: int = 0
     failures: int = 0  # Locust's: 5xx answers and requests that got no answer
-    operations: dict[str, dict[str, Any]] = field(default_factory=dict)  # per operation: requests, failures, p50/p95 ms, req/s
+    operations: dict[str, dict[str, Any]] = field(
+        default_factory=dict
+    )  # per operation: requests, failures, p50/p95 ms, req/s
 
 
 def figures_of(stats: Any, users: int, spawn_rate: float, run_time: float) -> LoadFigures:
     """From a Locust ``RequestStats``."""
     out = LoadFigures(users, spawn_rate, run_time, int(stats.total.num_requests), int(stats.total.num_failures))
     for (name, method), entry in sorted(stats.entries.items()):
-        out.operations[f"{method} {name}"] = { "requests": int(entry.num_requests), "failures": int(entry.num_failures),
-                                     "p50_ms": entry.get_response_time_percentile(0.5), "p95_ms": entry.get_response_time_percentile(0.95),
-                                     "rps": round(float(entry.total_rps), 1)}
+        out.operations[f"{method} {name}"] = {
+            "requests": int(entry.num_requests),
+            "failures": int(entry.num_failures),
+            "p50_ms": entry.get_response_time_percentile(0.5),
+            "p95_ms": entry.get_response_time_percentile(0.95),
+            "rps": round(float(entry.total_rps), 1),
+        }
     return out
 
 
@@ -57,34 +63,86 @@ def results_of(tally: Tally, scope: list[str]) -> list[TestResult]:
             first = tally.samples.get(rid, [])
             message = f"{broken} violation(s) in {broken + passed} checks under load; first: {first[0]['message'] if first else '?'}"
             exchanges = [s["exchange"] for s in first if s.get("exchange")]
-            results.append(TestResult(nodeid, "failed", [rid], rid, scrub(message)[:2000], exchanges,
-                                      detail=scrub("\n".join(str(s["message"]) for s in first))))
+            results.append(
+                TestResult(
+                    nodeid,
+                    "failed",
+                    [rid],
+                    rid,
+                    scrub(message)[:2000],
+                    exchanges,
+                    detail=scrub("\n".join(str(s["message"]) for s in first)),
+                )
+            )
         elif passed:
             results.append(TestResult(nodeid, "passed", [rid], message=f"{passed} checks passed under load"))
         else:
-            results.append(TestResult(nodeid, "skipped", [rid], message="not verified: no check of this load run reached it"))
+            results.append(
+                TestResult(nodeid, "skipped", [rid], message="not verified: no check of this load run reached it")
+            )
     for kind, count in sorted(tally.errors.items()):
         sample = next(iter(tally.error_samples), kind)
-        results.append(TestResult(f"{NODE}::harness-{kind}", "error", [], None,
-                                  scrub(f"{count} step(s) could not be judged ({kind}): {sample}")[:2000]))
+        results.append(
+            TestResult(
+                f"{NODE}::harness-{kind}",
+                "error",
+                [],
+                None,
+                scrub(f"{count} step(s) could not be judged ({kind}): {sample}")[:2000],
+            )
+        )
     return results
 
 
-def build(tally: Tally, scope: list[str], figures: LoadFigures, *, target: str, run_id: str, started: float,
-          configuration: dict[str, Any], interrupted: bool = False) -> RunResult:
+def build(
+    tally: Tally,
+    scope: list[str],
+    figures: LoadFigures,
+    *,
+    target: str,
+    run_id: str,
+    started: float,
+    configuration: dict[str, Any],
+    interrupted: bool = False,
+) -> RunResult:
     full = load_catalogue()
     catalogue = Catalogue(tuple(r for r in full if r.id in scope))
-    config = {**configuration, "mode": "load", "load": {
-        "users": figures.users, "spawn_rate": figures.spawn_rate, "run_time_seconds": figures.run_time,
-        "requests": figures.requests, "failures": figures.failures, "operations": figures.operations,
-        "violations": dict(sorted(tally.violations.items())), "checks": dict(sorted(tally.checks.items())),
-        "skipped_steps": dict(sorted(tally.skipped.items())), "scope": list(scope)}}
+    config = {
+        **configuration,
+        "mode": "load",
+        "load": {
+            "users": figures.users,
+            "spawn_rate": figures.spawn_rate,
+            "run_time_seconds": figures.run_time,
+            "requests": figures.requests,
+            "failures": figures.failures,
+            "operations": figures.operations,
+            "violations": dict(sorted(tally.violations.items())),
+            "checks": dict(sorted(tally.checks.items())),
+            "skipped_steps": dict(sorted(tally.skipped.items())),
+            "scope": list(scope),
+        },
+    }
     info = RunInfo(
-        suite_version=__version__, catalogue_version=catalogue_version(), target=target, configuration=dict(SECRETS.data(config)),
-        hypothesis={"derandomize": False, "seed": None}, started=dt.datetime.fromtimestamp(started, dt.UTC).isoformat(timespec="seconds"),
-        duration_seconds=time.time() - started, requests=figures.requests, fail_on="must", run_id=run_id, interrupted=interrupted,
-        surfaces=({"surface": "http", "label": "Core HTTP", "checked": True,
-                   "detail": f"under load: {figures.users} users, Locust"},),
+        suite_version=__version__,
+        catalogue_version=catalogue_version(),
+        target=target,
+        configuration=dict(SECRETS.data(config)),
+        hypothesis={"derandomize": False, "seed": None},
+        started=dt.datetime.fromtimestamp(started, dt.UTC).isoformat(timespec="seconds"),
+        duration_seconds=time.time() - started,
+        requests=figures.requests,
+        fail_on="must",
+        run_id=run_id,
+        interrupted=interrupted,
+        surfaces=(
+            {
+                "surface": "http",
+                "label": "Core HTTP",
+                "checked": True,
+                "detail": f"under load: {figures.users} users, Locust",
+            },
+        ),
     )
     run = aggregate(catalogue, results_of(tally, scope), info, waivers=[], today=dt.date.today())
     return run
@@ -97,14 +155,22 @@ def write(run: RunResult, directory: Path) -> dict[str, Path]:
 def summary(run: RunResult, tally: Tally, figures: LoadFigures) -> list[str]:
     """The console lines: the verdict, Locust's figures, violations per requirement."""
     s = run.summary
-    lines = [f"VERDICT: {run.verdict.upper()}  (load profile: requirements verified {s['verified']}, failed {s['failed']}, "
-             f"not verified {s['not_verified']} of {len(run.requirements)}; run {run.run_id})",
-             f"  {figures.requests} requests, {figures.failures} failures (5xx or no answer), {figures.users} users, {figures.run_time:g} s"]
+    lines = [
+        f"VERDICT: {run.verdict.upper()}  (load profile: requirements verified {s['verified']}, failed {s['failed']}, "
+        f"not verified {s['not_verified']} of {len(run.requirements)}; run {run.run_id})",
+        f"  {figures.requests} requests, {figures.failures} failures (5xx or no answer), {figures.users} users, {figures.run_time:g} s",
+    ]
     for name, op in figures.operations.items():
-        lines.append(f"  {name:28} {op['requests']:7} requests  {op['failures']:4} failures  p50 {op['p50_ms']} ms  p95 {op['p95_ms']} ms")
+        lines.append(
+            f"  {name:28} {op['requests']:7} requests  {op['failures']:4} failures  p50 {op['p50_ms']} ms  p95 {op['p95_ms']} ms"
+        )
     for rid, count in sorted(tally.violations.items()):
         first = tally.samples.get(rid, [{}])[0].get("message", "")
-        lines.append(scrub(f"  VIOLATED {rid}: {count} time(s) in {count + tally.checks.get(rid, 0)} checks; first: {first[:200]}"))
+        lines.append(
+            scrub(
+                f"  VIOLATED {rid}: {count} time(s) in {count + tally.checks.get(rid, 0)} checks; first: {first[:200]}"
+            )
+        )
     for kind, count in sorted(tally.errors.items()):
         lines.append(f"  harness errors ({kind}): {count}")
     return lines

@@ -71,8 +71,11 @@ def _reachable(cfg: TargetConfig) -> None:
         return
     where = f"[control] url {redact_url(cfg.control_url)}"
     try:
-        response = httpx.get(httpx.URL(cfg.control_url.rstrip("/") + "/clock").copy_with(username=None, password=None),
-                             headers={"Authorization": f"Bearer {cfg.control_token}"}, timeout=timeout)
+        response = httpx.get(
+            httpx.URL(cfg.control_url.rstrip("/") + "/clock").copy_with(username=None, password=None),
+            headers={"Authorization": f"Bearer {cfg.control_token}"},
+            timeout=timeout,
+        )
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise ConfigError(f"{where}: cannot reach it ({type(exc).__name__}: {exc})") from None
     if response.status_code in (401, 403):
@@ -82,10 +85,14 @@ def _reachable(cfg: TargetConfig) -> None:
 def _config(args: argparse.Namespace, served: serve.Served | None) -> TargetConfig:
     if served is None:
         if args.target in ("sim", "sim+http"):
-            raise ConfigError("--target: a load run needs a served Core (a URL); leave it out to serve the bundled simulator")
+            raise ConfigError(
+                "--target: a load run needs a served Core (a URL); leave it out to serve the bundled simulator"
+            )
         cfg = load_config(args.target_config, target=args.target)
         if cfg.is_sim:
-            raise ConfigError("--target-config names no [target] url: give --target URL, or leave both out to serve the bundled simulator")
+            raise ConfigError(
+                "--target-config names no [target] url: give --target URL, or leave both out to serve the bundled simulator"
+            )
     else:
         cfg = load_config(args.target_config)
         cfg.target = served.url
@@ -149,10 +156,16 @@ def main(args: argparse.Namespace) -> int:
             served.stop()
         print(f"knowledge-conformance load: could not set up the run: {scrub(str(exc))}", file=sys.stderr)
         return VERDICT_EXIT["error"]
-    target = f"bundled simulator served at {served.url}" + (f" (quirks {', '.join(args.sim_quirk)})" if args.sim_quirk else "") \
-        if served is not None else f"live Core at {redact_url(cfg.target)}"
-    print(f"knowledge-conformance load: target={target} run_id={cfg.run_id} users={settings.users} run_time={settings.run_time:g}s",
-          file=sys.stderr)
+    target = (
+        f"bundled simulator served at {served.url}"
+        + (f" (quirks {', '.join(args.sim_quirk)})" if args.sim_quirk else "")
+        if served is not None
+        else f"live Core at {redact_url(cfg.target)}"
+    )
+    print(
+        f"knowledge-conformance load: target={target} run_id={cfg.run_id} users={settings.users} run_time={settings.run_time:g}s",
+        file=sys.stderr,
+    )
     try:
         environment, interrupted = run(ctx, settings)
     finally:
@@ -160,10 +173,24 @@ def main(args: argparse.Namespace) -> int:
         if served is not None:
             served.stop()
     figures = report.figures_of(environment.stats, settings.users, settings.spawn_rate, settings.run_time)
-    configuration = {"target_config": args.target_config, "sim_quirk": list(args.sim_quirk), "identities": len(ctx.identities),
-                     "control_available": ctx.control is not None, "strict_codes": cfg.strict_codes, "wire": cfg.wire}
-    result = report.build(ctx.tally, list(PROFILE), figures, target=target, run_id=cfg.run_id, started=started,
-                          configuration=configuration, interrupted=interrupted)
+    configuration = {
+        "target_config": args.target_config,
+        "sim_quirk": list(args.sim_quirk),
+        "identities": len(ctx.identities),
+        "control_available": ctx.control is not None,
+        "strict_codes": cfg.strict_codes,
+        "wire": cfg.wire,
+    }
+    result = report.build(
+        ctx.tally,
+        list(PROFILE),
+        figures,
+        target=target,
+        run_id=cfg.run_id,
+        started=started,
+        configuration=configuration,
+        interrupted=interrupted,
+    )
     if kept:
         result.warnings.append(f"the control extension kept {len(kept)} workspace(s) of run {cfg.run_id} (no delete)")
     paths = report.write(result, settings.reports)

@@ -53,7 +53,9 @@ def _command() -> str:
     beside = Path(sys.executable).parent / COMMAND
     found = str(beside) if beside.is_file() else shutil.which(COMMAND)
     if not found:
-        raise HarnessError(f"{COMMAND} is not installed: give --target URL of a running Core, or install the bundled simulator")
+        raise HarnessError(
+            f"{COMMAND} is not installed: give --target URL of a running Core, or install the bundled simulator"
+        )
     return found
 
 
@@ -74,8 +76,13 @@ def start(quirks: tuple[str, ...] = ()) -> Served:
     handle, name = tempfile.mkstemp(prefix="knowledge-sim-", suffix=".log")
     log = Path(name)
     with os.fdopen(handle, "wb") as out:  # a file, never a pipe nobody reads
-        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env={**os.environ, CONTROL_TOKEN_ENV: token})
+        process = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, CONTROL_TOKEN_ENV: token},
+        )
     url = f"http://127.0.0.1:{port}"
     served = Served(url, token, process, log)
     deadline = time.monotonic() + START_SECONDS
@@ -85,7 +92,12 @@ def start(quirks: tuple[str, ...] = ()) -> Served:
             served.stop()
             raise HarnessError(f"{COMMAND} serve exited with {process.returncode}: {output}")
         try:
-            if httpx.get(url + CONTROL_BASE + "/clock", headers={"Authorization": f"Bearer {token}"}, timeout=2).status_code == 200:
+            if (
+                httpx.get(
+                    url + CONTROL_BASE + "/clock", headers={"Authorization": f"Bearer {token}"}, timeout=2
+                ).status_code
+                == 200
+            ):
                 return served
         except httpx.HTTPError:
             pass

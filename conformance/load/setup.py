@@ -99,7 +99,9 @@ def queries_for(cfg: TargetConfig, docs: dict[str, corpus.Doc]) -> list[str]:
 def prepare(cfg: TargetConfig, identities: int) -> Context:
     """Provision the world the users share: through control when the target has it (a fresh
     workspace, the suite's corpus and ``identities`` accounts), else the configured identities."""
-    http = httpx.Client(base_url=cfg.target, transport=httpx.HTTPTransport(socket_options=NO_DELAY), timeout=cfg.timeout_seconds)
+    http = httpx.Client(
+        base_url=cfg.target, transport=httpx.HTTPTransport(socket_options=NO_DELAY), timeout=cfg.timeout_seconds
+    )
     CoreWire.namespace = cfg.namespace
     core = CoreWire(http, cfg)
     control = ControlWire(http, cfg.control_url, cfg.control_token) if cfg.control_url and cfg.control_token else None
@@ -112,14 +114,18 @@ def prepare(cfg: TargetConfig, identities: int) -> Context:
     elif "other_account" in world.others:
         pool.append(world.others["other_account"])
     text = world.document_text()
-    return Context(cfg, world.route, pool, world.docs, queries_for(cfg, world.docs), text, control=control, setup_http=http)
+    return Context(
+        cfg, world.route, pool, world.docs, queries_for(cfg, world.docs), text, control=control, setup_http=http
+    )
 
 
 def context(environment: Any) -> Context:
     """The Context attached to a Locust environment (``attach``)."""
     found = getattr(environment, "kc_context", None)
     if not isinstance(found, Context):
-        raise RuntimeError("no knowledge-conformance context on this Locust environment: see conformance.load.setup.attach")
+        raise RuntimeError(
+            "no knowledge-conformance context on this Locust environment: see conformance.load.setup.attach"
+        )
     return found
 
 

@@ -51,8 +51,14 @@ class Tally:
     def to_data(self) -> dict[str, Any]:
         """Plain data (msgpack-able), for a worker's report to the master."""
         with self._lock:
-            return {"checks": dict(self.checks), "violations": dict(self.violations), "samples": {k: list(v) for k, v in self.samples.items()},
-                    "errors": dict(self.errors), "error_samples": list(self.error_samples), "skipped": dict(self.skipped)}
+            return {
+                "checks": dict(self.checks),
+                "violations": dict(self.violations),
+                "samples": {k: list(v) for k, v in self.samples.items()},
+                "errors": dict(self.errors),
+                "error_samples": list(self.error_samples),
+                "skipped": dict(self.skipped),
+            }
 
     def merge(self, data: dict[str, Any]) -> None:
         with self._lock:

@@ -26,7 +26,9 @@ def _loopback(target: Target) -> str:
     return str(found)
 
 
-def agent_endpoints(cfg: TargetConfig, target: Target, chosen: str | None, token: str, route: str) -> dict[str, Endpoint]:
+def agent_endpoints(
+    cfg: TargetConfig, target: Target, chosen: str | None, token: str, route: str
+) -> dict[str, Endpoint]:
     """The Agent Session path for the identity ``token`` on ``route``, by transport."""
     if skipped(chosen):
         return {}
@@ -44,8 +46,10 @@ def agent_endpoints(cfg: TargetConfig, target: Target, chosen: str | None, token
         return found
     base = _loopback(target)
     argv, env = _factory("sim-mcp-stdio")("agent", core_url=base, route=route, token=token, quirks=list(cfg.sim_quirks))
-    return {"http": Endpoint("http", url=_factory("sim-mcp-http")(base, route), token=token),
-            "stdio": Endpoint("stdio", argv=tuple(argv), env=tuple(sorted(env.items())))}
+    return {
+        "http": Endpoint("http", url=_factory("sim-mcp-http")(base, route), token=token),
+        "stdio": Endpoint("stdio", argv=tuple(argv), env=tuple(sorted(env.items()))),
+    }
 
 
 def _wanted(cfg: TargetConfig, transport: str) -> bool:
@@ -77,7 +81,10 @@ def planned_surfaces(cfg: TargetConfig, chosen: str | None) -> list[dict[str, An
     says whether any check really ran on them."""
     http = {"surface": "http", "label": "Core HTTP", "checked": True, "detail": "the Core API"}
     if skipped(chosen):
-        return [http, {"surface": "mcp", "label": "MCP", "checked": False, "detail": "MCP checks skipped: --mcp-target none"}]
+        return [
+            http,
+            {"surface": "mcp", "label": "MCP", "checked": False, "detail": "MCP checks skipped: --mcp-target none"},
+        ]
     agent: dict[str, str] = {}
     if chosen:
         agent["http" if chosen.startswith(("http://", "https://")) else "stdio"] = "--mcp-target"
@@ -89,19 +96,36 @@ def planned_surfaces(cfg: TargetConfig, chosen: str | None) -> list[dict[str, An
         agent = {k: v for k, v in agent.items() if _wanted(cfg, k)}
         if not agent and cfg.is_sim:
             agent = {"http": "bundled simulator", "stdio": "bundled simulator"}
-    jobs = "[mcp].jobs_command" if cfg.mcp.get("jobs_command") else \
-        "bundled simulator" if cfg.is_sim and not (cfg.mcp.get("command") or cfg.mcp.get("url")) else ""
+    jobs = (
+        "[mcp].jobs_command"
+        if cfg.mcp.get("jobs_command")
+        else "bundled simulator"
+        if cfg.is_sim and not (cfg.mcp.get("command") or cfg.mcp.get("url"))
+        else ""
+    )
     out = [http]
     if "stdio" in agent or jobs:
         paths = [f"Agent Session path ({agent['stdio']})"] if "stdio" in agent else []
         paths += [f"Fixed Client Token job path ({jobs})"] if jobs else []
         out.append({"surface": "mcp-stdio", "label": "MCP stdio", "checked": True, "detail": "; ".join(paths)})
     if "http" in agent:
-        out.append({"surface": "mcp-http", "label": "MCP streamable HTTP", "checked": True,
-                    "detail": f"Agent Session path ({agent['http']})"})
+        out.append(
+            {
+                "surface": "mcp-http",
+                "label": "MCP streamable HTTP",
+                "checked": True,
+                "detail": f"Agent Session path ({agent['http']})",
+            }
+        )
     if len(out) == 1:
-        out.append({"surface": "mcp", "label": "MCP", "checked": False,
-                    "detail": "no MCP server to check: give --mcp-target or an [mcp] table"})
+        out.append(
+            {
+                "surface": "mcp",
+                "label": "MCP",
+                "checked": False,
+                "detail": "no MCP server to check: give --mcp-target or an [mcp] table",
+            }
+        )
     return out
 
 

@@ -31,7 +31,11 @@ class Endpoint:
     token: str = ""
 
     def describe(self) -> str:
-        return f"stdio: {self.argv[0].rsplit('/', 1)[-1]} …" if self.transport == "stdio" else f"streamable HTTP: {self.url}"
+        return (
+            f"stdio: {self.argv[0].rsplit('/', 1)[-1]} …"
+            if self.transport == "stdio"
+            else f"streamable HTTP: {self.url}"
+        )
 
 
 @dataclass(frozen=True)
@@ -84,12 +88,16 @@ def connect(endpoint: Endpoint, timeout: float = 30.0, *, collect: bool = True) 
         with ExitStack() as stack:
             portal = stack.enter_context(anyio.from_thread.start_blocking_portal())
             if endpoint.transport == "stdio":
-                params = StdioServerParameters(command=endpoint.argv[0], args=list(endpoint.argv[1:]), env=dict(endpoint.env) or None)
+                params = StdioServerParameters(
+                    command=endpoint.argv[0], args=list(endpoint.argv[1:]), env=dict(endpoint.env) or None
+                )
                 client = Client(params, read_timeout_seconds=timeout, cache=None)
             else:
                 headers = {"Authorization": f"Bearer {endpoint.token}"} if endpoint.token else {}
                 http = httpx2.AsyncClient(headers=headers, timeout=timeout)
-                client = Client(streamable_http_client(endpoint.url, http_client=http), read_timeout_seconds=timeout, cache=None)
+                client = Client(
+                    streamable_http_client(endpoint.url, http_client=http), read_timeout_seconds=timeout, cache=None
+                )
             stack.enter_context(portal.wrap_async_context_manager(client))
             yield McpSession(portal, client)
     finally:

@@ -189,11 +189,15 @@ def _check_control(cfg: Any) -> None:
     where = f"[control] url {redact_url(cfg.control_url)}"
     url = httpx.URL(cfg.control_url.rstrip("/") + "/clock").copy_with(username=None, password=None)
     try:
-        response = httpx.get(url, headers={"Authorization": f"Bearer {cfg.control_token}"}, timeout=min(cfg.timeout_seconds, 10.0))
+        response = httpx.get(
+            url, headers={"Authorization": f"Bearer {cfg.control_token}"}, timeout=min(cfg.timeout_seconds, 10.0)
+        )
     except httpx.HTTPError:
         return  # control that cannot be reached stays a harness error of the tests that need it (exit 7), as documented
     if response.status_code in (401, 403):
-        _fail(f"{where}: the control extension refused the [control] token ({response.status_code}); check that credential")
+        _fail(
+            f"{where}: the control extension refused the [control] token ({response.status_code}); check that credential"
+        )
 
 
 def _check_harness_core(config: pytest.Config) -> None:
@@ -209,14 +213,18 @@ def _check_harness_core(config: pytest.Config) -> None:
     token = option(config, "--harness-control-token") or DEFAULT_CONTROL_TOKEN
     SECRETS.add(token)
     try:
-        response = httpx.get(url.rstrip("/") + "/_control/v1/clock", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+        response = httpx.get(
+            url.rstrip("/") + "/_control/v1/clock", headers={"Authorization": f"Bearer {token}"}, timeout=10
+        )
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         _fail(f"--core {redact_url(url)}: cannot reach it ({type(exc).__name__}: {exc})")
     if response.status_code in (401, 403):
         _fail(f"--core {redact_url(url)}: the control extension refused the control token ({response.status_code})")
     if response.status_code != 200:
-        _fail(f"--core {redact_url(url)}: no control extension there (GET /_control/v1/clock answered {response.status_code}); "
-              "client checks need one")
+        _fail(
+            f"--core {redact_url(url)}: no control extension there (GET /_control/v1/clock answered {response.status_code}); "
+            "client checks need one"
+        )
 
 
 def _target_description(cfg: Any) -> str:
@@ -318,19 +326,27 @@ class SuiteSession:
         harness = option(config, "--harness")
         if harness is not None:
             core = option(config, "--harness-core") or "a served bundled simulator"
-            return [f"knowledge-conformance {__version__}: client harness={scrub(harness)} core={scrub(core)} run_id={self.state['run_id']}"]
+            return [
+                f"knowledge-conformance {__version__}: client harness={scrub(harness)} core={scrub(core)} run_id={self.state['run_id']}"
+            ]
         surfaces = surfaces_line(planned_surfaces(cfg, option(config, "--mcp-target")))
-        return [f"knowledge-conformance {__version__}: target={_target_description(cfg)} run_id={self.state['run_id']}{quirks}",
-                f"surfaces: {surfaces}"]
+        return [
+            f"knowledge-conformance {__version__}: target={_target_description(cfg)} run_id={self.state['run_id']}{quirks}",
+            f"surfaces: {surfaces}",
+        ]
 
-    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
         from knowledge_schemas import load_catalogue
 
         catalogue = load_catalogue()
         suite = [i for i in items if _in_suite(i)]
         untagged = [i.nodeid for i in suite if not _ids(i)]
         if untagged:
-            _fail(f"suite tests without a requirement ID (every test must name what it verifies): {', '.join(untagged[:5])}")
+            _fail(
+                f"suite tests without a requirement ID (every test must name what it verifies): {', '.join(untagged[:5])}"
+            )
         unknown = sorted({rid for i in suite for rid in _ids(i) if rid not in catalogue})
         if unknown:
             _fail(f"tests name requirement IDs missing from the catalogue: {', '.join(unknown)}")
@@ -367,14 +383,18 @@ class SuiteSession:
             if violated is not None:
                 report.user_properties.append(("violated", violated))
             if call.excinfo is not None:
-                report.user_properties.append(("message", scrub(f"{call.excinfo.typename}: {call.excinfo.value}")[:2000]))
+                report.user_properties.append(
+                    ("message", scrub(f"{call.excinfo.typename}: {call.excinfo.value}")[:2000])
+                )
             sequence = _failing_sequence(report.longreprtext)
             if sequence:
                 report.user_properties.append(("sequence", json.dumps([scrub(s) for s in sequence])))
             recorder = self.state.get("recorder")
             if recorder is not None and recorder.current:
                 base, auth = self.state.get("base_url", ""), self.state["config"].wire["auth"]
-                exchanges = [{**asdict(e), "curl": e.curl(base, auth["header"], auth["scheme"])} for e in recorder.current[-4:]]
+                exchanges = [
+                    {**asdict(e), "curl": e.curl(base, auth["header"], auth["scheme"])} for e in recorder.current[-4:]
+                ]
                 report.user_properties.append(("exchanges", json.dumps(exchanges)))
         self._scrub_report(report)
 
@@ -400,15 +420,28 @@ class SuiteSession:
             worker = str(getattr(report, "worker_id", "?"))  # set by pytest-xdist on every report a worker sends
             seen = self.state.setdefault("worker_requests", {})
             seen[worker] = max(seen.get(worker, 0), int(counted))
-        relevant = report.when == "call" or (report.when == "setup" and not report.passed) or (report.when == "teardown" and report.failed)
+        relevant = (
+            report.when == "call"
+            or (report.when == "setup" and not report.passed)
+            or (report.when == "teardown" and report.failed)
+        )
         if not relevant:
             return
         props: dict[str, Any] = dict(report.user_properties)
         if "requirements" not in props:
             if report.failed:  # a crashed worker, or a test outside the suite that ran in its session
-                self.state["pending"].append(TestResult(report.nodeid, "error", [], None, scrub(
-                    f"failed outside the suite's requirement bookkeeping: {(report.longreprtext.strip().splitlines() or ['?'])[-1]}")[:2000],
-                    detail=clip(report.longreprtext, -4000)))
+                self.state["pending"].append(
+                    TestResult(
+                        report.nodeid,
+                        "error",
+                        [],
+                        None,
+                        scrub(
+                            f"failed outside the suite's requirement bookkeeping: {(report.longreprtext.strip().splitlines() or ['?'])[-1]}"
+                        )[:2000],
+                        detail=clip(report.longreprtext, -4000),
+                    )
+                )
             return
         detail = ""
         if report.skipped:
@@ -423,20 +456,36 @@ class SuiteSession:
                 outcome = "error"  # a fixture's plain assertion is the harness's, not the target's
         else:
             message, outcome = "", "passed"
-        self.state["pending"].append(TestResult(
-            props.get("kc_nodeid", report.nodeid), outcome, json.loads(props["requirements"]), props.get("violated"), message,
-            json.loads(props.get("exchanges", "[]")), round(report.duration, 4),
-            json.loads(props["exercised"]) if "exercised" in props else None,
-            json.loads(props["sequence"]) if "sequence" in props else None, detail,
-        ))
+        self.state["pending"].append(
+            TestResult(
+                props.get("kc_nodeid", report.nodeid),
+                outcome,
+                json.loads(props["requirements"]),
+                props.get("violated"),
+                message,
+                json.loads(props.get("exchanges", "[]")),
+                round(report.duration, 4),
+                json.loads(props["exercised"]) if "exercised" in props else None,
+                json.loads(props["sequence"]) if "sequence" in props else None,
+                detail,
+            )
+        )
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             from conformance.report.results import TestResult
 
             text = scrub(report.longreprtext)
-            self.state["pending"].append(TestResult(report.nodeid or "<collection>", "error", [], None,
-                                                    f"collection error: {(text.strip().splitlines() or ['?'])[-1]}"[:2000], detail=text[-4000:]))
+            self.state["pending"].append(
+                TestResult(
+                    report.nodeid or "<collection>",
+                    "error",
+                    [],
+                    None,
+                    f"collection error: {(text.strip().splitlines() or ['?'])[-1]}"[:2000],
+                    detail=text[-4000:],
+                )
+            )
 
     # ------------------------------------------------------------- end
     @pytest.hookimpl(trylast=True)
@@ -458,24 +507,42 @@ class SuiteSession:
         pending = self.state["pending"]
         errored = any(t.outcome == "error" for t in pending)
         cfg = self.state["config"]
-        client = self.state.get("harness")  # a client run: what the harness said it wraps (conformance.plugin.client_fixtures)
+        client = self.state.get(
+            "harness"
+        )  # a client run: what the harness said it wraps (conformance.plugin.client_fixtures)
         info = RunInfo(
-            suite_version=__version__, catalogue_version=catalogue_version(),
-            target=client["target"] if client else _target_description(cfg) if option(config, "--harness") is None
+            suite_version=__version__,
+            catalogue_version=catalogue_version(),
+            target=client["target"]
+            if client
+            else _target_description(cfg)
+            if option(config, "--harness") is None
             else f"client harness {option(config, '--harness')} (it did not start)",
-            configuration=self._configuration(), hypothesis=_hypothesis(config),
+            configuration=self._configuration(),
+            hypothesis=_hypothesis(config),
             started=dt.datetime.fromtimestamp(self.state["started"], dt.UTC).isoformat(timespec="seconds"),
-            duration_seconds=time.time() - self.state["started"], requests=sum(self.state.get("worker_requests", {}).values()) + (recorder.count if recorder else 0),
-            fail_on=option(config, "--fail-on"), run_id=self.state["run_id"],
+            duration_seconds=time.time() - self.state["started"],
+            requests=sum(self.state.get("worker_requests", {}).values()) + (recorder.count if recorder else 0),
+            fail_on=option(config, "--fail-on"),
+            run_id=self.state["run_id"],
             interrupted=exitstatus == pytest.ExitCode.INTERRUPTED and not errored,
-            surfaces=tuple(client["surfaces"] if client else planned_surfaces(cfg, option(config, "--mcp-target"))
-                           if option(config, "--harness") is None else _unstarted_client()),
+            surfaces=tuple(
+                client["surfaces"]
+                if client
+                else planned_surfaces(cfg, option(config, "--mcp-target"))
+                if option(config, "--harness") is None
+                else _unstarted_client()
+            ),
             gate=tuple(client["gate"]) if client else None if option(config, "--harness") is None else (),
         )
-        run = aggregate(load_catalogue(), list(pending), info, waivers=self.state.get("waivers", []), today=dt.date.today())
+        run = aggregate(
+            load_catalogue(), list(pending), info, waivers=self.state.get("waivers", []), today=dt.date.today()
+        )
         kept = self.state.get("kept_workspaces", [])
         if kept:
-            run.warnings.append(f"the control extension kept {len(kept)} workspace(s) of run {run.run_id} (no delete): {', '.join(sorted(kept)[:5])}")
+            run.warnings.append(
+                f"the control extension kept {len(kept)} workspace(s) of run {run.run_id} (no delete): {', '.join(sorted(kept)[:5])}"
+            )
         try:
             self.state["paths"] = write_all(run, Path(option(config, "--reports")), scrub)
         except OSError as exc:
@@ -484,18 +551,38 @@ class SuiteSession:
             self.state["run"] = run
             return
         self.state["run"] = run
-        if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED) or errored \
-                or run.verdict == "interrupted":
+        if (
+            exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
+            or errored
+            or run.verdict == "interrupted"
+        ):
             session.exitstatus = VERDICT_EXIT[run.verdict]
 
     def _configuration(self) -> dict[str, Any]:
         """The run's settings, as a reader needs them to reproduce it; never a secret."""
         config, cfg = self.config, self.state["config"]
-        options = {name: option(config, name) for name in ("--no-control", "--realtime", "--rate-limit", "--deep", "--no-shrink",
-                                                             "--stateful-examples", "--stateful-steps", "--stateful-seed", "--requirement", "--sim-quirk", "--mcp-target",
-                                                             "--sim-seed", "--waivers")}
+        options = {
+            name: option(config, name)
+            for name in (
+                "--no-control",
+                "--realtime",
+                "--rate-limit",
+                "--deep",
+                "--no-shrink",
+                "--stateful-examples",
+                "--stateful-steps",
+                "--stateful-seed",
+                "--requirement",
+                "--sim-quirk",
+                "--mcp-target",
+                "--sim-seed",
+                "--waivers",
+            )
+        }
         if option(config, "--harness") is not None:  # a client run: its own settings
-            options.update({name: option(config, name) for name in ("--harness", "--harness-core", "--harness-timeout")})
+            options.update(
+                {name: option(config, name) for name in ("--harness", "--harness-core", "--harness-timeout")}
+            )
         out: dict[str, Any] = {name.lstrip("-").replace("-", "_"): value for name, value in options.items()}
         out["target_config"] = option(config, "--target-config")
         out["control_available"] = bool(cfg.is_sim or (cfg.control_url and cfg.control_token))
@@ -515,10 +602,13 @@ class SuiteSession:
             return
         s = run.summary
         terminalreporter.section("knowledge contract verdict")
-        terminalreporter.write_line(scrub(
-            f"VERDICT: {run.verdict.upper()}  (surfaces: {run.surfaces_line}; {'client/host' if run.is_client_run else 'server'} MUSTs verified {s['server_must_verified']}/{s['server_must_total']}; "
-            f"requirements verified {s['verified']}, failed {s['failed']}, waived {s['waived']}, not verified {s['not_verified']}; "
-            f"tests failed {s['tests_failed']}, harness errors {s['tests_errored']}; {run.requests} requests; run {run.run_id})"))
+        terminalreporter.write_line(
+            scrub(
+                f"VERDICT: {run.verdict.upper()}  (surfaces: {run.surfaces_line}; {'client/host' if run.is_client_run else 'server'} MUSTs verified {s['server_must_verified']}/{s['server_must_total']}; "
+                f"requirements verified {s['verified']}, failed {s['failed']}, waived {s['waived']}, not verified {s['not_verified']}; "
+                f"tests failed {s['tests_failed']}, harness errors {s['tests_errored']}; {run.requests} requests; run {run.run_id})"
+            )
+        )
         for r in run.requirements:
             if r.status in ("failed", "waived"):
                 terminalreporter.write_line(scrub(f"  {r.status.upper():7} {r.id} {r.title}: {clip(r.reason, 160)}"))

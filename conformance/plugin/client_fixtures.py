@@ -62,8 +62,15 @@ def _start(config: pytest.Config) -> None:
     surfaces = list(info["surfaces"])
     state["harness"] = {
         "target": f"client {who}",
-        "surfaces": [{"surface": s, "label": f"{s} harness", "checked": s in surfaces,
-                      "detail": who if s in surfaces else "the harness does not declare this surface"} for s in ("client", "host")],
+        "surfaces": [
+            {
+                "surface": s,
+                "label": f"{s} harness",
+                "checked": s in surfaces,
+                "detail": who if s in surfaces else "the harness does not declare this surface",
+            }
+            for s in ("client", "host")
+        ],
         "gate": gate(load_catalogue(), surfaces),
     }
     parts["session"] = Session(running, world, control, surfaces)
@@ -86,11 +93,26 @@ def _failed(config: pytest.Config, exc: HarnessError) -> None:
     command = option(config, "--harness")
     state["harness"] = {
         "target": scrub(f"client harness {command} (it did not start)"),
-        "surfaces": [{"surface": "client", "label": "client harness", "checked": False, "detail": f"the harness did not start: {reason}"}],
+        "surfaces": [
+            {
+                "surface": "client",
+                "label": "client harness",
+                "checked": False,
+                "detail": f"the harness did not start: {reason}",
+            }
+        ],
         "gate": (),
     }
-    state["pending"].append(TestResult("<harness start>", "error", [], None, f"the harness did not start: {reason}"[:2000],
-                                       detail=f"harness stderr (last lines):\n{tail}" if tail else ""))
+    state["pending"].append(
+        TestResult(
+            "<harness start>",
+            "error",
+            [],
+            None,
+            f"the harness did not start: {reason}"[:2000],
+            detail=f"harness stderr (last lines):\n{tail}" if tail else "",
+        )
+    )
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(f"harness error: the harness did not start: {reason}", red=True)

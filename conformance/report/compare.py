@@ -58,8 +58,12 @@ def regressed(diff: dict[str, list[str]]) -> bool:
 
 def render(diff: dict[str, list[str]], old: dict[str, Any], new: dict[str, Any]) -> str:
     lines = [f"verdict: {old.get('verdict')} -> {new.get('verdict')}"]
-    for key, title in (("new_failures", "New failures"), ("coverage_lost", "Coverage lost (no longer verified)"),
-                       ("fixed", "Fixed"), ("changed", "Other changes")):
+    for key, title in (
+        ("new_failures", "New failures"),
+        ("coverage_lost", "Coverage lost (no longer verified)"),
+        ("fixed", "Fixed"),
+        ("changed", "Other changes"),
+    ):
         lines.append(f"{title} ({len(diff[key])}):")
         lines += [f"  {row}" for row in diff[key]] or ["  none"]
     return "\n".join(lines)

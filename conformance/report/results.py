@@ -74,8 +74,12 @@ class RunInfo:
     fail_on: str
     run_id: str = "local"
     interrupted: bool = False
-    surfaces: tuple[dict[str, Any], ...] = ()  # what the run was set up to check (conformance.mcp.endpoints.planned_surfaces)
-    gate: tuple[str, ...] | None = None  # a client run: the MUSTs whose not being verified makes it incomplete (default: the Core's)
+    surfaces: tuple[
+        dict[str, Any], ...
+    ] = ()  # what the run was set up to check (conformance.mcp.endpoints.planned_surfaces)
+    gate: tuple[str, ...] | None = (
+        None  # a client run: the MUSTs whose not being verified makes it incomplete (default: the Core's)
+    )
 
 
 @dataclass
@@ -134,7 +138,9 @@ def load_waivers(path: str | None, catalogue: Catalogue | None = None) -> list[W
     out = []
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
-            raise ValueError(f"--waivers {path}: waiver {i + 1} is not a table; write each as a [[waiver]] entry with id, justification, expires")
+            raise ValueError(
+                f"--waivers {path}: waiver {i + 1} is not a table; write each as a [[waiver]] entry with id, justification, expires"
+            )
         missing = {"id", "justification", "expires"} - set(entry)
         if missing:
             raise ValueError(f"{path}: waiver {i + 1} lacks {sorted(missing)}")
@@ -187,8 +193,10 @@ def _why_not(req: Requirement, skips: list[str], surfaces: list[dict[str, Any]])
     if client_run and req.surface not in CLIENT_SURFACES:
         return f"a rule of the {req.surface} surface: `knowledge-conformance run` checks it against a Core, not a client harness"
     if req.surface in CLIENT_SURFACES and not client_run:
-        return (f"{req.surface} surface: a Core cannot show it; `knowledge-conformance client --harness CMD` checks it "
-                "against a client's harness")
+        return (
+            f"{req.surface} surface: a Core cannot show it; `knowledge-conformance client --harness CMD` checks it "
+            "against a client's harness"
+        )
     unchecked = _mcp_unchecked(surfaces)
     if req.surface == "mcp" and unchecked:
         return unchecked
@@ -205,7 +213,9 @@ def _first_line(message: str, fallback: str) -> str:
     return message.splitlines()[0][:300] if message.strip() else fallback
 
 
-def aggregate(catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, waivers: list[Waiver], today: dt.date) -> RunResult:
+def aggregate(
+    catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, waivers: list[Waiver], today: dt.date
+) -> RunResult:
     """Per requirement a status, and one verdict for the run.
 
     Invariants (each has a project test): a requirement is verified only by a passed
@@ -226,7 +236,11 @@ def aggregate(catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, w
             if s["surface"] in MCP_SURFACES and s["checked"]:
                 s["checked"], s["detail"] = False, f"{s['detail']}: no MCP check ran (see the MCP area)"
     active = {w.id: w for w in waivers if w.active(today)}
-    warnings = [f"waiver for {w.id} expired on {w.expires.isoformat()} and no longer applies" for w in waivers if not w.active(today)]
+    warnings = [
+        f"waiver for {w.id} expired on {w.expires.isoformat()} and no longer applies"
+        for w in waivers
+        if not w.active(today)
+    ]
     results: list[RequirementResult] = []
     for req in catalogue:
         mine = by_req.get(req.id, [])
@@ -242,21 +256,47 @@ def aggregate(catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, w
         elif passed:
             status, reason = "verified", f"{len(passed)} test(s) passed"
         elif errors:
-            status, reason = "not_verified", f"harness error before a verdict: {_first_line(errors[0].message, 'error')}"
+            status, reason = (
+                "not_verified",
+                f"harness error before a verdict: {_first_line(errors[0].message, 'error')}",
+            )
         elif unnamed:
-            status, reason = "not_verified", f"its test failed without naming a requirement: {_first_line(unnamed[0].message, 'failed')}"
+            status, reason = (
+                "not_verified",
+                f"its test failed without naming a requirement: {_first_line(unnamed[0].message, 'failed')}",
+            )
         elif stopped:
-            status, reason = "not_verified", f"its test stopped at a failure of {stopped[0].violated} before checking it"
+            status, reason = (
+                "not_verified",
+                f"its test stopped at a failure of {stopped[0].violated} before checking it",
+            )
         elif unreached:
-            status, reason = "not_verified", "the generated steps of its test never reached this rule; raise --stateful-examples"
+            status, reason = (
+                "not_verified",
+                "the generated steps of its test never reached this rule; raise --stateful-examples",
+            )
         else:
             status, reason = "not_verified", _why_not(req, skips, surfaces)
         waiver = None
         if status == "failed" and req.id in active:
             w = active[req.id]
             status, waiver = "waived", {"justification": w.justification, "expires": w.expires.isoformat()}
-        results.append(RequirementResult(req.id, req.title, req.level, req.surface, req.area, req.source_label, req.quote,
-                                         status, reason, [t.nodeid for t in mine], failed, waiver))
+        results.append(
+            RequirementResult(
+                req.id,
+                req.title,
+                req.level,
+                req.surface,
+                req.area,
+                req.source_label,
+                req.quote,
+                status,
+                reason,
+                [t.nodeid for t in mine],
+                failed,
+                waiver,
+            )
+        )
     status_of = {r.id: r for r in results}
     if info.gate is None:
         core = [r for r in results if r.surface == "server" and r.level == "MUST"]
@@ -270,7 +310,9 @@ def aggregate(catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, w
             continue
         broken = status_of.get(t.violated or "")
         if broken is None:
-            gating.append(f"{t.nodeid} failed without naming a catalogued requirement: {_first_line(t.message, 'failed')}")
+            gating.append(
+                f"{t.nodeid} failed without naming a catalogued requirement: {_first_line(t.message, 'failed')}"
+            )
         elif broken.status == "waived":
             continue
         elif broken.level == "MUST" or info.fail_on == "should":
@@ -291,13 +333,33 @@ def aggregate(catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, w
     else:
         verdict = "conformant"
     summary = {s: sum(r.status == s for r in results) for s in STATUSES}
-    by_level = {level: {s: sum(r.status == s and r.level == level for r in results) for s in STATUSES} for level in ("MUST", "SHOULD", "MAY")}
+    by_level = {
+        level: {s: sum(r.status == s and r.level == level for r in results) for s in STATUSES}
+        for level in ("MUST", "SHOULD", "MAY")
+    }
     summary["server_must_total"] = sum(1 for r in core if r.id in observable)
     summary["server_must_verified"] = sum(1 for r in core if r.id in observable and r.status == "verified")
     summary["tests"] = len(tests)
     summary["tests_failed"] = sum(t.outcome == "failed" for t in tests)
     summary["tests_errored"] = len(errored)
     summary["tests_skipped"] = sum(t.outcome == "skipped" for t in tests)
-    return RunResult(RESULTS_SCHEMA, info.run_id, info.suite_version, info.catalogue_version, info.target, info.configuration,
-                     info.hypothesis, info.started, round(info.duration_seconds, 3), info.requests, info.fail_on, verdict, summary,
-                     by_level, warnings, results, tests, surfaces)
+    return RunResult(
+        RESULTS_SCHEMA,
+        info.run_id,
+        info.suite_version,
+        info.catalogue_version,
+        info.target,
+        info.configuration,
+        info.hypothesis,
+        info.started,
+        round(info.duration_seconds, 3),
+        info.requests,
+        info.fail_on,
+        verdict,
+        summary,
+        by_level,
+        warnings,
+        results,
+        tests,
+        surfaces,
+    )

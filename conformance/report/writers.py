@@ -22,8 +22,12 @@ def write_json(run: RunResult, path: Path) -> None:
 
 @cache
 def _env() -> Environment:
-    return Environment(loader=PackageLoader("conformance.report", "templates"), autoescape=select_autoescape(["html"]),
-                       trim_blocks=True, lstrip_blocks=True)
+    return Environment(
+        loader=PackageLoader("conformance.report", "templates"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 def _areas(run: RunResult) -> list[tuple[str, list[object]]]:
@@ -40,22 +44,35 @@ def write_html(run: RunResult, path: Path) -> None:
 
 
 def write_junit(run: RunResult, path: Path) -> None:
-    suite = ET.Element("testsuite", name="knowledge-conformance", tests=str(len(run.tests)),
-                       failures=str(sum(t.outcome == "failed" for t in run.tests)),
-                       errors=str(sum(t.outcome == "error" for t in run.tests)),
-                       skipped=str(sum(t.outcome == "skipped" for t in run.tests)), time=str(run.duration_seconds))
+    suite = ET.Element(
+        "testsuite",
+        name="knowledge-conformance",
+        tests=str(len(run.tests)),
+        failures=str(sum(t.outcome == "failed" for t in run.tests)),
+        errors=str(sum(t.outcome == "error" for t in run.tests)),
+        skipped=str(sum(t.outcome == "skipped" for t in run.tests)),
+        time=str(run.duration_seconds),
+    )
     props = ET.SubElement(suite, "properties")
     ET.SubElement(props, "property", name="run_id", value=run.run_id)
     ET.SubElement(props, "property", name="verdict", value=run.verdict)
     ET.SubElement(props, "property", name="target", value=run.target)
     for t in run.tests:
         module, _, name = t.nodeid.rpartition("::")
-        case = ET.SubElement(suite, "testcase", classname=module.replace("/", ".").removesuffix(".py"), name=name, time=f"{t.duration:.3f}")
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=module.replace("/", ".").removesuffix(".py"),
+            name=name,
+            time=f"{t.duration:.3f}",
+        )
         tprops = ET.SubElement(case, "properties")
         for rid in t.requirements:
             ET.SubElement(tprops, "property", name="requirement", value=rid)
         if t.outcome in ("failed", "error"):
-            node = ET.SubElement(case, "failure" if t.outcome == "failed" else "error", message=(t.message.splitlines() or [""])[0][:500])
+            node = ET.SubElement(
+                case, "failure" if t.outcome == "failed" else "error", message=(t.message.splitlines() or [""])[0][:500]
+            )
             node.text = t.message
         elif t.outcome == "skipped":
             ET.SubElement(case, "skipped", message=t.message[:500])

@@ -26,7 +26,20 @@ TOOL = "search_knowledge"
 MAIN, OTHER, PRIVATE, ARCHIVED_BASE = "kb-main", "kb-other", "kb-private", "kb-archived"
 # Text whose code points, UTF-16 units and UTF-8 bytes all differ: astral characters, combining
 # sequences, CJK, escapes.
-WINDOW_PIECES = ["a", "\U0001F600", "e\u0301", "中", "\U0001D11E", "\"", "\\", "\n", "a\u0308\u0301", "€", "z", "\U00020000"]
+WINDOW_PIECES = [
+    "a",
+    "\U0001f600",
+    "e\u0301",
+    "中",
+    "\U0001d11e",
+    '"',
+    "\\",
+    "\n",
+    "a\u0308\u0301",
+    "€",
+    "z",
+    "\U00020000",
+]
 
 
 @dataclass(frozen=True)
@@ -69,17 +82,26 @@ def call(session: McpSession, arguments: dict[str, Any]) -> Answer:
     try:
         result = session.call(TOOL, arguments)
     except MCPError as exc:  # a JSON-RPC error (e.g. invalid params): a refusal without a tool result
-        return Answer(False, None, frozenset({f"jsonrpc:{exc.code}"}), True, clip(f"JSON-RPC error {exc.code}: {exc.message}", 300))
+        return Answer(
+            False,
+            None,
+            frozenset({f"jsonrpc:{exc.code}"}),
+            True,
+            clip(f"JSON-RPC error {exc.code}: {exc.message}", 300),
+        )
     body = result.structured if result.has_structured else result.text_json()
     body = body if isinstance(body, dict) else None
     codes = _codes(body)
-    good = (not result.is_error and body is not None and not codes and body.get("type") in ("knowledge_search", "knowledge"))
+    good = (
+        not result.is_error and body is not None and not codes and body.get("type") in ("knowledge_search", "knowledge")
+    )
     raw = clip(str(body if body is not None else list(result.texts)), 400)
     return Answer(good, body, frozenset(codes), result.is_error, raw)
 
 
-def open_sessions(stack: ExitStack, cfg: Any, target: Any, chosen: str | None,
-                  who: Mapping[str, tuple[str, str]]) -> tuple[dict[str, McpSession], bool]:
+def open_sessions(
+    stack: ExitStack, cfg: Any, target: Any, chosen: str | None, who: Mapping[str, tuple[str, str]]
+) -> tuple[dict[str, McpSession], bool]:
     """One Agent Session MCP session per identity (name -> token, route), streamable HTTP where
     there is one, kept open by ``stack``. An MCP target fixed to one identity (its own token) gets
     one session, named by the first identity, and ``True``: it is not the identity the suite
@@ -130,8 +152,13 @@ class SkControl:
         self.headers = {"Authorization": f"Bearer {token}"}
 
     def _send(self, method: str, path: str, body: Any = None) -> httpx.Response:
-        return self.http.request(method, f"{self.base}/workspaces/{self.route}/knowledge{path}", json=body,
-                                 headers=self.headers, extensions={"kc_control": True})
+        return self.http.request(
+            method,
+            f"{self.base}/workspaces/{self.route}/knowledge{path}",
+            json=body,
+            headers=self.headers,
+            extensions={"kc_control": True},
+        )
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         response = self._send(method, path, body)
@@ -184,14 +211,38 @@ class Corpus:
 
     def build(self) -> list[dict[str, Any]]:
         dir_token = self.token("dir")
-        filler = " ".join(["catering", "menu", "soup", "bread", "salad", "coffee", "invoice", "parking", "garden",
-                           "lamp", "window", "chair", "ticket", "orange", "violin", "harbour", "meadow", "pencil"] * 3)
+        filler = " ".join(
+            [
+                "catering",
+                "menu",
+                "soup",
+                "bread",
+                "salad",
+                "coffee",
+                "invoice",
+                "parking",
+                "garden",
+                "lamp",
+                "window",
+                "chair",
+                "ticket",
+                "orange",
+                "violin",
+                "harbour",
+                "meadow",
+                "pencil",
+            ]
+            * 3
+        )
         items: dict[str, tuple[str, str, str]] = {
             # lexical evidence only: the query words once, in a long unrelated text
             "sk-lexical": (MAIN, "Catering notes", f"{filler} deploying {dir_token} {filler}"),
             # semantic evidence only: other forms of the query word, not the word itself
-            "sk-semantic": (MAIN, "Deployments", "deploy deployed deployment deployments deploys redeploy redeployed "
-                                                 "deployer deployable"),
+            "sk-semantic": (
+                MAIN,
+                "Deployments",
+                "deploy deployed deployment deployments deploys redeploy redeployed deployer deployable",
+            ),
             "sk-both": (MAIN, "Deploying guide", f"deploying {dir_token} deployment deploy deployed steps and checks"),
             "sk-window": (MAIN, "Window text", "".join(WINDOW_PIECES * 24)),
             "sk-long": (MAIN, "Long text", "".join(WINDOW_PIECES * 500)),
@@ -204,7 +255,11 @@ class Corpus:
             "sk-in-archived-base": (ARCHIVED_BASE, "In an archived base", f"base archived {self.token('hidden')}"),
         }
         for i in range(12):
-            items[f"sk-filler-{i:02d}"] = (MAIN, f"Filler {i}", f"{self.token('many')} filler document {i} " + "word " * i)
+            items[f"sk-filler-{i:02d}"] = (
+                MAIN,
+                f"Filler {i}",
+                f"{self.token('many')} filler document {i} " + "word " * i,
+            )
         for item, (base, _, content) in items.items():
             self.texts[item], self.bases[item] = content, base
         bases: dict[str, list[dict[str, Any]]] = {}
@@ -216,7 +271,7 @@ class Corpus:
 def utf16_slice(text: str, start: int, count: int) -> str:
     """``count`` UTF-16 code units from ``start`` (a cut pair gives a lone surrogate, as JSON carries it)."""
     units = text.encode("utf-16-le", "surrogatepass")
-    return units[2 * start:2 * (start + count)].decode("utf-16-le", "surrogatepass")
+    return units[2 * start : 2 * (start + count)].decode("utf-16-le", "surrogatepass")
 
 
 def utf16_len(text: str) -> int:
@@ -225,5 +280,5 @@ def utf16_len(text: str) -> int:
 
 def pairs(ordered: list[str]) -> Iterator[tuple[str, str]]:
     for i, a in enumerate(ordered):
-        for b in ordered[i + 1:]:
+        for b in ordered[i + 1 :]:
             yield a, b

@@ -172,10 +172,19 @@ class Truth:
         it = self.items.get(item)
         if it is None:
             return "not an item of this workspace"
-        return ", ".join(w for w, hidden in (("archived", not it.active), ("unpublished", not it.published),
-                                             ("in an archived base", it.base not in self.active_bases),
-                                             (f"in a base {who} may not see", who != "carol" and it.base not in self.alice))
-                         if hidden) or "readable"
+        return (
+            ", ".join(
+                w
+                for w, hidden in (
+                    ("archived", not it.active),
+                    ("unpublished", not it.published),
+                    ("in an archived base", it.base not in self.active_bases),
+                    (f"in a base {who} may not see", who != "carol" and it.base not in self.alice),
+                )
+                if hidden
+            )
+            or "readable"
+        )
 
 
 @dataclass
@@ -189,27 +198,48 @@ class SkModelWorld:
 
 
 @contextmanager
-def model_world(cfg: TargetConfig, target: Any, control: ControlWire, chosen: str | None) -> Iterator[SkModelWorld | None]:
+def model_world(
+    cfg: TargetConfig, target: Any, control: ControlWire, chosen: str | None
+) -> Iterator[SkModelWorld | None]:
     """Provision the model's workspace and open a session per caller; None when the MCP target
     is fixed to an identity the suite did not mint (the model needs its own callers)."""
     route = f"kc-{cfg.namespace}-skm-{next(_worlds)}"
     tag = uuid.uuid4().hex[:8]
     control.create_workspace(route)
-    bases = [{"id": b, "name": b, "items": [{"id": i, "title": f"Model item {i}", "content": canonical(tag, i)}
-                                             for i, base in ITEMS.items() if base == b]} for b in BASES]
+    bases = [
+        {
+            "id": b,
+            "name": b,
+            "items": [
+                {"id": i, "title": f"Model item {i}", "content": canonical(tag, i)}
+                for i, base in ITEMS.items()
+                if base == b
+            ],
+        }
+        for b in BASES
+    ]
     first = control.replace_corpus(route, bases)
     sk = SkControl(target.http, str(target.control_url), str(target.control_token), route)
     control.set_scope(route, "alice", list(ALICE))
     sk.scopes("bob", [])
     who = {name: (m["token"], m["route"]) for name in ("alice", "carol", "bob") for m in [control.mint(name, route)]}
-    items = {i: ItemTruth(base, [Rev(first[i], canonical(tag, i), word(tag, f"{i.removeprefix('sm-')}r0"))]) for i, base in ITEMS.items()}
+    items = {
+        i: ItemTruth(base, [Rev(first[i], canonical(tag, i), word(tag, f"{i.removeprefix('sm-')}r0"))])
+        for i, base in ITEMS.items()
+    }
     with ExitStack() as stack:
         sessions, fixed = open_sessions(stack, cfg, target, chosen, who)
         if fixed or not {"alice", "carol"} <= sessions.keys():
             yield None
             return
-        yield SkModelWorld(route, sk, lambda b: control.set_scope(route, "alice", b), sessions,
-                           Truth(tag, items, audit=sk.audit()), cfg.strict_codes)
+        yield SkModelWorld(
+            route,
+            sk,
+            lambda b: control.set_scope(route, "alice", b),
+            sessions,
+            Truth(tag, items, audit=sk.audit()),
+            cfg.strict_codes,
+        )
 
 
 def _total(unit: str, text: str) -> int:
@@ -217,15 +247,17 @@ def _total(unit: str, text: str) -> int:
 
 
 def _slice(unit: str, text: str, start: int, count: int) -> str:
-    return text[start:start + count] if unit == CODE_POINT else utf16_slice(text, start, count)
+    return text[start : start + count] if unit == CODE_POINT else utf16_slice(text, start, count)
 
 
 # ----------------------------------------------------------------- the machine
 WHO = st.sampled_from(("alice", "alice", "carol", "bob"))
 ITEM = st.sampled_from(tuple(ITEMS))
-CHANGES = (*((i, c) for i in ITEMS for c in ("archive", "reactivate", "unpublish", "republish")),
-           *((b, c) for b in BASES for c in ("archive", "reactivate")),
-           *(("alice", ",".join(bases)) for bases in ((A, B), (A,), (B, P), (A, B, P), ())))
+CHANGES = (
+    *((i, c) for i in ITEMS for c in ("archive", "reactivate", "unpublish", "republish")),
+    *((b, c) for b in BASES for c in ("archive", "reactivate")),
+    *(("alice", ",".join(bases)) for bases in ((A, B), (A,), (B, P), (A, B, P), ())),
+)
 
 
 class SearchKnowledgeModel(RuleBasedStateMachine):
@@ -267,8 +299,12 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         calls, self.calls = self.calls, []
         if self.truth.audit is not None and calls:
             after = self.world.control.audit()
-            self._expect(after == self.truth.audit, "SK-007", f"search_knowledge wrote audit events "
-                         f"{(after or [])[len(self.truth.audit):][:3]} during {'; '.join(calls[:4])}")
+            self._expect(
+                after == self.truth.audit,
+                "SK-007",
+                f"search_knowledge wrote audit events "
+                f"{(after or [])[len(self.truth.audit) :][:3]} during {'; '.join(calls[:4])}",
+            )
 
     @tagged("SK-007")
     def teardown(self) -> None:
@@ -306,8 +342,11 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
             return True
         if not self.truth.runtime:
             self._expect(answer.has("knowledge_runtime_disabled"), "SK-020", f"runtime off answered {answer.raw}")
-            self._expect("knowledge_unavailable" in envelope_types(answer), "SK-020",
-                         f"runtime off without a knowledge_unavailable envelope: {answer.raw}")
+            self._expect(
+                "knowledge_unavailable" in envelope_types(answer),
+                "SK-020",
+                f"runtime off without a knowledge_unavailable envelope: {answer.raw}",
+            )
             self._expect(not shows, "SK-020", f"runtime off still returned knowledge: {answer.raw}")
             return True
         return False
@@ -325,7 +364,9 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         self._no_audit_event()
         number = len(self.truth.items[item].revisions)
         key = item.removeprefix("sm-")
-        self._published(item, revision_text(self.truth.tag, item, number, size), word(self.truth.tag, f"{key}r{number}"))
+        self._published(
+            item, revision_text(self.truth.tag, item, number, size), word(self.truth.tag, f"{key}r{number}")
+        )
         self._audited()
         self._query("carol", item, "current", "lexical", "none", 10, False)
 
@@ -381,9 +422,15 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         self._audited()
 
     # ----------------------------------------------------------- query search
-    @rule(who=WHO, item=ITEM, token=st.sampled_from(("item", "current", "historical", "all")), mode=st.sampled_from(MODES),
-          narrow=st.sampled_from(("none", "own", "other", "absent")), max_results=st.sampled_from((1, 3, 10, 50)),
-          owner=st.booleans())
+    @rule(
+        who=WHO,
+        item=ITEM,
+        token=st.sampled_from(("item", "current", "historical", "all")),
+        mode=st.sampled_from(MODES),
+        narrow=st.sampled_from(("none", "own", "other", "absent")),
+        max_results=st.sampled_from((1, 3, 10, 50)),
+        owner=st.booleans(),
+    )
     @tagged("SK-003", "SK-008", "SK-010", "SK-011", "SK-014", "SK-015", "SK-017", "SK-019", "SK-020", "SK-023")
     def query(self, who: str, item: str, token: str, mode: str, narrow: str, max_results: int, owner: bool) -> None:
         """A query for one item's token (any revision), or the world's token; ``owner`` adds an owner
@@ -394,24 +441,49 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         t = self.truth
         it = t.items[item]
         older = it.revisions[max(0, it.current - 1)] if it.current else it.revisions[-1]
-        text = {"item": word(t.tag, item.removeprefix("sm-")), "current": it.now.token, "historical": older.token,
-                "all": word(t.tag, "all")}[token]
-        base = {"none": "", "own": it.base, "other": BASES[(BASES.index(it.base) + 1) % len(BASES)], "absent": ABSENT_BASE}[narrow]
+        text = {
+            "item": word(t.tag, item.removeprefix("sm-")),
+            "current": it.now.token,
+            "historical": older.token,
+            "all": word(t.tag, "all"),
+        }[token]
+        base = {
+            "none": "",
+            "own": it.base,
+            "other": BASES[(BASES.index(it.base) + 1) % len(BASES)],
+            "absent": ABSENT_BASE,
+        }[narrow]
         arguments: dict[str, Any] = {"query": text, "mode": mode, "max_results": max_results}
         if base:
             arguments["knowledge_base_id"] = base
         if owner:
             arguments["owner"] = "carol"
         answer = self._ask(who, arguments)
-        what = f"{who}'s {mode!r} query for {token} of {item}" + (f" in {base}" if base else "") + (" with owner=carol" if owner else "")
+        what = (
+            f"{who}'s {mode!r} query for {token} of {item}"
+            + (f" in {base}" if base else "")
+            + (" with owner=carol" if owner else "")
+        )
         if not self._state_refusal(who, answer):
             self._judge_query(who, item, token, mode, base, max_results, owner, answer, what)
 
-    def _judge_query(self, who: str, item: str, token: str, mode: str, base: str, max_results: int, owner: bool,
-                     answer: Answer, what: str) -> None:
+    def _judge_query(
+        self,
+        who: str,
+        item: str,
+        token: str,
+        mode: str,
+        base: str,
+        max_results: int,
+        owner: bool,
+        answer: Answer,
+        what: str,
+    ) -> None:
         t = self.truth
         if owner and not answer.ok:  # an argument the tool does not declare may be refused, never honoured
-            self._expect(answer.is_error or answer.codes, "SK-010", f"{what}: neither a result nor a refusal: {answer.raw}")
+            self._expect(
+                answer.is_error or answer.codes, "SK-010", f"{what}: neither a result nor a refusal: {answer.raw}"
+            )
             return
         if base and not t.visible(who, base):
             self._expect(answer.ok or UNAVAILABLE in answer.codes, "SK-023", f"{what}: {answer.raw}")
@@ -431,25 +503,45 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
             if base and found in t.items:
                 self._expect(t.items[found].base == base, "SK-011", f"{what} returned {found} of {t.items[found].base}")
             if owner and found in t.items and not t.readable(who, found) and t.readable("carol", found):
-                self._expect(False, "SK-010", f"{what} returned {found}, which only carol may see: the owner argument was honoured")
+                self._expect(
+                    False,
+                    "SK-010",
+                    f"{what} returned {found}, which only carol may see: the owner argument was honoured",
+                )
             self._expect(found in allowed, "SK-003", f"{what} returned {found}: {t.why_hidden(who, found)}")
             current = t.items[found].now.revision_id
-            self._expect(hit.get("knowledge_revision_id") == current, "SK-003",
-                         f"{what} returned revision {hit.get('knowledge_revision_id')} of {found}; its current one is {current}")
+            self._expect(
+                hit.get("knowledge_revision_id") == current,
+                "SK-003",
+                f"{what} returned revision {hit.get('knowledge_revision_id')} of {found}; its current one is {current}",
+            )
         # Where every searchable item fits in max_results: no ranking (fuzzy lexical matching of the
         # other items' similar words included) can crowd the one holding the word out.
         if mode == "lexical" and token in ("item", "current") and item in allowed and max_results >= len(allowed):
-            self._expect(item in answer.items(), "SK-003",
-                         f"{what} did not find {item}, the only current revision holding the word ({answer.items()})")
-        if mode == "lexical" and token == "all" and self.world.strict:  # the seed says maximum; strict: every match up to it
+            self._expect(
+                item in answer.items(),
+                "SK-003",
+                f"{what} did not find {item}, the only current revision holding the word ({answer.items()})",
+            )
+        if (
+            mode == "lexical" and token == "all" and self.world.strict
+        ):  # the seed says maximum; strict: every match up to it
             want = min(len(allowed), max_results)
-            self._expect(len(hits) == want, "SK-003", f"{what}: {len(hits)} results, {want} searchable items hold the word (strict)")
+            self._expect(
+                len(hits) == want,
+                "SK-003",
+                f"{what}: {len(hits)} results, {want} searchable items hold the word (strict)",
+            )
 
     # ----------------------------------------------------------- addressed reads
-    @rule(who=WHO, item=st.sampled_from((*ITEMS, ABSENT_ITEM)),
-          revision=st.sampled_from(("none", "current", "first", "previous", "absent", "foreign")),
-          base=st.sampled_from(("none", "own", "other")), offset=st.sampled_from(("zero", "one", "seven", "tail", "end", "past")),
-          limit=st.sampled_from((None, 1, 5, 4000, 10000)))
+    @rule(
+        who=WHO,
+        item=st.sampled_from((*ITEMS, ABSENT_ITEM)),
+        revision=st.sampled_from(("none", "current", "first", "previous", "absent", "foreign")),
+        base=st.sampled_from(("none", "own", "other")),
+        offset=st.sampled_from(("zero", "one", "seven", "tail", "end", "past")),
+        limit=st.sampled_from((None, 1, 5, 4000, 10000)),
+    )
     @tagged("SK-004", "SK-008", "SK-011", "SK-012", "SK-013", "SK-018", "SK-019", "SK-020", "SK-023", "SK-026")
     def read(self, who: str, item: str, revision: str, base: str, offset: str, limit: int | None) -> None:
         """One addressed read: the current revision (none or current), an immutable one (first,
@@ -460,14 +552,22 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         t = self.truth
         it = t.items.get(item)
         anchor = it or t.items["sm-a1"]
-        chosen = {"none": anchor.now, "current": anchor.now, "first": anchor.revisions[0],
-                  "previous": anchor.revisions[max(0, anchor.current - 1)]}.get(revision)
+        chosen = {
+            "none": anchor.now,
+            "current": anchor.now,
+            "first": anchor.revisions[0],
+            "previous": anchor.revisions[max(0, anchor.current - 1)],
+        }.get(revision)
         foreign = t.items["sm-b1" if item == "sm-a1" else "sm-a1"].revisions[0].revision_id
-        revision_id = {"none": "", "absent": ABSENT_REVISION, "foreign": foreign}.get(revision, chosen.revision_id if chosen else "")
+        revision_id = {"none": "", "absent": ABSENT_REVISION, "foreign": foreign}.get(
+            revision, chosen.revision_id if chosen else ""
+        )
         own = anchor.base
         base_id = {"none": "", "own": own, "other": BASES[(BASES.index(own) + 1) % len(BASES)]}[base]
         text = chosen.text if chosen is not None else ""
-        at = {"zero": 0, "one": 1, "seven": 7, "tail": max(0, len(text) - 3), "end": len(text), "past": len(text) + 5}[offset]
+        at = {"zero": 0, "one": 1, "seven": 7, "tail": max(0, len(text) - 3), "end": len(text), "past": len(text) + 5}[
+            offset
+        ]
         arguments: dict[str, Any] = {"knowledge_item_id": item}
         for name, value in (("knowledge_revision_id", revision_id), ("knowledge_base_id", base_id)):
             if value:
@@ -477,15 +577,29 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         if limit is not None:
             arguments["limit_chars"] = limit
         answer = self._ask(who, arguments)
-        what = f"{who}'s read of {item}" + (f" revision {revision} ({revision_id})" if revision_id else "") + \
-            (f" in {base_id}" if base_id else "") + f" at {at}" + (f" limit {limit}" if limit is not None else "")
+        what = (
+            f"{who}'s read of {item}"
+            + (f" revision {revision} ({revision_id})" if revision_id else "")
+            + (f" in {base_id}" if base_id else "")
+            + f" at {at}"
+            + (f" limit {limit}" if limit is not None else "")
+        )
         if not self._state_refusal(who, answer):
             if it is None or chosen is None or not t.readable(who, item):
-                self._unavailable(answer, arguments, what, t.why_hidden(who, item) if it is not None and chosen else
-                                  f"{'absent item' if it is None else 'absent or foreign revision'}")
+                self._unavailable(
+                    answer,
+                    arguments,
+                    what,
+                    t.why_hidden(who, item)
+                    if it is not None and chosen
+                    else f"{'absent item' if it is None else 'absent or foreign revision'}",
+                )
             elif base_id and base_id != it.base:
-                self._expect(not answer.ok and UNAVAILABLE in answer.codes, "SK-011",
-                             f"{what}: an item validated against another base answered {answer.raw}")
+                self._expect(
+                    not answer.ok and UNAVAILABLE in answer.codes,
+                    "SK-011",
+                    f"{what}: an item validated against another base answered {answer.raw}",
+                )
             else:
                 self._window(answer, item, chosen, at, limit, what)
 
@@ -495,12 +609,22 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         for value in arguments.values():
             if isinstance(value, str):
                 message = message.replace(value, "<id>")
-        signature = (answer.is_error, tuple(sorted(answer.codes)), re.sub(r"\s+", " ", message), tuple(sorted(answer.body or {})))
+        signature = (
+            answer.is_error,
+            tuple(sorted(answer.codes)),
+            re.sub(r"\s+", " ", message),
+            tuple(sorted(answer.body or {})),
+        )
         self.unavailable.setdefault(signature, f"{what} ({why})")
-        self._expect(len(self.unavailable) == 1, "SK-023",
-                     f"unavailable resources answer differently: {sorted(self.unavailable.values())}")
+        self._expect(
+            len(self.unavailable) == 1,
+            "SK-023",
+            f"unavailable resources answer differently: {sorted(self.unavailable.values())}",
+        )
 
-    def _window(self, answer: Answer, item: str, rev: Rev, at: int, limit: int | None, what: str) -> dict[str, Any] | None:
+    def _window(
+        self, answer: Answer, item: str, rev: Rev, at: int, limit: int | None, what: str
+    ) -> dict[str, Any] | None:
         """Judge a readable revision's window; returns the body when the read was served."""
         t = self.truth
         units = [t.unit] if t.unit else [CODE_POINT] if self.world.strict else [CODE_POINT, UTF16]
@@ -513,31 +637,53 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         self._expect(not errors, "SK-018", f"{what}: the result is not type knowledge: {errors[:3]}")
         self._no_audit_envelope(answer)
         body = answer.body or {}
-        self._expect((body.get("knowledge_item_id"), body.get("knowledge_revision_id")) == (item, rev.revision_id), "SK-004",
-                     f"{what} gave {body.get('knowledge_item_id')}@{body.get('knowledge_revision_id')}, "
-                     f"expected {item}@{rev.revision_id}")
+        self._expect(
+            (body.get("knowledge_item_id"), body.get("knowledge_revision_id")) == (item, rev.revision_id),
+            "SK-004",
+            f"{what} gave {body.get('knowledge_item_id')}@{body.get('knowledge_revision_id')}, "
+            f"expected {item}@{rev.revision_id}",
+        )
         total = body.get("content_total_chars")
         unit = next((u for u in units if total == _total(u, rev.text)), None)
-        self._expect(unit is not None, "SK-026", f"{what}: content_total_chars is {total}; the text has {len(rev.text)} code points"
-                     f"{'' if self.world.strict else f' and {utf16_len(rev.text)} UTF-16 units'} ({len(rev.text.encode())} bytes)")
+        self._expect(
+            unit is not None,
+            "SK-026",
+            f"{what}: content_total_chars is {total}; the text has {len(rev.text)} code points"
+            f"{'' if self.world.strict else f' and {utf16_len(rev.text)} UTF-16 units'} ({len(rev.text.encode())} bytes)",
+        )
         assert unit is not None
         t.unit = unit
         size = DEFAULT_LIMIT if limit is None else limit
         window = _slice(unit, rev.text, at, size)
-        self._expect(body.get("content_offset") == at, "SK-012", f"{what}: content_offset is {body.get('content_offset')}")
-        self._expect(body.get("content") == window, "SK-013" if limit is None and at == 0 else "SK-012",
-                     f"{what}: the window is {str(body.get('content'))[:40]!r}… ({len(str(body.get('content')))} code points), "
-                     f"{size} {unit}s from {at} are {window[:40]!r}… ({len(window)} code points)")
+        self._expect(
+            body.get("content_offset") == at, "SK-012", f"{what}: content_offset is {body.get('content_offset')}"
+        )
+        self._expect(
+            body.get("content") == window,
+            "SK-013" if limit is None and at == 0 else "SK-012",
+            f"{what}: the window is {str(body.get('content'))[:40]!r}… ({len(str(body.get('content')))} code points), "
+            f"{size} {unit}s from {at} are {window[:40]!r}… ({len(window)} code points)",
+        )
         limits = {size} if self.world.strict else {size, _total(unit, window)}
-        self._expect(body.get("content_limit") in limits, "SK-013", f"{what}: content_limit is {body.get('content_limit')}, "
-                     f"limit_chars was {size}")
+        self._expect(
+            body.get("content_limit") in limits,
+            "SK-013",
+            f"{what}: content_limit is {body.get('content_limit')}, limit_chars was {size}",
+        )
         truncated = at + _total(unit, window) < _total(unit, rev.text)
-        self._expect(body.get("content_truncated") is truncated, "SK-026",
-                     f"{what}: content_truncated is {body.get('content_truncated')} at {at}+{_total(unit, window)} of {total}")
+        self._expect(
+            body.get("content_truncated") is truncated,
+            "SK-026",
+            f"{what}: content_truncated is {body.get('content_truncated')} at {at}+{_total(unit, window)} of {total}",
+        )
         return body
 
-    @rule(who=st.sampled_from(("alice", "carol")), item=ITEM, revision=st.sampled_from(("none", "first")),
-          limit=st.sampled_from((1999, 4000, 10000)))
+    @rule(
+        who=st.sampled_from(("alice", "carol")),
+        item=ITEM,
+        revision=st.sampled_from(("none", "first")),
+        limit=st.sampled_from((1999, 4000, 10000)),
+    )
     @tagged("SK-004", "SK-012", "SK-013", "SK-018", "SK-019", "SK-020", "SK-023", "SK-026")
     def page(self, who: str, item: str, revision: str, limit: int) -> None:
         """Window after window to the end of a revision: each window judged, together the text."""
@@ -553,7 +699,9 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         at, pieces = 0, []
         for _ in range(12):
             answer = self._ask(who, {**arguments, **({"offset": at} if at else {})})
-            body = self._window(answer, item, rev, at, limit, f"{who}'s paging of {item}@{rev.revision_id} at {at} limit {limit}")
+            body = self._window(
+                answer, item, rev, at, limit, f"{who}'s paging of {item}@{rev.revision_id} at {at} limit {limit}"
+            )
             if body is None:
                 break
             pieces.append(str(body["content"]))
@@ -563,16 +711,22 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         rebuilt = "".join(pieces)
         if t.unit == UTF16:
             rebuilt = rebuilt.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
-        self._expect(rebuilt == rev.text, "SK-026", f"{who}'s windows of {item}@{rev.revision_id} do not rebuild its text")
+        self._expect(
+            rebuilt == rev.text, "SK-026", f"{who}'s windows of {item}@{rev.revision_id} do not rebuild its text"
+        )
 
 
-
-def machine(make_world: Callable[[], SkModelWorld], reach: Reach, walk_seed: int = WALK_SEED) -> type[RuleBasedStateMachine]:
+def machine(
+    make_world: Callable[[], SkModelWorld], reach: Reach, walk_seed: int = WALK_SEED
+) -> type[RuleBasedStateMachine]:
     """The state machine over one world (made once; each example starts from its canonical state:
     runtime on, every item active and published with its canonical text, every base active, alice
     seeing A and B). ``reach`` collects the rules run and the IDs checked."""
-    walk = type("SearchKnowledgeWalk", (SearchKnowledgeModel,),
-                {"make_world": staticmethod(make_world), "shared": [], "reach": reach})
+    walk = type(
+        "SearchKnowledgeWalk",
+        (SearchKnowledgeModel,),
+        {"make_world": staticmethod(make_world), "shared": [], "reach": reach},
+    )
     return seed(walk_seed)(walk)
 
 
@@ -583,26 +737,45 @@ def tour(walk: type[RuleBasedStateMachine]) -> None:
     s: Any = _Steps(machine_state)
     try:
         for who, item, revision, base, offset, limit in (
-                ("alice", "sm-a1", "none", "none", "zero", None), ("alice", LONG_ITEM, "none", "none", "zero", None),
-                ("carol", LONG_ITEM, "current", "own", "seven", 5), ("alice", LONG_ITEM, "none", "none", "tail", 10000),
-                ("alice", "sm-a1", "none", "none", "past", None), ("alice", "sm-a1", "none", "none", "end", 1)):
+            ("alice", "sm-a1", "none", "none", "zero", None),
+            ("alice", LONG_ITEM, "none", "none", "zero", None),
+            ("carol", LONG_ITEM, "current", "own", "seven", 5),
+            ("alice", LONG_ITEM, "none", "none", "tail", 10000),
+            ("alice", "sm-a1", "none", "none", "past", None),
+            ("alice", "sm-a1", "none", "none", "end", 1),
+        ):
             s.read(who, item, revision, base, offset, limit)
         s.page("carol", LONG_ITEM, "none", 1999)
         for who, item, token, mode, narrow, max_results, owner in (
-                ("alice", "sm-a1", "item", "lexical", "none", 10, False), ("alice", "sm-b1", "current", "rrf", "own", 3, False),
-                ("alice", "sm-p1", "item", "lexical", "none", 50, False), ("carol", "sm-p1", "item", "lexical", "none", 50, False),
-                ("alice", "sm-p1", "item", "lexical", "none", 50, True), ("alice", "sm-a1", "all", "keyword-ish", "other", 50, False),
-                ("alice", "sm-a1", "all", "semantic", "absent", 10, False), ("alice", "sm-b1", "item", "hybrid", "other", 1, False)):
+            ("alice", "sm-a1", "item", "lexical", "none", 10, False),
+            ("alice", "sm-b1", "current", "rrf", "own", 3, False),
+            ("alice", "sm-p1", "item", "lexical", "none", 50, False),
+            ("carol", "sm-p1", "item", "lexical", "none", 50, False),
+            ("alice", "sm-p1", "item", "lexical", "none", 50, True),
+            ("alice", "sm-a1", "all", "keyword-ish", "other", 50, False),
+            ("alice", "sm-a1", "all", "semantic", "absent", 10, False),
+            ("alice", "sm-b1", "item", "hybrid", "other", 1, False),
+        ):
             s.query(who, item, token, mode, narrow, max_results, owner)
         s.publish("sm-a1", "long")
-        for token, mode in (("current", "lexical"), ("historical", "lexical"), ("historical", "semantic"), ("item", "rrf")):
+        for token, mode in (
+            ("current", "lexical"),
+            ("historical", "lexical"),
+            ("historical", "semantic"),
+            ("item", "rrf"),
+        ):
             s.query("alice", "sm-a1", token, mode, "none", 50, False)
         for revision, offset, limit in (("first", "one", 5), ("previous", "zero", None), ("none", "seven", 4000)):
             s.read("alice", "sm-a1", revision, "none", offset, limit)
         s.page("alice", "sm-a1", "first", 1999)
-        for who, item, revision, base in (("alice", "sm-a1", "absent", "none"), ("alice", "sm-a1", "foreign", "none"),
-                                          ("alice", "sm-p1", "none", "none"), ("alice", ABSENT_ITEM, "none", "none"),
-                                          ("alice", "sm-a1", "none", "other"), ("bob", "sm-a1", "none", "none")):
+        for who, item, revision, base in (
+            ("alice", "sm-a1", "absent", "none"),
+            ("alice", "sm-a1", "foreign", "none"),
+            ("alice", "sm-p1", "none", "none"),
+            ("alice", ABSENT_ITEM, "none", "none"),
+            ("alice", "sm-a1", "none", "other"),
+            ("bob", "sm-a1", "none", "none"),
+        ):
             s.read(who, item, revision, base, "zero", None)
         s.query("bob", "sm-a1", "item", "lexical", "none", 10, False)
         for item, what in (("sm-b1", "archive"), (LONG_ITEM, "unpublish")):

@@ -34,7 +34,9 @@ def body_of(response: httpx.Response, requirement: str) -> Any:
     try:
         return response.json()
     except ValueError:
-        raise ContractViolation(requirement, f"HTTP {response.status_code} body is not JSON: {clip(response.text, 200)!r}") from None
+        raise ContractViolation(
+            requirement, f"HTTP {response.status_code} body is not JSON: {clip(response.text, 200)!r}"
+        ) from None
 
 
 def schema(stem: str, body: Any, requirement: str = "WIRE-002", *, names: WireNames | None = None) -> None:
@@ -44,21 +46,33 @@ def schema(stem: str, body: Any, requirement: str = "WIRE-002", *, names: WireNa
 
 
 def ok(response: httpx.Response, requirement: str, what: str) -> Any:
-    expect(response.status_code == 200, requirement, f"{what} answered HTTP {response.status_code}, expected 200: {clip(response.text, 300)}")
+    expect(
+        response.status_code == 200,
+        requirement,
+        f"{what} answered HTTP {response.status_code}, expected 200: {clip(response.text, 300)}",
+    )
     return body_of(response, requirement)
 
 
-def error_envelope(response: httpx.Response, requirement: str = "WIRE-001", *, statuses: range = range(400, 500),
-                   strict: bool = False) -> dict[str, Any]:
+def error_envelope(
+    response: httpx.Response, requirement: str = "WIRE-001", *, statuses: range = range(400, 500), strict: bool = False
+) -> dict[str, Any]:
     """A 4xx with the error envelope. The seed names only the error code; ``strict``
     (codes.strict) also demands the vendor's human-readable ``message``."""
-    expect(response.status_code in statuses, requirement,
-           f"expected a {statuses.start}-{statuses.stop - 1} error, got HTTP {response.status_code}: {clip(response.text, 200)}")
+    expect(
+        response.status_code in statuses,
+        requirement,
+        f"expected a {statuses.start}-{statuses.stop - 1} error, got HTTP {response.status_code}: {clip(response.text, 200)}",
+    )
     body = body_of(response, requirement)
     errors = load_registry().errors("error", body)
     expect(not errors, requirement, f"the error body is not the error envelope: {'; '.join(errors[:3])}")
     if strict:
-        expect(isinstance(body.get("message"), str), requirement, f"strict: the error body has no message: {describe(body)}")
+        expect(
+            isinstance(body.get("message"), str),
+            requirement,
+            f"strict: the error body has no message: {describe(body)}",
+        )
     return dict(body)
 
 
@@ -67,22 +81,43 @@ def search_response(response: httpx.Response, *, what: str = "search") -> dict[s
     body = ok(response, "SRCH-001", what)
     hints = body.get("hints")
     expect(isinstance(hints, list), "SRCH-004", "search response has no hints array")
-    expect(len(hints) <= C.SEARCH_MAX_HINTS, "SRCH-003", f"search returned {len(hints)} hints, at most {C.SEARCH_MAX_HINTS} allowed")
+    expect(
+        len(hints) <= C.SEARCH_MAX_HINTS,
+        "SRCH-003",
+        f"search returned {len(hints)} hints, at most {C.SEARCH_MAX_HINTS} allowed",
+    )
     for i, hint in enumerate(hints):
         missing = {"title", "summary", "ref"} - set(hint if isinstance(hint, dict) else {})
         expect(not missing, "SRCH-004", f"hint {i} lacks {sorted(missing)}")
         expect(not ({"content", "body", "text"} & set(hint)), "SRCH-006", f"hint {i} carries a body field")
-        expect(C.utf8_size(hint["ref"]) <= C.REFERENCE_MAX_BYTES, "READ-007", f"hint {i} ref is {C.utf8_size(hint['ref'])} bytes")
-    expect(body.get("status") in C.SEARCH_STATUSES, "SRCH-005", f"status {body.get('status')!r} is not one of {sorted(C.SEARCH_STATUSES)}")
-    expect(body.get("trust") == "reference_only", "SRCH-007", f"trust is {body.get('trust')!r}, expected 'reference_only'")
+        expect(
+            C.utf8_size(hint["ref"]) <= C.REFERENCE_MAX_BYTES,
+            "READ-007",
+            f"hint {i} ref is {C.utf8_size(hint['ref'])} bytes",
+        )
+    expect(
+        body.get("status") in C.SEARCH_STATUSES,
+        "SRCH-005",
+        f"status {body.get('status')!r} is not one of {sorted(C.SEARCH_STATUSES)}",
+    )
+    expect(
+        body.get("trust") == "reference_only", "SRCH-007", f"trust is {body.get('trust')!r}, expected 'reference_only'"
+    )
     size = len(response.content)
     expect(size <= C.SEARCH_MAX_BYTES, "SRCH-008", f"search JSON is {size} bytes, over {C.SEARCH_MAX_BYTES}")
     schema("search-response", body)
     return dict(body)
 
 
-def page(response: httpx.Response, *, ref: str, max_bytes: int | None, requirement_bound: str,
-         accepted: str = "READ-001", strict: bool = False) -> dict[str, Any]:
+def page(
+    response: httpx.Response,
+    *,
+    ref: str,
+    max_bytes: int | None,
+    requirement_bound: str,
+    accepted: str = "READ-001",
+    strict: bool = False,
+) -> dict[str, Any]:
     """One read page: fields, trust, byte bound on the raw response, honest flags.
 
     ``accepted`` is the rule a refusal breaks (READ-001 for a plain read; a test that
@@ -92,40 +127,76 @@ def page(response: httpx.Response, *, ref: str, max_bytes: int | None, requireme
         try:
             response.content.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ContractViolation("READ-016", f"the page is not valid UTF-8 ({exc.reason} at byte {exc.start}): "
-                                    "a character was cut between its bytes") from None
+            raise ContractViolation(
+                "READ-016",
+                f"the page is not valid UTF-8 ({exc.reason} at byte {exc.start}): "
+                "a character was cut between its bytes",
+            ) from None
     body = ok(response, accepted, "read")
     limit = max_bytes or C.READ_DEFAULT_MAX_BYTES
-    expect(len(response.content) <= limit, requirement_bound, f"read JSON is {len(response.content)} bytes, over max_bytes {limit}")
+    expect(
+        len(response.content) <= limit,
+        requirement_bound,
+        f"read JSON is {len(response.content)} bytes, over max_bytes {limit}",
+    )
     missing = {"ref", "revision", "content", "next_cursor", "truncated"} - set(body)
     expect(not missing, "READ-002", f"page lacks {sorted(missing)}")
     expect(body["ref"] == ref, "READ-002", "page ref is not the original ref")
     if strict:
-        expect(isinstance(body["revision"], str), "READ-002", f"strict: revision {body['revision']!r} is not a string (CHOICES.md)")
-    expect(body.get("trust") == "reference_only", "READ-003", f"trust is {body.get('trust')!r}, expected 'reference_only'")
+        expect(
+            isinstance(body["revision"], str),
+            "READ-002",
+            f"strict: revision {body['revision']!r} is not a string (CHOICES.md)",
+        )
+    expect(
+        body.get("trust") == "reference_only", "READ-003", f"trust is {body.get('trust')!r}, expected 'reference_only'"
+    )
     cursor = body["next_cursor"]
     if cursor is not None:
         expect(body["truncated"] is True, "READ-009", "a page with a next_cursor says truncated false")
         expect(C.utf8_size(cursor) <= C.REFERENCE_MAX_BYTES, "READ-007", f"next_cursor is {C.utf8_size(cursor)} bytes")
     if body.get("budget_exhausted") is True:
-        expect(body["truncated"] is True and cursor is None, "READ-011", "budget_exhausted needs truncated true and next_cursor null")
+        expect(
+            body["truncated"] is True and cursor is None,
+            "READ-011",
+            "budget_exhausted needs truncated true and next_cursor null",
+        )
     for name in ("total_content_bytes", "read_chain_max_bytes"):
         if name in body:
             value = body[name]
-            expect(isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= C.SAFE_INTEGER_MAX, "READ-014",
-                   f"{name} {value!r} is not a safe non-negative integer")
+            expect(
+                isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= C.SAFE_INTEGER_MAX,
+                "READ-014",
+                f"{name} {value!r} is not a safe non-negative integer",
+            )
     if "read_chain_max_bytes" in body:
-        expect(body["read_chain_max_bytes"] <= C.READ_CHAIN_MAX_BYTES, "READ-014", f"read_chain_max_bytes {body['read_chain_max_bytes']} exceeds {C.READ_CHAIN_MAX_BYTES}")
+        expect(
+            body["read_chain_max_bytes"] <= C.READ_CHAIN_MAX_BYTES,
+            "READ-014",
+            f"read_chain_max_bytes {body['read_chain_max_bytes']} exceeds {C.READ_CHAIN_MAX_BYTES}",
+        )
     schema("read-response", body)
     return dict(body)
 
 
-_REFERENCE_KINDS = {"reference_invalid": "invalid", "reference_expired": "expired", "reference_mismatch": "bound to another context",
-                    "scope_changed": "out of date with the scope", "revision_changed": "out of date with the revision"}
+_REFERENCE_KINDS = {
+    "reference_invalid": "invalid",
+    "reference_expired": "expired",
+    "reference_mismatch": "bound to another context",
+    "scope_changed": "out of date with the scope",
+    "revision_changed": "out of date with the revision",
+}
 
 
-def reference_error(response: httpx.Response, cfg: TargetConfig, kind: str | Collection[str], *, requirement: str,
-                    secret: str | None = None, text: DocumentText | None = None) -> dict[str, Any]:
+def reference_error(
+    response: httpx.Response,
+    cfg: TargetConfig,
+    kind: str | Collection[str],
+    *,
+    requirement: str,
+    secret: str | None = None,
+    text: DocumentText | None = None,
+) -> dict[str, Any]:
     """A changed/invalid/expired reference: 4xx, the seed's code family, next_action search_knowledge, no content.
 
     ``kind`` names the cause (``reference_expired``, ``scope_changed``, ...), or
@@ -138,21 +209,47 @@ def reference_error(response: httpx.Response, cfg: TargetConfig, kind: str | Col
     if not kinds:
         raise ValueError("reference_error needs at least one kind")
     what = " or ".join(_REFERENCE_KINDS.get(k, k.replace("_", " ")) for k in kinds)
-    expect(response.status_code != 200, requirement, f"the server accepted a reference that is {what}, and answered 200")
-    expect(400 <= response.status_code < 500, requirement, f"expected a 4xx for a reference that is {what}, got HTTP {response.status_code}")
+    expect(
+        response.status_code != 200, requirement, f"the server accepted a reference that is {what}, and answered 200"
+    )
+    expect(
+        400 <= response.status_code < 500,
+        requirement,
+        f"expected a 4xx for a reference that is {what}, got HTTP {response.status_code}",
+    )
     body = body_of(response, "REF-011")
     code = body.get("error") if isinstance(body, dict) else None
-    expect(C.is_reference_error_code(code), "REF-011", f"error code {code!r} is not knowledge_reference_* / knowledge_*changed")
+    expect(
+        C.is_reference_error_code(code),
+        "REF-011",
+        f"error code {code!r} is not knowledge_reference_* / knowledge_*changed",
+    )
     if cfg.strict_codes:
         pairs = {(cfg.code(k), cfg.status(k)) for k in kinds}
         codes = sorted({c for c, _ in pairs})
-        expect(code in codes, "REF-011", f"error code {code!r} for a {what} reference, configured strict code(s) {codes}")
+        expect(
+            code in codes, "REF-011", f"error code {code!r} for a {what} reference, configured strict code(s) {codes}"
+        )
         statuses = sorted(s for c, s in pairs if c == code)
-        expect(response.status_code in statuses, "REF-011", f"status {response.status_code} with code {code!r}, configured {statuses}")
-        expect(isinstance(body.get("message"), str), "WIRE-001", f"strict: the error body has no message: {describe(body)}")
+        expect(
+            response.status_code in statuses,
+            "REF-011",
+            f"status {response.status_code} with code {code!r}, configured {statuses}",
+        )
+        expect(
+            isinstance(body.get("message"), str), "WIRE-001", f"strict: the error body has no message: {describe(body)}"
+        )
     actions = [C.json_pointer(body, p) for p in cfg.wire["feedback"]["next_action_pointers"]]
-    expect("search_knowledge" in actions, "REF-012", f"next_action is {next((a for a in actions if a is not None), None)!r}, expected 'search_knowledge'")
-    expect(not ({"content", "hints", "knowledge"} & set(body)), "REF-014", f"the error carries a knowledge member: {describe(body)}")
+    expect(
+        "search_knowledge" in actions,
+        "REF-012",
+        f"next_action is {next((a for a in actions if a is not None), None)!r}, expected 'search_knowledge'",
+    )
+    expect(
+        not ({"content", "hints", "knowledge"} & set(body)),
+        "REF-014",
+        f"the error carries a knowledge member: {describe(body)}",
+    )
     known = text if text is not None else DocumentText()
     if secret:
         known.add([secret])
@@ -185,17 +282,33 @@ def bounded_delivery(world: Any, body: dict[str, Any], context: dict[str, Any]) 
     expect(isinstance(sent, dict), "TURN-003", f"an on_demand turn has no context.{field}")
     delivery = names.delivery(context)
     hints = delivery.get("hints", [])
-    expect(isinstance(hints, list) and len(hints) <= C.SEARCH_MAX_HINTS, "TURN-007", f"{len(hints)} hints in context.{field}")
-    expect(len(C.canonical(sent).encode()) <= C.SEARCH_MAX_BYTES, "TURN-007", f"context.{field} is larger than a search response may be")
+    expect(
+        isinstance(hints, list) and len(hints) <= C.SEARCH_MAX_HINTS,
+        "TURN-007",
+        f"{len(hints)} hints in context.{field}",
+    )
+    expect(
+        len(C.canonical(sent).encode()) <= C.SEARCH_MAX_BYTES,
+        "TURN-007",
+        f"context.{field} is larger than a search response may be",
+    )
     known = set(load_registry().contents["knowledge-delivery.schema.json"]["properties"])
     extras = {name: value for name, value in delivery.items() if name not in known}
     whole = world.document_text().whole(extras)
-    expect(whole is None, "TURN-007", f"context.{field} carries a whole document ({len(whole or '')} characters) outside its hints, "
-           f"in {sorted(extras)}")
+    expect(
+        whole is None,
+        "TURN-007",
+        f"context.{field} carries a whole document ({len(whole or '')} characters) outside its hints, "
+        f"in {sorted(extras)}",
+    )
     errors = load_registry().errors("knowledge-delivery", delivery)
     expect(not errors, "TURN-006", f"context.{field} does not match the delivery schema: {'; '.join(errors[:3])}")
     if world.cfg.strict_codes:
-        expect(not extras, "TURN-006", f"strict: context.{field} has members the delivery schema does not name: {sorted(extras)}")
+        expect(
+            not extras,
+            "TURN-006",
+            f"strict: context.{field} has members the delivery schema does not name: {sorted(extras)}",
+        )
     schema("turn-response", body, names=names)
 
 
@@ -203,8 +316,11 @@ def empty_knowledge(world: Any, context: dict[str, Any]) -> None:
     """context.knowledge and knowledge_refs present and empty in on_demand mode (also run under load)."""
     member = world.cfg.names.turn_context
     knowledge, refs = member["knowledge"], member["knowledge_refs"]
-    expect(context.get(knowledge) == [] and context.get(refs) == [], "TURN-008",
-           f"{knowledge}/{refs} must be present and empty: {knowledge}={clip(str(context.get(knowledge)), 120)} {refs}={clip(str(context.get(refs)), 120)}")
+    expect(
+        context.get(knowledge) == [] and context.get(refs) == [],
+        "TURN-008",
+        f"{knowledge}/{refs} must be present and empty: {knowledge}={clip(str(context.get(knowledge)), 120)} {refs}={clip(str(context.get(refs)), 120)}",
+    )
 
 
 def binding_refused(world: Any, response: Any, rule: str, what: str, *, known: list[str]) -> None:
@@ -220,5 +336,8 @@ def binding_refused(world: Any, response: Any, rule: str, what: str, *, known: l
     if C.is_reference_error_code(code):
         reference_error(response, cfg, "reference_mismatch", requirement=rule, text=text)
     elif cfg.strict_codes:
-        expect(code == cfg.code("run_not_found") and response.status_code == cfg.status("run_not_found"), "REF-011",
-               f"refused with {response.status_code} {code!r}; strict expects {cfg.code('reference_mismatch')!r} or {cfg.code('run_not_found')!r}")
+        expect(
+            code == cfg.code("run_not_found") and response.status_code == cfg.status("run_not_found"),
+            "REF-011",
+            f"refused with {response.status_code} {code!r}; strict expects {cfg.code('reference_mismatch')!r} or {cfg.code('run_not_found')!r}",
+        )

@@ -22,12 +22,46 @@ WORST_KEYS = ("worst1", "worst2", "worst3")
 # Each costs more UTF-8 bytes in JSON than a character count says: escapes (2 or 6 bytes
 # for one character), control characters, line and paragraph separators (which some
 # encoders escape), astral characters (4 bytes, two UTF-16 units), CJK, combining marks.
-_WORST = ["\"", "\\", "\u0001", "\u001f", "\n", "\t", "\u2028", "\u2029", "\U0001F600", "\U0001D11E", "\U00020000",
-          "中", "é", "e\u0301", "€", "</", "\u007f"]
+_WORST = [
+    '"',
+    "\\",
+    "\u0001",
+    "\u001f",
+    "\n",
+    "\t",
+    "\u2028",
+    "\u2029",
+    "\U0001f600",
+    "\U0001d11e",
+    "\U00020000",
+    "中",
+    "é",
+    "e\u0301",
+    "€",
+    "</",
+    "\u007f",
+]
 # Page cuts: every cut of a document made of these falls next to one of them.
-_CUTS = ["\U0001F600", "\U0001D11E", "\U00020000", "\u0001", "\u0002", "\u0010", "\u001e", "\u001f", "\"", "\\", "\n",
-         "e\u0301", "a\u0308\u0301", "\u2028", "中", "€", "é"]
-_ODD = ["é", "€", "😀", "ß", "\"", "\\", "\n", "\t", "\u0001", "中文", "𝄞", " ", "a", "Z", "0", "<", "&", "\u2028"]
+_CUTS = [
+    "\U0001f600",
+    "\U0001d11e",
+    "\U00020000",
+    "\u0001",
+    "\u0002",
+    "\u0010",
+    "\u001e",
+    "\u001f",
+    '"',
+    "\\",
+    "\n",
+    "e\u0301",
+    "a\u0308\u0301",
+    "\u2028",
+    "中",
+    "€",
+    "é",
+]
+_ODD = ["é", "€", "😀", "ß", '"', "\\", "\n", "\t", "\u0001", "中文", "𝄞", " ", "a", "Z", "0", "<", "&", "\u2028"]
 
 
 @dataclass(frozen=True)
@@ -73,7 +107,7 @@ def _sized(token: str, size: int, last: str) -> str:
     text = f"{token} "
     i = 0
     while True:
-        line = f"budget line {i:06d} with é, 😀 and \"quotes\"\n"
+        line = f'budget line {i:06d} with é, 😀 and "quotes"\n'
         if C.utf8_size(text) + C.utf8_size(line) > room:
             break
         text += line
@@ -84,24 +118,68 @@ def _sized(token: str, size: int, last: str) -> str:
 def build(seed: int = 7, *, large: bool = True) -> dict[str, Doc]:
     rng = Random(seed)
     docs = [
-        Doc("alpha", "item-alpha", MAIN_BASE, "Homepage binding", "alphadoc binding. " + "The homepage is bound to one published site. " * 20),
-        Doc("second", "item-second", SECOND_BASE, "Second base note", "seconddoc binding. " + "Kept in the second knowledge base. " * 10),
+        Doc(
+            "alpha",
+            "item-alpha",
+            MAIN_BASE,
+            "Homepage binding",
+            "alphadoc binding. " + "The homepage is bound to one published site. " * 20,
+        ),
+        Doc(
+            "second",
+            "item-second",
+            SECOND_BASE,
+            "Second base note",
+            "seconddoc binding. " + "Kept in the second knowledge base. " * 10,
+        ),
     ]
-    docs += [Doc(f"filler{i}", f"item-filler{i}", MAIN_BASE, f"Binding note {i}", f"filler{i}doc binding binding notes " * (5 + i)) for i in range(4)]
+    docs += [
+        Doc(
+            f"filler{i}",
+            f"item-filler{i}",
+            MAIN_BASE,
+            f"Binding note {i}",
+            f"filler{i}doc binding binding notes " * (5 + i),
+        )
+        for i in range(4)
+    ]
     if large:
-        docs.append(Doc("unicode", "item-unicode", MAIN_BASE, "Unicode handbook", "unicodedoc " + _odd_text(rng, 24_000)))
-        big = "bigdoc " + "".join(f"line {i:06d} of the archive with é and 😀 and \"quotes\"\n" for i in range(3600))
+        docs.append(
+            Doc("unicode", "item-unicode", MAIN_BASE, "Unicode handbook", "unicodedoc " + _odd_text(rng, 24_000))
+        )
+        big = "bigdoc " + "".join(f'line {i:06d} of the archive with é and 😀 and "quotes"\n' for i in range(3600))
         docs.append(Doc("big", "item-big", MAIN_BASE, "Big archive", big))
-        docs.append(Doc("longtitle", "item-longtitle", MAIN_BASE, "Ü€😀" * 700 + " longtitle", "longtitledoc binding " * 40, summary="数据\"\\" * 3000))
+        docs.append(
+            Doc(
+                "longtitle",
+                "item-longtitle",
+                MAIN_BASE,
+                "Ü€😀" * 700 + " longtitle",
+                "longtitledoc binding " * 40,
+                summary='数据"\\' * 3000,
+            )
+        )
         for key in WORST_KEYS:  # found together by WORST_WORD: three hints at once, each a worst case
-            docs.append(Doc(key, f"item-{key}", MAIN_BASE, _units(rng, _WORST, 900), f"{key}doc {WORST_WORD}. "
-                            + "A document whose title and summary are built to overflow a miscounted search bound. " * 8,
-                            summary=_units(rng, _WORST, 3000)))
+            docs.append(
+                Doc(
+                    key,
+                    f"item-{key}",
+                    MAIN_BASE,
+                    _units(rng, _WORST, 900),
+                    f"{key}doc {WORST_WORD}. "
+                    + "A document whose title and summary are built to overflow a miscounted search bound. " * 8,
+                    summary=_units(rng, _WORST, 3000),
+                )
+            )
         docs.append(Doc("cuts", "item-cuts", MAIN_BASE, "Page cuts", "cutsdoc " + _units(rng, _CUTS, 30_000)))
         # The read-chain budget: exactly 131072 content bytes (reads completely), and one byte more,
         # whose last character straddles the budget (the chain stops before it, budget exhausted).
-        docs.append(Doc("exact", "item-exact", MAIN_BASE, "Budget sized", _sized("exactdoc", C.READ_CHAIN_MAX_BYTES, "😀")))
-        docs.append(Doc("over", "item-over", MAIN_BASE, "Budget plus one", _sized("overdoc", C.READ_CHAIN_MAX_BYTES + 1, "😀")))
+        docs.append(
+            Doc("exact", "item-exact", MAIN_BASE, "Budget sized", _sized("exactdoc", C.READ_CHAIN_MAX_BYTES, "😀"))
+        )
+        docs.append(
+            Doc("over", "item-over", MAIN_BASE, "Budget plus one", _sized("overdoc", C.READ_CHAIN_MAX_BYTES + 1, "😀"))
+        )
     out = {d.key: d for d in docs}
     if large:
         assert C.utf8_size(out["big"].content) > C.READ_CHAIN_MAX_BYTES + C.READ_MAX_MAX_BYTES

@@ -31,7 +31,7 @@ class DocumentText:
                 continue
             self._seen.add(id(text))
             self._texts.append(text)
-            self._windows.update(text[i:i + WINDOW] for i in range(0, len(text) - WINDOW + 1))
+            self._windows.update(text[i : i + WINDOW] for i in range(0, len(text) - WINDOW + 1))
 
     def __len__(self) -> int:
         return len(self._windows)
@@ -40,7 +40,7 @@ class DocumentText:
         """The first window of document text found in any string of ``body``, or None."""
         for string in C.strings_in(body):
             for i in range(0, len(string) - WINDOW + 1):
-                window = string[i:i + WINDOW]
+                window = string[i : i + WINDOW]
                 if window in self._windows:
                     return window
         return None

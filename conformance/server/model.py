@@ -26,7 +26,9 @@ from typing import Any, Literal
 
 from conformance.target import contract as C
 
-REFERENCE_KINDS = frozenset({"reference_expired", "reference_mismatch", "scope_changed", "revision_changed", "reference_invalid"})
+REFERENCE_KINDS = frozenset(
+    {"reference_expired", "reference_mismatch", "scope_changed", "revision_changed", "reference_invalid"}
+)
 """Error kinds of the seed's families (``knowledge_reference_*`` / ``knowledge_*changed``)."""
 OTHER_KINDS = frozenset({"run_not_found", "disabled", "unavailable"})
 """Refusals outside those families: the run is not the caller's, knowledge is disabled or unavailable."""
@@ -266,7 +268,11 @@ class Model:
         first = self.turns.get(key)
         if first is None:
             raise ModelError(f"turn {key!r} was never started")
-        return None if run_id == first else Violation("TURN-004", f"a replayed turn started run {run_id!r}, the original was {first!r}")
+        return (
+            None
+            if run_id == first
+            else Violation("TURN-004", f"a replayed turn started run {run_id!r}, the original was {first!r}")
+        )
 
     # ----------------------------------------------------- capabilities
     def predict_enabled(self, who: str) -> bool | None:
@@ -299,8 +305,16 @@ class Model:
                 self.issued[token] = Issued(token, who, run_id, route, self.now, epoch)
 
     # ------------------------------------------------------------- read
-    def predict_read(self, who: str, run_id: str, ref: str, cursor: str | None = None, *,
-                     tampered: str | None = None, original: str | None = None) -> Prediction:
+    def predict_read(
+        self,
+        who: str,
+        run_id: str,
+        ref: str,
+        cursor: str | None = None,
+        *,
+        tampered: str | None = None,
+        original: str | None = None,
+    ) -> Prediction:
         """The outcome of ``who`` reading ``ref`` (from ``cursor``) under ``run_id``.
 
         ``tampered`` ("ref" or "cursor") says the presented token is ``original`` altered."""
@@ -324,8 +338,23 @@ class Model:
             if held is None or held.ref != source:
                 raise ModelError("a read from a cursor that is not this reference's")
             if cursor in self.presented:
-                causes.append(Cause("REF-011", REFERENCE_KINDS, False, "the cursor was presented before (the seeds do not say a cursor may be used twice)"))
-            page = PageExpectation(source, issued.text if issued.doc else None, held.start, held.consumed, held.chain, held.depth, issued.route)
+                causes.append(
+                    Cause(
+                        "REF-011",
+                        REFERENCE_KINDS,
+                        False,
+                        "the cursor was presented before (the seeds do not say a cursor may be used twice)",
+                    )
+                )
+            page = PageExpectation(
+                source,
+                issued.text if issued.doc else None,
+                held.start,
+                held.consumed,
+                held.chain,
+                held.depth,
+                issued.route,
+            )
         elif cursor is None:
             page = PageExpectation(source, issued.text if issued.doc else None, 0, 0, -1, 0, issued.route)
         if mode == "disabled":
@@ -353,7 +382,14 @@ class Model:
         if age > high or (age >= self.ttl and self.skew == 0 and self.strict):
             causes.append(Cause("REF-001", frozenset({"reference_expired"}), True, f"the reference is {age:g} s old"))
         elif age >= low:
-            causes.append(Cause("REF-001", frozenset({"reference_expired"}), False, f"the reference is {age:g} s old, at the expiry edge"))
+            causes.append(
+                Cause(
+                    "REF-001",
+                    frozenset({"reference_expired"}),
+                    False,
+                    f"the reference is {age:g} s old, at the expiry edge",
+                )
+            )
         if issued.doc is None:
             return causes
         doc = self.docs[issued.route][issued.doc]
@@ -361,9 +397,13 @@ class Model:
             causes.append(Cause("REF-008", frozenset({"revision_changed"}), True, f"{issued.doc} has a newer revision"))
         scope = self.scope(issued.route, issued.account)
         if not scope.shows(doc):
-            causes.append(Cause("REF-007", frozenset({"scope_changed"}), True, f"{issued.doc} left the account's scope"))
+            causes.append(
+                Cause("REF-007", frozenset({"scope_changed"}), True, f"{issued.doc} left the account's scope")
+            )
         elif scope.epoch != issued.scope_epoch:
-            causes.append(Cause("REF-007", frozenset({"scope_changed"}), False, f"the scope changed and still holds {issued.doc}"))
+            causes.append(
+                Cause("REF-007", frozenset({"scope_changed"}), False, f"the scope changed and still holds {issued.doc}")
+            )
         return causes
 
     def presented_cursor(self, cursor: str | None) -> None:
@@ -376,7 +416,9 @@ class Model:
         found = [d for d in self.docs[route].values() if content.startswith(d.token)]
         return found[0] if len(found) == 1 else None
 
-    def judge_page(self, who: str, expect: PageExpectation, body: Mapping[str, Any]) -> tuple[Violation | None, PageOutcome]:
+    def judge_page(
+        self, who: str, expect: PageExpectation, body: Mapping[str, Any]
+    ) -> tuple[Violation | None, PageOutcome]:
         """Judge a page already checked for shape and byte bound, and register what it shows.
 
         Exact: the content continues the revision where the chain stands; truncated is
@@ -390,7 +432,9 @@ class Model:
             if doc is None:
                 return None, PageOutcome(None, None, frozenset())
             if not self.scope(expect.route, account_of(who)).shows(doc):
-                return Violation("REF-007", f"a hint of the search reads as {doc.key}, which is outside the account's scope"), PageOutcome(doc.key, None, frozenset())
+                return Violation(
+                    "REF-007", f"a hint of the search reads as {doc.key}, which is outside the account's scope"
+                ), PageOutcome(doc.key, None, frozenset())
             self.issued[expect.ref] = replace(issued, doc=doc.key, revision=doc.revision, text=doc.text)
             text, doc_key = doc.text, doc.key
         found = self._page_violation(expect, text, body)
@@ -400,30 +444,48 @@ class Model:
 
     def _page_violation(self, expect: PageExpectation, text: str, body: Mapping[str, Any]) -> Violation | None:
         content = body["content"]
-        rest = text[expect.start:]
+        rest = text[expect.start :]
         if not rest.startswith(content):
             rule = "READ-016" if "\ufffd" in content and "\ufffd" not in rest else "READ-015"
-            return Violation(rule, f"the page does not continue the revision at character {expect.start} of {len(text)}: "
-                                   f"it starts {content[:40]!r}, the revision continues {rest[:40]!r}")
+            return Violation(
+                rule,
+                f"the page does not continue the revision at character {expect.start} of {len(text)}: "
+                f"it starts {content[:40]!r}, the revision continues {rest[:40]!r}",
+            )
         end = expect.start + len(content)
         after = expect.consumed + C.utf8_size(content)
-        cursor, truncated, exhausted = body.get("next_cursor"), body.get("truncated"), body.get("budget_exhausted") is True
+        cursor, truncated, exhausted = (
+            body.get("next_cursor"),
+            body.get("truncated"),
+            body.get("budget_exhausted") is True,
+        )
         if end == len(text):
             if truncated is not False:
                 return Violation("READ-009", f"the page that completes the revision says truncated {truncated!r}")
         elif cursor is None:
             if not (exhausted and truncated is True):
-                return Violation("READ-011", f"the chain stopped {len(text) - end} characters before the end of the revision after {after} "
-                                             f"content bytes with truncated {truncated!r} and budget_exhausted {body.get('budget_exhausted')!r}; "
-                                             "stopping early needs budget_exhausted true and truncated true")
+                return Violation(
+                    "READ-011",
+                    f"the chain stopped {len(text) - end} characters before the end of the revision after {after} "
+                    f"content bytes with truncated {truncated!r} and budget_exhausted {body.get('budget_exhausted')!r}; "
+                    "stopping early needs budget_exhausted true and truncated true",
+                )
         elif after > self.budget:
-            return Violation("READ-011", f"the chain delivered {after} content bytes, past {self.budget}, and still offers a next_cursor "
-                                         "instead of stopping with budget_exhausted")
+            return Violation(
+                "READ-011",
+                f"the chain delivered {after} content bytes, past {self.budget}, and still offers a next_cursor "
+                "instead of stopping with budget_exhausted",
+            )
         elif not content and expect.depth + 1 >= MAX_CHAIN_PAGES:
-            return Violation("READ-010", f"the chain still offers a next_cursor after {expect.depth + 1} pages, this one empty: it makes no progress")
+            return Violation(
+                "READ-010",
+                f"the chain still offers a next_cursor after {expect.depth + 1} pages, this one empty: it makes no progress",
+            )
         total = body.get("total_content_bytes")
         if total is not None and total != C.utf8_size(text):
-            return Violation("READ-014", f"total_content_bytes is {total!r}, the revision has {C.utf8_size(text)} bytes")
+            return Violation(
+                "READ-014", f"total_content_bytes is {total!r}, the revision has {C.utf8_size(text)} bytes"
+            )
         return None
 
     def _register(self, expect: PageExpectation, text: str, body: Mapping[str, Any], doc: str | None) -> PageOutcome:
@@ -438,7 +500,7 @@ class Model:
         exercised = {"READ-009"}
         if expect.start > 0:
             exercised.add("READ-015")
-        if end < len(text) and any(ord(ch) > 0x7F for ch in text[max(end - 1, 0):end + 1]):
+        if end < len(text) and any(ord(ch) > 0x7F for ch in text[max(end - 1, 0) : end + 1]):
             exercised.add("READ-016")
         if "total_content_bytes" in body:
             exercised.add("READ-014")
@@ -454,14 +516,20 @@ class Model:
         """What must hold of everything read so far: no chain past the budget, one revision per chain."""
         for chain, total in self.chain_bytes.items():
             if total > self.budget:
-                return Violation("READ-010", f"read chain {chain} delivered {total} content bytes, more than {self.budget}")
+                return Violation(
+                    "READ-010", f"read chain {chain} delivered {total} content bytes, more than {self.budget}"
+                )
         for chain, revisions in self.chain_revisions.items():
             if len(revisions) > 1:
-                return Violation("READ-002", f"the pages of read chain {chain} report different revisions: {sorted(revisions)}")
+                return Violation(
+                    "READ-002", f"the pages of read chain {chain} report different revisions: {sorted(revisions)}"
+                )
         return None
 
 
 def build_docs(routes: Mapping[str, Mapping[str, Mapping[str, str]]]) -> dict[str, dict[str, Doc]]:
     """Documents per route label from ``{route: {key: {token, base, title, text}}}`` (a transcript's world)."""
-    return {route: {key: Doc(key, d["token"], d["base"], d["title"], d["text"]) for key, d in docs.items()}
-            for route, docs in routes.items()}
+    return {
+        route: {key: Doc(key, d["token"], d["base"], d["title"], d["text"]) for key, d in docs.items()}
+        for route, docs in routes.items()
+    }

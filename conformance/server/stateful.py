@@ -38,14 +38,44 @@ from conformance.server.world import World
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
 
-CLAIMS = ("REF-001", "REF-002", "REF-003", "REF-004", "REF-005", "REF-006", "REF-007", "REF-008", "REF-009", "REF-011",
-          "REF-012", "REF-014", "REF-015", "READ-002", "READ-003", "READ-004", "READ-005", "READ-009", "READ-010", "READ-011",
-          "READ-014", "READ-015", "READ-016", "SRCH-005", "SRCH-009", "SRCH-010", "TURN-004", "CAP-006", "NEG-005")
+CLAIMS = (
+    "REF-001",
+    "REF-002",
+    "REF-003",
+    "REF-004",
+    "REF-005",
+    "REF-006",
+    "REF-007",
+    "REF-008",
+    "REF-009",
+    "REF-011",
+    "REF-012",
+    "REF-014",
+    "REF-015",
+    "READ-002",
+    "READ-003",
+    "READ-004",
+    "READ-005",
+    "READ-009",
+    "READ-010",
+    "READ-011",
+    "READ-014",
+    "READ-015",
+    "READ-016",
+    "SRCH-005",
+    "SRCH-009",
+    "SRCH-010",
+    "TURN-004",
+    "CAP-006",
+    "NEG-005",
+)
 WHO = st.sampled_from(tuple(IDENTITIES))
 LONG, MEDIUM = "filler0", "filler1"  # given a chain-budget-sized and a many-page revision at setup
 SUBJECTS = ("alpha", "second", LONG, MEDIUM)
 MAX_BYTES = st.sampled_from([None, C.READ_MIN_MAX_BYTES, C.READ_MAX_MAX_BYTES])
-CHAIN_MAX_BYTES = st.sampled_from([None, C.READ_MAX_MAX_BYTES])  # whole chains in few pages; small pages one step at a time
+CHAIN_MAX_BYTES = st.sampled_from(
+    [None, C.READ_MAX_MAX_BYTES]
+)  # whole chains in few pages; small pages one step at a time
 WAIT = st.sampled_from([0.0, 1.0, 60.0, 150.0])  # seconds that pass before a read; the expiry edge has its own rule
 PICK = st.integers(min_value=0, max_value=255)  # which of the references the model holds
 # The walk's default seed. derandomize alone seeds from the machine's source text, so any edit
@@ -68,7 +98,7 @@ def revision_text(token: str, number: int, size: str) -> str:
 
 def _tamper(token: str) -> str:
     middle = len(token) // 2
-    return token[:middle] + ("B" if token[middle] != "B" else "C") + token[middle + 1:]
+    return token[:middle] + ("B" if token[middle] != "B" else "C") + token[middle + 1 :]
 
 
 @dataclass(frozen=True)
@@ -89,7 +119,10 @@ class HeldCursor:
 
 def world_of(world: World) -> dict[str, Any]:
     """The model's view of a provisioned world: both routes hold the same corpus."""
-    docs = {d.key: {"token": d.token, "base": d.base, "title": d.stored_title, "text": d.content} for d in world.docs.values()}
+    docs = {
+        d.key: {"token": d.token, "base": d.base, "title": d.stored_title, "text": d.content}
+        for d in world.docs.values()
+    }
     return {"routes": {HOME: docs, AWAY: {k: dict(v) for k, v in docs.items()}}}
 
 
@@ -100,8 +133,13 @@ def canonical_text(world: World, key: str) -> str:
     return world.docs[key].content
 
 
-def machine(make_world: Any, cfg: TargetConfig, exercised: set[str], checkers: list[Checker] | None = None,
-            walk_seed: int = WALK_SEED) -> type[RuleBasedStateMachine]:
+def machine(
+    make_world: Any,
+    cfg: TargetConfig,
+    exercised: set[str],
+    checkers: list[Checker] | None = None,
+    walk_seed: int = WALK_SEED,
+) -> type[RuleBasedStateMachine]:
     """``exercised`` collects the requirement IDs whose checks ran on a definite prediction;
     ``checkers`` keeps the latest example's checker (its model and transcript).
 
@@ -175,10 +213,14 @@ def machine(make_world: Any, cfg: TargetConfig, exercised: set[str], checkers: l
             body = CoreWire.turn_body("binding", delivery)
             key = body["client_turn_id"]
             core = self.world.core
-            run_id = self.checker.exchange({"op": "start_run", "who": who, "key": key, "delivery": delivery},
-                                           core.turn(person.token, person.route, body))
+            run_id = self.checker.exchange(
+                {"op": "start_run", "who": who, "key": key, "delivery": delivery},
+                core.turn(person.token, person.route, body),
+            )
             if replay:
-                self.checker.exchange({"op": "replay_turn", "who": who, "key": key}, core.turn(person.token, person.route, body))
+                self.checker.exchange(
+                    {"op": "replay_turn", "who": who, "key": key}, core.turn(person.token, person.route, body)
+                )
             return Run(run_id, who)
 
         # ----------------------------------------------------------- turns
@@ -201,8 +243,10 @@ def machine(make_world: Any, cfg: TargetConfig, exercised: set[str], checkers: l
             if swap and who in ("primary", "same_session"):  # another token of the same Agent Session
                 who = "same_session" if who == "primary" else "primary"
             token = self.world.docs[doc].token
-            hints = self.checker.exchange({"op": "search", "who": who, "run": run.run_id, "query": token},
-                                          self.world.search(token, run.run_id, self._who(who)))
+            hints = self.checker.exchange(
+                {"op": "search", "who": who, "run": run.run_id, "query": token},
+                self.world.search(token, run.run_id, self._who(who)),
+            )
             for hint in sorted(hints, key=lambda h: token not in str(h.get("title", ""))):
                 outcome = self._read(hint["ref"], who, run.run_id, None, None, identify=True)
                 if outcome is not None and outcome.doc == doc:
@@ -210,16 +254,30 @@ def machine(make_world: Any, cfg: TargetConfig, exercised: set[str], checkers: l
             return multiple()
 
         # ------------------------------------------------------------ read
-        def _read(self, ref: str, who: str, run_id: str, cursor: str | None, max_bytes: int | None, **extra: Any) -> PageOutcome | None:
+        def _read(
+            self, ref: str, who: str, run_id: str, cursor: str | None, max_bytes: int | None, **extra: Any
+        ) -> PageOutcome | None:
             body: dict[str, Any] = {} if max_bytes is None else {"max_bytes": max_bytes}
             if cursor is not None:
                 body["cursor"] = cursor
-            event = {"op": "read", "who": who, "run": run_id, "ref": ref, "cursor": cursor, "max_bytes": max_bytes, **extra}
-            outcome: PageOutcome | None = self.checker.exchange(event, self.world.read(ref, run_id, self._who(who), **body))
+            event = {
+                "op": "read",
+                "who": who,
+                "run": run_id,
+                "ref": ref,
+                "cursor": cursor,
+                "max_bytes": max_bytes,
+                **extra,
+            }
+            outcome: PageOutcome | None = self.checker.exchange(
+                event, self.world.read(ref, run_id, self._who(who), **body)
+            )
             return outcome
 
         @staticmethod
-        def _continued(held: Held, who: str, run_id: str, outcome: PageOutcome | None) -> HeldCursor | MultipleResults[HeldCursor]:
+        def _continued(
+            held: Held, who: str, run_id: str, outcome: PageOutcome | None
+        ) -> HeldCursor | MultipleResults[HeldCursor]:
             if outcome is None or outcome.cursor is None:
                 return multiple()
             return HeldCursor(outcome.cursor, Held(held.token, who, run_id, held.doc))
@@ -227,18 +285,26 @@ def machine(make_world: Any, cfg: TargetConfig, exercised: set[str], checkers: l
         @rule(target=cursors, held=refs, max_bytes=MAX_BYTES, wait=WAIT)
         def read(self, held: Held, max_bytes: int | None, wait: float) -> HeldCursor | MultipleResults[HeldCursor]:
             self._advance(wait)
-            return self._continued(held, held.who, held.run_id, self._read(held.token, held.who, held.run_id, None, max_bytes))
+            return self._continued(
+                held, held.who, held.run_id, self._read(held.token, held.who, held.run_id, None, max_bytes)
+            )
 
         @rule(target=cursors, held=refs, who=WHO, run=runs, max_bytes=MAX_BYTES)
-        def read_elsewhere(self, held: Held, who: str, run: Run, max_bytes: int | None) -> HeldCursor | MultipleResults[HeldCursor]:
+        def read_elsewhere(
+            self, held: Held, who: str, run: Run, max_bytes: int | None
+        ) -> HeldCursor | MultipleResults[HeldCursor]:
             """Another identity, another run, or both: refused unless the binding and run are the reference's own."""
             return self._continued(held, who, run.run_id, self._read(held.token, who, run.run_id, None, max_bytes))
 
         @rule(target=cursors, cursor=cursors, max_bytes=MAX_BYTES, wait=WAIT)
-        def continue_chain(self, cursor: HeldCursor, max_bytes: int | None, wait: float) -> HeldCursor | MultipleResults[HeldCursor]:
+        def continue_chain(
+            self, cursor: HeldCursor, max_bytes: int | None, wait: float
+        ) -> HeldCursor | MultipleResults[HeldCursor]:
             self._advance(wait)
             held = cursor.ref
-            return self._continued(held, held.who, held.run_id, self._read(held.token, held.who, held.run_id, cursor.token, max_bytes))
+            return self._continued(
+                held, held.who, held.run_id, self._read(held.token, held.who, held.run_id, cursor.token, max_bytes)
+            )
 
         @rule(target=cursors, cursor=cursors, who=WHO, run=runs)
         def cursor_elsewhere(self, cursor: HeldCursor, who: str, run: Run) -> HeldCursor | MultipleResults[HeldCursor]:
@@ -282,7 +348,15 @@ def machine(make_world: Any, cfg: TargetConfig, exercised: set[str], checkers: l
             if cursor is None:
                 self._read(_tamper(held.token), held.who, held.run_id, None, None, tampered="ref", original=held.token)
             else:
-                self._read(held.token, held.who, held.run_id, _tamper(cursor.token), None, tampered="cursor", original=cursor.token)
+                self._read(
+                    held.token,
+                    held.who,
+                    held.run_id,
+                    _tamper(cursor.token),
+                    None,
+                    tampered="cursor",
+                    original=cursor.token,
+                )
 
         @precondition(lambda self: not self.exhausted)
         @rule(target=cursors)
@@ -355,7 +429,9 @@ def machine(make_world: Any, cfg: TargetConfig, exercised: set[str], checkers: l
             bases = [base] if keep else [b for b in (MAIN_BASE, SECOND_BASE) if b != base]
             person = self._who(held.who)
             self._control().set_scope(person.route, person.account, bases)
-            self.checker.control({"op": "set_scope", "route": route_of(held.who), "account": account_of(held.who), "bases": bases})
+            self.checker.control(
+                {"op": "set_scope", "route": route_of(held.who), "account": account_of(held.who), "bases": bases}
+            )
             self._read_again(held)
 
         def _read_again(self, held: Any) -> None:
@@ -381,11 +457,17 @@ def machine(make_world: Any, cfg: TargetConfig, exercised: set[str], checkers: l
         def _probe(self, mode: str) -> None:
             model = self.checker.model
             person = self.world.primary
-            self.checker.exchange({"op": "capabilities", "who": "primary"}, self.world.core.capabilities(person.token, person.route))
+            self.checker.exchange(
+                {"op": "capabilities", "who": "primary"}, self.world.core.capabilities(person.token, person.route)
+            )
             run = next(r for r in reversed(model.runs.values()) if route_of(r.who) == HOME and not IDENTITIES[r.who])
-            self.checker.exchange({"op": "search", "who": run.who, "run": run.run_id, "query": "binding"},
-                                  self.world.search("binding", run.run_id, self._who(run.who)))
-            issued = [i for i in self._clean(model.ttl - skew) if i.route == HOME] or [i for i in model.refs() if i.route == HOME]
+            self.checker.exchange(
+                {"op": "search", "who": run.who, "run": run.run_id, "query": "binding"},
+                self.world.search("binding", run.run_id, self._who(run.who)),
+            )
+            issued = [i for i in self._clean(model.ttl - skew) if i.route == HOME] or [
+                i for i in model.refs() if i.route == HOME
+            ]
             if issued:
                 self._read(issued[-1].token, issued[-1].who, issued[-1].run_id, None, None)
 
@@ -457,5 +539,12 @@ class _Steps:
 
 def walk_settings(examples: int, steps: int, *, shrink: bool = True) -> settings:
     phases = [p for p in Phase if shrink or p is not Phase.shrink]
-    return settings(max_examples=examples, stateful_step_count=steps, deadline=None, derandomize=True, database=None,
-                    phases=phases, suppress_health_check=list(HealthCheck))
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=phases,
+        suppress_health_check=list(HealthCheck),
+    )

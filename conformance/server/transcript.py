@@ -51,8 +51,14 @@ class Checker:
     ``world`` is ``{"routes": {route label: {doc key: {token, base, title, text}}}}``.
     ``exercised`` collects the requirement IDs whose checks ran on a definite prediction."""
 
-    def __init__(self, world: dict[str, Any], cfg: TargetConfig, *, text: DocumentText | None = None,
-                 exercised: set[str] | None = None) -> None:
+    def __init__(
+        self,
+        world: dict[str, Any],
+        cfg: TargetConfig,
+        *,
+        text: DocumentText | None = None,
+        exercised: set[str] | None = None,
+    ) -> None:
         self.world = world
         self.cfg = cfg
         self.model = Model(build_docs(world["routes"]), strict=cfg.strict_codes, skew=cfg.clock_skew_seconds)
@@ -90,16 +96,24 @@ class Checker:
     def exchange(self, event: dict[str, Any], response: httpx.Response) -> Any:
         """Record one exchange and judge the response; raises ContractViolation naming the broken rule."""
         self.steps.append({"event": event, "status": response.status_code, "body": response.text})
-        handlers = {"start_run": self._start_run, "replay_turn": self._replay_turn, "capabilities": self._capabilities,
-                    "search": self._search, "read": self._read}
+        handlers = {
+            "start_run": self._start_run,
+            "replay_turn": self._replay_turn,
+            "capabilities": self._capabilities,
+            "search": self._search,
+            "read": self._read,
+        }
         if event["op"] not in handlers:
             raise ModelError(f"unknown exchange {event['op']!r}")
         return handlers[event["op"]](event, response)
 
     def _legacy(self, response: httpx.Response, what: str) -> None:
         unsupported = self.cfg.wire["legacy"]["unsupported_statuses"]
-        expect(response.status_code in unsupported, "NEG-005",
-               f"a legacy Core's {what} answered HTTP {response.status_code}; only {'/'.join(map(str, unsupported))} mean not supported")
+        expect(
+            response.status_code in unsupported,
+            "NEG-005",
+            f"a legacy Core's {what} answered HTTP {response.status_code}; only {'/'.join(map(str, unsupported))} mean not supported",
+        )
         self.exercised.add("NEG-005")
 
     def _start_run(self, event: dict[str, Any], response: httpx.Response) -> str:
@@ -123,8 +137,11 @@ class Checker:
             return
         body = checks.ok(response, "CAP-001", "capabilities")
         name = self.cfg.names.capabilities["enabled"]
-        expect(isinstance(body, dict) and body.get(name) is enabled, "CAP-006",
-               f"a workspace in mode {self.model.modes[HOME]!r} reports {name} {body.get(name) if isinstance(body, dict) else body!r}")
+        expect(
+            isinstance(body, dict) and body.get(name) is enabled,
+            "CAP-006",
+            f"a workspace in mode {self.model.modes[HOME]!r} reports {name} {body.get(name) if isinstance(body, dict) else body!r}",
+        )
         self.exercised.add("CAP-006")
 
     def _search(self, event: dict[str, Any], response: httpx.Response) -> list[dict[str, Any]]:
@@ -135,21 +152,34 @@ class Checker:
             return []
         body = checks.search_response(response)
         if predicted.status is not None:
-            expect(body["status"] == predicted.status, predicted.rule,
-                   f"a search in mode {predicted.status if predicted.status != 'ok' else 'normal'} reported status {body['status']!r}")
+            expect(
+                body["status"] == predicted.status,
+                predicted.rule,
+                f"a search in mode {predicted.status if predicted.status != 'ok' else 'normal'} reported status {body['status']!r}",
+            )
             self.exercised.add(predicted.rule)
         if predicted.no_hints:
             expect(body["hints"] == [], predicted.rule, f"a disabled workspace returned {len(body['hints'])} hints")
         for hint in body["hints"]:
             leaked = [t for t in predicted.hidden_titles if t in str(hint.get("title", ""))]
-            expect(not leaked, "REF-007", f"a hint shows {leaked[0]!r}, a document outside the account's scope" if leaked else "")
+            expect(
+                not leaked,
+                "REF-007",
+                f"a hint shows {leaked[0]!r}, a document outside the account's scope" if leaked else "",
+            )
         self.model.hints_issued(who, event["run"], [h["ref"] for h in body["hints"]])
         return list(body["hints"])
 
     def _read(self, event: dict[str, Any], response: httpx.Response) -> PageOutcome | None:
         tampered = event.get("tampered")
-        predicted = self.model.predict_read(event["who"], event["run"], event["ref"], event.get("cursor"),
-                                            tampered=tampered, original=event.get("original"))
+        predicted = self.model.predict_read(
+            event["who"],
+            event["run"],
+            event["ref"],
+            event.get("cursor"),
+            tampered=tampered,
+            original=event.get("original"),
+        )
         try:
             return self._judge_read(event, predicted, response)
         finally:
@@ -161,8 +191,11 @@ class Checker:
             self._legacy(response, "read")
             return None
         if response.status_code != 200:
-            expect(predicted.verdict != "page", "READ-001" if event.get("identify") else "REF-002",
-                   f"a valid reference ({predicted.age:g} s old) was refused: HTTP {response.status_code} {clip(response.text, 200)}")
+            expect(
+                predicted.verdict != "page",
+                "READ-001" if event.get("identify") else "REF-002",
+                f"a valid reference ({predicted.age:g} s old) was refused: HTTP {response.status_code} {clip(response.text, 200)}",
+            )
             self._refusal(predicted, response)
             if predicted.single is not None:
                 self.exercised.add(predicted.single)
@@ -194,25 +227,36 @@ class Checker:
         if others and not C.is_reference_error_code(code):
             allowed = range(400, 600) if "unavailable" in others else range(400, 500)
             envelope = checks.error_envelope(response, predicted.rule, statuses=allowed, strict=self.cfg.strict_codes)
-            expect(response.status_code < 500 or response.status_code == 503, predicted.rule,
-                   f"a refusal because {predicted.why()} answered HTTP {response.status_code}")
+            expect(
+                response.status_code < 500 or response.status_code == 503,
+                predicted.rule,
+                f"a refusal because {predicted.why()} answered HTTP {response.status_code}",
+            )
             if self.cfg.strict_codes and others == {"run_not_found"}:
-                expect(code == self.cfg.code("run_not_found") and response.status_code == self.cfg.status("run_not_found"), "REF-011",
-                       f"refused with {response.status_code} {code!r}; strict expects a reference code or "
-                       f"{self.cfg.status('run_not_found')} {self.cfg.code('run_not_found')!r}")
+                expect(
+                    code == self.cfg.code("run_not_found") and response.status_code == self.cfg.status("run_not_found"),
+                    "REF-011",
+                    f"refused with {response.status_code} {code!r}; strict expects a reference code or "
+                    f"{self.cfg.status('run_not_found')} {self.cfg.code('run_not_found')!r}",
+                )
             leaked = self.text.leaked(envelope)
             expect(leaked is None, "REF-014", f"the refusal carries document text: {leaked!r}")
             return
         references = kinds & REFERENCE_KINDS
-        expect(references, "REF-011", f"refused with the reference code {code!r}, but no reference cause holds ({predicted.why()})")
+        expect(
+            references,
+            "REF-011",
+            f"refused with the reference code {code!r}, but no reference cause holds ({predicted.why()})",
+        )
         checks.reference_error(response, self.cfg, references, requirement=predicted.rule, text=self.text)
         self.exercised |= {"REF-011", "REF-012", "REF-014"}
 
 
 def response_of(step: dict[str, Any]) -> httpx.Response:
     """A recorded response, byte for byte as the target sent it."""
-    return httpx.Response(int(step["status"]), content=str(step["body"]).encode("utf-8"),
-                          headers={"content-type": "application/json"})
+    return httpx.Response(
+        int(step["status"]), content=str(step["body"]).encode("utf-8"), headers={"content-type": "application/json"}
+    )
 
 
 def replay(transcript: dict[str, Any], cfg: TargetConfig) -> Deviation | None:

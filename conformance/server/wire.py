@@ -42,14 +42,25 @@ class CoreWire:
     def read(self, token: str | None, route: str, body: dict[str, Any]) -> httpx.Response:
         return self.http.post(self.cfg.path("read", route), headers=self.headers(token), json=body)
 
-    def raw(self, method: str, path: str, token: str | None, content: bytes | None = None,
-            headers: dict[str, str] | None = None) -> httpx.Response:
+    def raw(
+        self,
+        method: str,
+        path: str,
+        token: str | None,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
         return self.http.request(method, path, headers={**self.headers(token), **(headers or {})}, content=content)
 
     @staticmethod
     def turn_body(user_input: str, delivery: str | None = "on_demand", *, key: str | None = None) -> dict[str, Any]:
         n = f"{CoreWire.namespace}-{key or next(CoreWire._turns)}"
-        body = {"client_conversation_id": f"conv-{n}", "client_turn_id": f"turn-{n}", "user_message_id": f"msg-{n}", "user_input": user_input}
+        body = {
+            "client_conversation_id": f"conv-{n}",
+            "client_turn_id": f"turn-{n}",
+            "user_message_id": f"msg-{n}",
+            "user_input": user_input,
+        }
         if delivery is not None:
             body["knowledge_delivery"] = delivery
         return body
@@ -71,7 +82,9 @@ class ControlWire:
         SECRETS.add(token)
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
-        response = self.http.request(method, self.base + path, json=body, headers=self._headers, extensions={"kc_control": True})
+        response = self.http.request(
+            method, self.base + path, json=body, headers=self._headers, extensions={"kc_control": True}
+        )
         if response.status_code >= 300:
             raise ControlError(f"control {method} {path} answered {response.status_code}: {clip(response.text, 300)}")
         return response.json() if response.content else None
@@ -87,8 +100,9 @@ class ControlWire:
         delete (404/405/501) keeps them, named by run ID, and nothing fails."""
         kept = []
         for route in reversed(self.created):
-            response = self.http.request("DELETE", f"{self.base}/workspaces/{route}", headers=self._headers,
-                                         extensions={"kc_control": True})
+            response = self.http.request(
+                "DELETE", f"{self.base}/workspaces/{route}", headers=self._headers, extensions={"kc_control": True}
+            )
             if response.status_code >= 300 and response.status_code != 404:
                 kept.append(route)
         self.created.clear()
@@ -99,7 +113,9 @@ class ControlWire:
 
     def publish(self, route: str, item_id: str, content: str) -> str:
         self.published.append(content)
-        return str(self._call("POST", f"/workspaces/{route}/items/{item_id}/revisions", {"content": content})["revision_id"])
+        return str(
+            self._call("POST", f"/workspaces/{route}/items/{item_id}/revisions", {"content": content})["revision_id"]
+        )
 
     def set_scope(self, route: str, account: str, bases: list[str]) -> None:
         self._call("PUT", f"/workspaces/{route}/scopes/{account}", {"bases": bases})
@@ -115,9 +131,13 @@ class ControlWire:
 
     def advance(self, seconds: float) -> float:
         """Move time for this run's workspaces only: another run sharing the Core keeps its own time."""
-        return float(self._call("POST", "/clock/advance", {"seconds": seconds, "routes": sorted(set(self.created))})["now"])
+        return float(
+            self._call("POST", "/clock/advance", {"seconds": seconds, "routes": sorted(set(self.created))})["now"]
+        )
 
-    def mint(self, account: str, route: str, *, hub: str | None = None, session_id: str | None = None) -> dict[str, str]:
+    def mint(
+        self, account: str, route: str, *, hub: str | None = None, session_id: str | None = None
+    ) -> dict[str, str]:
         body = {"account": account, "route": route}
         if hub:
             body["hub"] = hub
@@ -133,8 +153,13 @@ class ControlWire:
     def lost_responses(self, route: str) -> list[dict[str, Any]] | None:
         """What the lose faults fired on ``route`` withheld (status and body), oldest first; None when
         this control extension does not offer it (404, 405 or 501): then nothing can be compared with it."""
-        response = self.http.request("GET", f"{self.base}/faults/lost", params={"route": route}, headers=self._headers,
-                                     extensions={"kc_control": True})
+        response = self.http.request(
+            "GET",
+            f"{self.base}/faults/lost",
+            params={"route": route},
+            headers=self._headers,
+            extensions={"kc_control": True},
+        )
         if response.status_code in (404, 405, 501):
             return None
         if response.status_code >= 300:
@@ -142,5 +167,7 @@ class ControlWire:
         body = response.json()
         found = body.get("responses") if isinstance(body, dict) else None
         if not isinstance(found, list):
-            raise ControlError(f"control GET /faults/lost answered without a responses list: {clip(response.text, 300)}")
+            raise ControlError(
+                f"control GET /faults/lost answered without a responses list: {clip(response.text, 300)}"
+            )
         return [dict(r) for r in found if isinstance(r, dict)]

@@ -18,7 +18,9 @@ from conformance.target import contract as C
 from conformance.target.config import TargetConfig
 
 OTHER_HUB = "https://other-hub.knowledge-conformance.example"
-STALLED_PAGES = 8  # pages in a row without content after which a chain is taken not to stop (the seed bounds bytes, not pages)
+STALLED_PAGES = (
+    8  # pages in a row without content after which a chain is taken not to stop (the seed bounds bytes, not pages)
+)
 _routes = itertools.count(1)  # unique within a process; cfg.namespace makes it unique across runs and workers
 
 
@@ -92,8 +94,10 @@ class World:
         if doc is not None:
             hint = self.hint_for(hints, doc, run_id, who)
             if hint is None:
-                self.not_found(f"no hint of the search for {query!r} reads as document {doc.key!r} "
-                               f"(status {body.get('status')!r}, {len(hints)} hints)")
+                self.not_found(
+                    f"no hint of the search for {query!r} reads as document {doc.key!r} "
+                    f"(status {body.get('status')!r}, {len(hints)} hints)"
+                )
             return str(hint["ref"])
         if not hints:
             pytest.skip(f"not verified: search for {query!r} found nothing to read (status {body.get('status')!r})")
@@ -106,8 +110,10 @@ class World:
         Never by rank or title wording (a Core may rank by meaning and word titles its own
         way); hints whose title names the token are only read first. A hint the Core has
         just issued must be readable (READ-001)."""
-        candidates = sorted((h for h in hints if isinstance(h, dict) and isinstance(h.get("ref"), str)),
-                            key=lambda h: doc.token not in str(h.get("title", "")))
+        candidates = sorted(
+            (h for h in hints if isinstance(h, dict) and isinstance(h.get("ref"), str)),
+            key=lambda h: doc.token not in str(h.get("title", "")),
+        )
         for hint in candidates:
             page = ok(self.read(hint["ref"], run_id, who), "READ-001", "read of a hint the search just returned")
             if isinstance(page, dict) and doc.token in str(page.get("content", "")):
@@ -145,8 +151,14 @@ class World:
         accepted = "READ-001"
         if response.status_code != 200 and max_bytes is not None and self.read(ref, run_id, **extra).status_code == 200:
             accepted = "READ-005"
-        return checks.page(response, ref=ref, max_bytes=max_bytes, requirement_bound="READ-004" if max_bytes is None else "READ-005",
-                           accepted=accepted, strict=self.cfg.strict_codes)
+        return checks.page(
+            response,
+            ref=ref,
+            max_bytes=max_bytes,
+            requirement_bound="READ-004" if max_bytes is None else "READ-005",
+            accepted=accepted,
+            strict=self.cfg.strict_codes,
+        )
 
     def follow(self, ref: str, run_id: str, max_bytes: int | None = None) -> list[dict[str, Any]]:
         """Every page of a chain, each checked as a page on the way.
@@ -166,14 +178,24 @@ class World:
             cursor = body["next_cursor"]
             if cursor is None:
                 return pages
-            checks.expect(delivered <= C.READ_CHAIN_MAX_BYTES, "READ-010", f"the chain delivered {delivered} content bytes in "
-                          f"{len(pages)} pages, over {C.READ_CHAIN_MAX_BYTES}, and still offers a next_cursor")
+            checks.expect(
+                delivered <= C.READ_CHAIN_MAX_BYTES,
+                "READ-010",
+                f"the chain delivered {delivered} content bytes in "
+                f"{len(pages)} pages, over {C.READ_CHAIN_MAX_BYTES}, and still offers a next_cursor",
+            )
             stalled = 0 if size else stalled + 1
-            checks.expect(stalled < STALLED_PAGES, "READ-010", f"{stalled} pages in a row carried no content and offered a next_cursor "
-                          f"(after {delivered} content bytes): the chain makes no progress and never stops")
+            checks.expect(
+                stalled < STALLED_PAGES,
+                "READ-010",
+                f"{stalled} pages in a row carried no content and offered a next_cursor "
+                f"(after {delivered} content bytes): the chain makes no progress and never stops",
+            )
 
-def provision(cfg: TargetConfig, core: CoreWire, control: ControlWire | None, *, large: bool = True,
-              mode: str = "normal") -> World:
+
+def provision(
+    cfg: TargetConfig, core: CoreWire, control: ControlWire | None, *, large: bool = True, mode: str = "normal"
+) -> World:
     """A fresh world through control, or the configured one without it."""
     if control is None:
         ids = cfg.identities
@@ -204,4 +226,3 @@ def provision(cfg: TargetConfig, core: CoreWire, control: ControlWire | None, *,
         "other_hub": mint("alice", hub=OTHER_HUB, session_id=primary.session),
     }
     return World(cfg, core, route, primary, others, docs, control)
-

@@ -45,7 +45,7 @@ def _secret(value: Any, where: str) -> Secret | None:
     if isinstance(value, str) and value:
         SECRETS.add(value)
         return Secret(value)
-    raise ConfigError(f"{where}: expected a string or {{env = \"NAME\"}}")
+    raise ConfigError(f'{where}: expected a string or {{env = "NAME"}}')
 
 
 @dataclass(frozen=True)
@@ -192,8 +192,15 @@ def _mcp_table(table: Any, where: str) -> dict[str, Any]:
     return out
 
 
-_TYPE_WORDS = {"string": "a string", "number": "a number", "integer": "an integer", "boolean": "a boolean (true or false)",
-               "object": "a table", "array": "an array", "null": "nothing"}
+_TYPE_WORDS = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "a boolean (true or false)",
+    "object": "a table",
+    "array": "an array",
+    "null": "nothing",
+}
 
 
 def _toml_type(value: Any) -> str:
@@ -240,8 +247,13 @@ def _describe(error: ValidationError) -> str:
     if kind == "required":
         missing = [r for r in expected if isinstance(error.instance, dict) and r not in error.instance]
         return f"[{key}]: missing {', '.join(missing)}" if key else f"missing {', '.join(missing)}"
-    words = {"minLength": "must not be empty", "minimum": f"must be at least {expected}", "maximum": f"must be at most {expected}",
-             "exclusiveMinimum": f"must be greater than {expected}", "pattern": f"must match {expected}"}
+    words = {
+        "minLength": "must not be empty",
+        "minimum": f"must be at least {expected}",
+        "maximum": f"must be at most {expected}",
+        "exclusiveMinimum": f"must be greater than {expected}",
+        "pattern": f"must match {expected}",
+    }
     return f"{key}: {words.get(kind, error.message)}"
 
 
@@ -249,7 +261,9 @@ def validate_config_data(data: Any, where: str) -> None:
     """Check a parsed target configuration against schemas/target-config.schema.json; the first
     violation (by position in the file's tree) becomes the one-line ConfigError."""
     validator = load_registry().validator("target-config")
-    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), [str(p) for p in e.absolute_path]))
+    errors = sorted(
+        validator.iter_errors(data), key=lambda e: (len(e.absolute_path), [str(p) for p in e.absolute_path])
+    )
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise ConfigError(f"{where}: {_describe(errors[0])}{more}")
@@ -307,7 +321,9 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
             token = _secret(ident.get("token"), f"{where} [identities.{name}].token")
             if token is None:
                 raise ConfigError(f"{where}: [identities.{name}] needs a token")
-            cfg.identities[name] = IdentityConfig(name, token, ident.get("route", cfg.route), ident.get("account", ""), ident.get("session", ""))
+            cfg.identities[name] = IdentityConfig(
+                name, token, ident.get("route", cfg.route), ident.get("account", ""), ident.get("session", "")
+            )
     if target:
         cfg.target, source = target, "--target"
     SECRETS.add_url(cfg.target)
@@ -316,7 +332,9 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
             raise ConfigError(f"{source} {redact_url(cfg.target)!r}: expected sim, sim+http or an http(s):// URL")
         check_http_url(cfg.target, source)
         if "primary" not in cfg.identities and cfg.control_url is None:
-            raise ConfigError("a live target needs [identities.primary] (token and route) or a [control] url to mint identities")
+            raise ConfigError(
+                "a live target needs [identities.primary] (token and route) or a [control] url to mint identities"
+            )
         if "primary" in cfg.identities and not cfg.route:
             cfg.route = cfg.identities["primary"].route
     return cfg

@@ -56,7 +56,9 @@ class WireNames:
         defaults = load_wire_defaults()["names"]
         self.tables: dict[str, dict[str, str]] = {t: {**defaults[t], **dict((names or {}).get(t, {}))} for t in TABLES}
         check_names(self.tables, "wire names")
-        self._back = {t: {name: canonical for canonical, name in m.items() if name != canonical} for t, m in self.tables.items()}
+        self._back = {
+            t: {name: canonical for canonical, name in m.items() if name != canonical} for t, m in self.tables.items()
+        }
 
     @property
     def capabilities(self) -> dict[str, str]:

@@ -61,7 +61,9 @@ SIM_CLOCK_TICK = 1e-6
 def _factory(name: str = "sim") -> Any:
     found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
     if not found:
-        raise ConfigError(f"no target named {name!r} in entry point group {ENTRY_POINT_GROUP}; is the simulator installed?")
+        raise ConfigError(
+            f"no target named {name!r} in entry point group {ENTRY_POINT_GROUP}; is the simulator installed?"
+        )
     return found[0].load()
 
 
@@ -111,15 +113,41 @@ def open_target(cfg: TargetConfig) -> Target:
     if cfg.is_sim:
         token = Secret(secrets.token_hex(16))
         SECRETS.add(str(token))
-        app = _factory()(quirks=list(cfg.sim_quirks), seed=cfg.sim_seed, control_token=str(token), demo=False, clock_tick=SIM_CLOCK_TICK)
+        app = _factory()(
+            quirks=list(cfg.sim_quirks),
+            seed=cfg.sim_seed,
+            control_token=str(token),
+            demo=False,
+            clock_tick=SIM_CLOCK_TICK,
+        )
         if cfg.target == "sim":
             transport = InProcessTransport(app)
-            http = httpx.Client(transport=transport, base_url="http://sim.local", event_hooks=hooks(), timeout=cfg.timeout_seconds)
-            return Target("http://sim.local", http, recorder, "http://sim.local" + cfg.wire["paths"]["control_base"], token,
-                          "bundled simulator (in-process)", (transport.close,), app)
+            http = httpx.Client(
+                transport=transport, base_url="http://sim.local", event_hooks=hooks(), timeout=cfg.timeout_seconds
+            )
+            return Target(
+                "http://sim.local",
+                http,
+                recorder,
+                "http://sim.local" + cfg.wire["paths"]["control_base"],
+                token,
+                "bundled simulator (in-process)",
+                (transport.close,),
+                app,
+            )
         url, stop = serve_over_loopback(app)
         http = _http_client(url, cfg, hooks())
-        return Target(url, http, recorder, url + cfg.wire["paths"]["control_base"], token, f"bundled simulator over loopback ({url})",
-                      (stop,), app)
+        return Target(
+            url,
+            http,
+            recorder,
+            url + cfg.wire["paths"]["control_base"],
+            token,
+            f"bundled simulator over loopback ({url})",
+            (stop,),
+            app,
+        )
     http = _http_client(cfg.target, cfg, hooks())
-    return Target(cfg.target, http, recorder, cfg.control_url, cfg.control_token, f"live Core at {redact_url(cfg.target)}")
+    return Target(
+        cfg.target, http, recorder, cfg.control_url, cfg.control_token, f"live Core at {redact_url(cfg.target)}"
+    )

@@ -32,7 +32,13 @@ class Scrubber:
         """Remember a secret; also its URL-encoded and JSON-escaped spellings."""
         if not isinstance(value, str) or len(value) < MIN_LENGTH:
             return
-        spellings = {value, quote(value, safe=""), json.dumps(value)[1:-1], html.escape(value), html.escape(value, quote=False)}
+        spellings = {
+            value,
+            quote(value, safe=""),
+            json.dumps(value)[1:-1],
+            html.escape(value),
+            html.escape(value, quote=False),
+        }
         with self._lock:
             self._values.update(s for s in spellings if len(s) >= MIN_LENGTH)
 
@@ -100,7 +106,7 @@ def _mask_fragments(text: str, value: str) -> str:
         begin, k = i, len(value) - FRAGMENT
         while begin > 0 and k > 0 and text[begin - 1] == value[k - 1]:
             begin, k = begin - 1, k - 1
-        text, start = text[:begin] + MASK + text[i + FRAGMENT:], begin
+        text, start = text[:begin] + MASK + text[i + FRAGMENT :], begin
     return text
 
 

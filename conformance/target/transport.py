@@ -52,7 +52,11 @@ class Exchange:
 
     def curl(self, base_url: str, auth_header: str = "Authorization", auth_scheme: str = "Bearer") -> str:
         """A reproduction with the credential left to the reader (``$TOKEN``), in the target's own auth header."""
-        data = f" -H 'Content-Type: application/json' --data-binary @- <<'JSON'\n{self.request_body}\nJSON" if self.request_body else ""
+        data = (
+            f" -H 'Content-Type: application/json' --data-binary @- <<'JSON'\n{self.request_body}\nJSON"
+            if self.request_body
+            else ""
+        )
         credential = f"{auth_scheme} $TOKEN".strip()
         return f"curl -sS -X {self.method} '{base_url.rstrip('/')}{self.path}' -H '{auth_header}: {credential}'{data}"
 
@@ -88,13 +92,20 @@ class Recorder:
         if request.extensions.get("kc_control"):
             return  # control exchanges carry credentials and minted tokens: never kept for reports
         scrub = SECRETS.text  # a Core may echo a token anywhere: bodies, paths, headers
-        self.current.append(Exchange(
-            method=request.method,
-            path=scrub(request.url.raw_path.decode("ascii", "replace")),
-            request_body=scrub(_shorten(request.content)),
-            status=response.status_code,
-            response_body=scrub(_shorten(response.content)),
-            # The credential header is kept, redacted, under its usual name whatever the target calls it.
-            headers={("authorization" if k.lower() == self.auth_header else k.lower()): (REDACTED if k.lower() == self.auth_header else scrub(v))
-                     for k, v in request.headers.items() if k.lower() in (self.auth_header, "content-type")},
-        ))
+        self.current.append(
+            Exchange(
+                method=request.method,
+                path=scrub(request.url.raw_path.decode("ascii", "replace")),
+                request_body=scrub(_shorten(request.content)),
+                status=response.status_code,
+                response_body=scrub(_shorten(response.content)),
+                # The credential header is kept, redacted, under its usual name whatever the target calls it.
+                headers={
+                    ("authorization" if k.lower() == self.auth_header else k.lower()): (
+                        REDACTED if k.lower() == self.auth_header else scrub(v)
+                    )
+                    for k, v in request.headers.items()
+                    if k.lower() in (self.auth_header, "content-type")
+                },
+            )
+        )

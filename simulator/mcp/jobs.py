@@ -33,19 +33,34 @@ class Job:
 class JobTools:
     """The clean job path. ``now`` is the injected clock, ``sleep`` waits on it."""
 
-    def __init__(self, now: Callable[[], float], job_seconds: float = 1.5,
-                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> None:
+    def __init__(
+        self,
+        now: Callable[[], float],
+        job_seconds: float = 1.5,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ) -> None:
         self.now, self.job_seconds, self.sleep = now, job_seconds, sleep
         self.jobs: dict[str, Job] = {}
         self.by_request: dict[str, str] = {}
 
     def tools(self) -> list[types.Tool]:
-        return [types.Tool(name=name, description=DESCRIPTIONS[name], input_schema=job_input_schema(name),
-                           output_schema=tool_schema(JOB_RESULT)) for name in JOB_TOOLS]
+        return [
+            types.Tool(
+                name=name,
+                description=DESCRIPTIONS[name],
+                input_schema=job_input_schema(name),
+                output_schema=tool_schema(JOB_RESULT),
+            )
+            for name in JOB_TOOLS
+        ]
 
     def view(self, job: Job, **extra: Any) -> dict[str, Any]:
         done = self.now() - job.submitted >= self.job_seconds
-        out: dict[str, Any] = {"job_id": job.job_id, "request_id": job.request_id, "status": "done" if done else "pending"}
+        out: dict[str, Any] = {
+            "job_id": job.job_id,
+            "request_id": job.request_id,
+            "status": "done" if done else "pending",
+        }
         if done:
             out["output"] = f"processed {len(job.input)} characters"
         return {**out, **extra}
@@ -53,8 +68,13 @@ class JobTools:
     async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if name not in JOB_TOOLS:
             return self._error(f"no tool named {name!r}")
-        errors = sorted(e.message for e in load_registry().validator("mcp-job-input").evolve(
-            schema=job_input_schema(name)).iter_errors(arguments))
+        errors = sorted(
+            e.message
+            for e in load_registry()
+            .validator("mcp-job-input")
+            .evolve(schema=job_input_schema(name))
+            .iter_errors(arguments)
+        )
         if errors:
             return self._error(f"{name}: {'; '.join(errors)[:500]}")
         if name == "submit_governed_job":

@@ -35,10 +35,14 @@ SessionOf = Callable[[ServerRequestContext[Any, Any]], Session]
 
 
 def agent_server(tools: AgentTools, session_of: SessionOf) -> Server[Any]:
-    async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools.tools())
 
-    async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         try:
             session = session_of(ctx)
         except ToolError as err:
@@ -49,10 +53,14 @@ def agent_server(tools: AgentTools, session_of: SessionOf) -> Server[Any]:
 
 
 def job_server(jobs: JobTools) -> Server[Any]:
-    async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=jobs.tools())
 
-    async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         return await jobs.call(params.name, dict(params.arguments or {}))
 
     return Server(NAME + "-jobs", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
@@ -123,8 +131,15 @@ class _Deferred:
 
 
 # ----------------------------------------------------------------- stdio
-def stdio_command(path: str = "agent", *, core_url: str | None = None, route: str | None = None, token: str | None = None,
-                  quirks: list[str] | tuple[str, ...] = (), job_seconds: float | None = None) -> tuple[list[str], dict[str, str]]:
+def stdio_command(
+    path: str = "agent",
+    *,
+    core_url: str | None = None,
+    route: str | None = None,
+    token: str | None = None,
+    quirks: list[str] | tuple[str, ...] = (),
+    job_seconds: float | None = None,
+) -> tuple[list[str], dict[str, str]]:
     """The argv and extra environment that serve the simulator's MCP path over stdio (the suite
     finds this through the ``knowledge_conformance.targets`` entry point, never by import)."""
     argv = [sys.executable, "-m", "simulator.cli", "mcp", "--path", path]

@@ -19,9 +19,15 @@ from simulator.miniatures._asgi import Miniature, Wrapper
 from simulator.search_knowledge.tool import SearchKnowledge
 
 MINIATURES: dict[str, Miniature | type[SearchKnowledge]] = {
-    **capabilities.MINIATURES, **turns.MINIATURES, **search.MINIATURES,
-    **read.MINIATURES, **references.MINIATURES, **wire.MINIATURES, **mcp.MINIATURES,
-    **search_knowledge.MINIATURES, **concurrency.MINIATURES,
+    **capabilities.MINIATURES,
+    **turns.MINIATURES,
+    **search.MINIATURES,
+    **read.MINIATURES,
+    **references.MINIATURES,
+    **wire.MINIATURES,
+    **mcp.MINIATURES,
+    **search_knowledge.MINIATURES,
+    **concurrency.MINIATURES,
 }
 
 

@@ -19,8 +19,12 @@ from simulator.mcp.jobs import JobTools
 from simulator.mcp.tools import AgentTools
 
 _PATH = re.compile(r"^/agent-api/v1/workspaces/(?P<route>[^/]+)/(?P<tail>knowledge/[a-z]+|turns)$")
-_OPERATIONS = {("GET", "knowledge/capabilities"): "capabilities", ("POST", "knowledge/search"): "search",
-               ("POST", "knowledge/read"): "read", ("POST", "turns"): "turns"}
+_OPERATIONS = {
+    ("GET", "knowledge/capabilities"): "capabilities",
+    ("POST", "knowledge/search"): "search",
+    ("POST", "knowledge/read"): "read",
+    ("POST", "turns"): "turns",
+}
 
 
 def operation(scope: Scope) -> tuple[str, str] | None:

@@ -72,8 +72,9 @@ class DisabledStillEnabled(Core):
     def capabilities(self, caller: Caller) -> dict[str, Any]:
         return {**super().capabilities(caller), "enabled": True}
 
-    def _search_hints(self, caller: Caller, run: Run, query: str, limit: int, mode: str, *,
-                      endpoint: bool) -> tuple[str, list[dict[str, Any]]]:
+    def _search_hints(
+        self, caller: Caller, run: Run, query: str, limit: int, mode: str, *, endpoint: bool
+    ) -> tuple[str, list[dict[str, Any]]]:
         if endpoint and mode == "disabled":
             mode = "normal"
         return super()._search_hints(caller, run, query, limit, mode, endpoint=endpoint)

@@ -63,7 +63,9 @@ class McpReadBeforeTurn(AgentTools):
 
     async def search(self, session: Session, run_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
         if not run_id:
-            run_id = (await self.start_turn(session, {"user_input": str(arguments.get("query", "knowledge"))}))["run_id"]
+            run_id = (await self.start_turn(session, {"user_input": str(arguments.get("query", "knowledge"))}))[
+                "run_id"
+            ]
         return await super().search(session, run_id, arguments)
 
     async def read(self, session: Session, run_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +89,9 @@ class McpKnowledgeOnJobPath(JobTools):
         name = "search_business_knowledge"
         from knowledge_schemas.mcp import tool_schema
 
-        extra = types.Tool(name=name, description="Search business knowledge.", input_schema=tool_schema(AGENT_TOOLS[name][0]))
+        extra = types.Tool(
+            name=name, description="Search business knowledge.", input_schema=tool_schema(AGENT_TOOLS[name][0])
+        )
         return [*super().tools(), extra]
 
 
@@ -109,7 +113,9 @@ def _mix(base: type[Any], parts: tuple[type[Any], ...]) -> type[Any]:
 
 def agent_class(quirks: Iterable[str]) -> type[AgentTools]:
     """The Agent Session tools with the named MCP miniatures mixed in (the clean class when none)."""
-    found: type[AgentTools] = _mix(AgentTools, tuple(AGENT_MINIATURES[q] for q in sorted(set(quirks)) if q in AGENT_MINIATURES))
+    found: type[AgentTools] = _mix(
+        AgentTools, tuple(AGENT_MINIATURES[q] for q in sorted(set(quirks)) if q in AGENT_MINIATURES)
+    )
     return found
 
 

@@ -59,7 +59,11 @@ class MaxBytesRangeExclusive(Core):
 
     def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
         if body.get("max_bytes") in (READ_MIN_BYTES, READ_MAX_BYTES):
-            raise ApiError(400, "invalid_request", f"max_bytes must be greater than {READ_MIN_BYTES} and less than {READ_MAX_BYTES}")
+            raise ApiError(
+                400,
+                "invalid_request",
+                f"max_bytes must be greater than {READ_MIN_BYTES} and less than {READ_MAX_BYTES}",
+            )
         return super().read(caller, body)
 
 
@@ -144,12 +148,18 @@ class BudgetEndsOnePageLate(Core):
     """The page that exhausts the read budget still hands out a next_cursor; the chain stops one
     request later, with an empty page that says budget_exhausted."""
 
-    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
+    def _page(
+        self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int
+    ) -> dict[str, Any]:
         page = super()._page(caller, run, ref, rev, offset, consumed, max_bytes)
         if page.get("budget_exhausted") is True and page["content"]:
             size = len(page["content"].encode("utf-8"))
-            page.update(budget_exhausted=False,
-                        next_cursor=self._cursor(caller, run, ref, offset + len(page["content"]), consumed + size, self.clock.now()))
+            page.update(
+                budget_exhausted=False,
+                next_cursor=self._cursor(
+                    caller, run, ref, offset + len(page["content"]), consumed + size, self.clock.now()
+                ),
+            )
         return page
 
 
@@ -162,8 +172,13 @@ class BudgetClaimsComplete(Core):
 
 
 class WrongTotalBytes(Core):
-    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
-        return {**super()._page(caller, run, ref, rev, offset, consumed, max_bytes), "total_content_bytes": len(rev.content)}
+    def _page(
+        self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int
+    ) -> dict[str, Any]:
+        return {
+            **super()._page(caller, run, ref, rev, offset, consumed, max_bytes),
+            "total_content_bytes": len(rev.content),
+        }
 
 
 class PageSizedByRawBytes(Core):
@@ -179,29 +194,41 @@ class PagesCutInUtf16Units(Core):
     number of characters that fit is taken as a UTF-16 length, so a page can end between the two
     halves of an astral character, each half sent as its JSON escape (as JSON.stringify does)."""
 
-    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
+    def _page(
+        self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int
+    ) -> dict[str, Any]:
         units = rev.content.encode("utf-16-le")
         total = len(units) // 2
 
         def text(start: int, end: int) -> str:
-            return units[2 * start:2 * end].decode("utf-16-le", "surrogatepass")
+            return units[2 * start : 2 * end].decode("utf-16-le", "surrogatepass")
 
         view = _LONE.sub("\ufffd", text(offset, total))  # sized as if a leading lone half were a character
-        fitted = super()._page(caller, run, ref, replace(rev, content=view), 0, consumed, max_bytes - 8)  # room for an escaped half
+        fitted = super()._page(
+            caller, run, ref, replace(rev, content=view), 0, consumed, max_bytes - 8
+        )  # room for an escaped half
         end = offset + len(fitted["content"])
         content = text(offset, end)
         page = {**fitted, "content": content, "total_content_bytes": len(rev.content.encode("utf-8"))}
         if page.get("budget_exhausted") is not True:
             at_end = end >= total
-            page.update(truncated=not at_end, next_cursor=None if at_end else
-                        self._cursor(caller, run, ref, end, consumed + len(content.encode("utf-8", "surrogatepass")), self.clock.now()))
+            page.update(
+                truncated=not at_end,
+                next_cursor=None
+                if at_end
+                else self._cursor(
+                    caller, run, ref, end, consumed + len(content.encode("utf-8", "surrogatepass")), self.clock.now()
+                ),
+            )
         return page
 
 
 class PagesOverlap(Core):
     """Each next_cursor points one character back (never behind the page's own start)."""
 
-    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
+    def _page(
+        self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int
+    ) -> dict[str, Any]:
         page = super()._page(caller, run, ref, rev, offset, consumed, max_bytes)
         if page["next_cursor"] is not None:
             cursor = self.signer.verify("cursor", page["next_cursor"])
@@ -214,9 +241,14 @@ class SplitCharacters(Core):
     """Offsets count bytes and a page takes as many bytes as fit, wherever a character ends;
     the chain budget still counts the content bytes delivered."""
 
-    def _page(self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int) -> dict[str, Any]:
+    def _page(
+        self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int
+    ) -> dict[str, Any]:
         raw = rev.content.encode("utf-8")
-        shell = {**super()._page(caller, run, ref, replace(rev, content=""), 0, consumed, max_bytes), "total_content_bytes": len(raw)}
+        shell = {
+            **super()._page(caller, run, ref, replace(rev, content=""), 0, consumed, max_bytes),
+            "total_content_bytes": len(raw),
+        }
         budget = self.chain_budget - consumed
         size = max(1, int(min(len(raw) - offset, budget, max_bytes)))
         while True:
@@ -225,7 +257,13 @@ class SplitCharacters(Core):
             delivered = len(content.encode("utf-8"))
             at_end = end >= len(raw)
             exhausted = not at_end and budget - delivered < 4  # room for not even one more character
-            page = {**shell, "content": content, "truncated": not at_end, "budget_exhausted": exhausted, "next_cursor": None}
+            page = {
+                **shell,
+                "content": content,
+                "truncated": not at_end,
+                "budget_exhausted": exhausted,
+                "next_cursor": None,
+            }
             if not at_end and not exhausted:
                 page["next_cursor"] = self._cursor(caller, run, ref, end, consumed + delivered, self.clock.now())
             excess = max(len(dumps(page)) - max_bytes, delivered - budget)

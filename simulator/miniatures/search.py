@@ -30,8 +30,9 @@ class SearchIgnoresRun(Core):
 
 
 class SearchFourthHint(Core):
-    def _search_hints(self, caller: Caller, run: Run, query: str, limit: int, mode: str, *,
-                      endpoint: bool) -> tuple[str, list[dict[str, Any]]]:
+    def _search_hints(
+        self, caller: Caller, run: Run, query: str, limit: int, mode: str, *, endpoint: bool
+    ) -> tuple[str, list[dict[str, Any]]]:
         if not endpoint:
             return super()._search_hints(caller, run, query, limit, mode, endpoint=endpoint)
         status, hints = super()._search_hints(caller, run, query, 4, mode, endpoint=endpoint)

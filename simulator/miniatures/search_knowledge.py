@@ -50,12 +50,16 @@ class SkWindowInBytes(SearchKnowledge):
 
     def window(self, text: str, offset: int, limit: int) -> tuple[str, int]:
         raw = text.encode("utf-8")
-        return raw[offset:offset + limit].decode("utf-8", errors="ignore"), len(raw)
+        return raw[offset : offset + limit].decode("utf-8", errors="ignore"), len(raw)
 
 
-LEAKED_CODES = {"absent item": "knowledge_item_not_found", "absent revision": "knowledge_revision_not_found",
-                "unauthorized or inactive base": "knowledge_forbidden", "inactive item": "knowledge_item_archived",
-                "unpublished item": "knowledge_item_unpublished"}
+LEAKED_CODES = {
+    "absent item": "knowledge_item_not_found",
+    "absent revision": "knowledge_revision_not_found",
+    "unauthorized or inactive base": "knowledge_forbidden",
+    "inactive item": "knowledge_item_archived",
+    "unpublished item": "knowledge_item_unpublished",
+}
 
 
 class SkExistenceLeak(SearchKnowledge):

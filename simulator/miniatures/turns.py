@@ -63,8 +63,9 @@ class TurnDeliveryBadSchema(Core):
 class TurnUnboundedHints(Core):
     """A turn's hint search asks for five and repeats what it found up to five (still byte-fitted)."""
 
-    def _search_hints(self, caller: Caller, run: Run, query: str, limit: int, mode: str, *,
-                      endpoint: bool) -> tuple[str, list[dict[str, Any]]]:
+    def _search_hints(
+        self, caller: Caller, run: Run, query: str, limit: int, mode: str, *, endpoint: bool
+    ) -> tuple[str, list[dict[str, Any]]]:
         if endpoint:
             return super()._search_hints(caller, run, query, limit, mode, endpoint=endpoint)
         status, hints = super()._search_hints(caller, run, query, 5, mode, endpoint=endpoint)

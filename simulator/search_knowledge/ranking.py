@@ -74,7 +74,7 @@ class HashedNgrams:
         for word in tokens(text):
             marked = f"#{word}#"
             for i in range(max(1, len(marked) - 2)):
-                digest = hashlib.blake2b(marked[i:i + 3].encode("utf-8"), digest_size=4).digest()
+                digest = hashlib.blake2b(marked[i : i + 3].encode("utf-8"), digest_size=4).digest()
                 vector[int.from_bytes(digest, "big") % DIMENSIONS] += 1.0
         return vector
 
@@ -94,7 +94,9 @@ class WordLlamaEmbedding:
         try:
             wordllama = importlib.import_module("wordllama")
         except ImportError as exc:
-            raise ValueError("the wordllama embedder needs the optional extra: pip install 'knowledge-conformance[embeddings]'") from exc
+            raise ValueError(
+                "the wordllama embedder needs the optional extra: pip install 'knowledge-conformance[embeddings]'"
+            ) from exc
         finally:  # wordllama 0.4 calls logging.basicConfig(level=INFO) on import: the host's logging stays the host's
             for handler in [h for h in root.handlers if h not in handlers]:
                 root.removeHandler(handler)
@@ -102,7 +104,9 @@ class WordLlamaEmbedding:
         # The wheel keeps its tokenizer under tokenizers/, where wordllama 0.4 looks only as a cache
         # directory: the package's own folder is given as the cache, so nothing is downloaded.
         shipped = Path(str(wordllama.__file__)).parent
-        self._model = wordllama.WordLlama.load(config=self.CONFIG, dim=self.DIMENSIONS, cache_dir=shipped, disable_download=True)
+        self._model = wordllama.WordLlama.load(
+            config=self.CONFIG, dim=self.DIMENSIONS, cache_dir=shipped, disable_download=True
+        )
 
     def embed(self, text: str) -> list[float]:
         return [float(x) for x in self._model.embed(text)[0]]
@@ -157,8 +161,9 @@ def _by_score(found: list[Scored]) -> list[Scored]:
     return sorted(found, key=lambda s: (-s.final, s.item_id))
 
 
-def rank(mode: str, query: str, docs: Sequence[Doc], candidates: set[str], embedder: Embedder,
-         alpha: float = 0.5) -> list[Scored]:
+def rank(
+    mode: str, query: str, docs: Sequence[Doc], candidates: set[str], embedder: Embedder, alpha: float = 0.5
+) -> list[Scored]:
     """``candidates`` (the caller's authorized, narrowed items) ranked in ``mode``; the statistics
     come from all of ``docs``. ``alpha`` is used as given: clamping is the caller's business."""
     lexical = bm25(query, docs)
@@ -172,8 +177,11 @@ def rank(mode: str, query: str, docs: Sequence[Doc], candidates: set[str], embed
         return fuse(rows)
     top_lex = max((s.lexical for s in rows.values()), default=0.0) or 1.0
     top_sem = max((s.semantic for s in rows.values()), default=0.0) or 1.0
-    mixed = [_final(s, alpha * s.lexical / top_lex + (1 - alpha) * s.semantic / top_sem)
-             for s in rows.values() if s.lexical > 0 or s.semantic > 0]
+    mixed = [
+        _final(s, alpha * s.lexical / top_lex + (1 - alpha) * s.semantic / top_sem)
+        for s in rows.values()
+        if s.lexical > 0 or s.semantic > 0
+    ]
     return _by_score(mixed)
 
 
@@ -185,7 +193,9 @@ def _final(s: Scored, value: float) -> Scored:
 def fuse(rows: dict[str, Scored], k: int = RRF_K) -> list[Scored]:
     """Reciprocal rank fusion of the lexical and semantic orders (documents scoring above zero)."""
     for kind in ("lexical", "semantic"):
-        listed = sorted((s for s in rows.values() if getattr(s, kind) > 0), key=lambda s: (-getattr(s, kind), s.item_id))
+        listed = sorted(
+            (s for s in rows.values() if getattr(s, kind) > 0), key=lambda s: (-getattr(s, kind), s.item_id)
+        )
         for position, s in enumerate(listed, start=1):
             s.ranks[kind] = position
     fused = [s for s in rows.values() if s.ranks]

@@ -34,14 +34,18 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 def tool_route(core: Core, tool: SearchKnowledge) -> Route:
     async def endpoint(request: Request) -> Response:
         try:
-            caller = core.authenticate(request.headers.get("authorization"), request.path_params["route"], knowledge_op=False)
+            caller = core.authenticate(
+                request.headers.get("authorization"), request.path_params["route"], knowledge_op=False
+            )
             arguments = await read_json(request, max_bytes=core.config.max_body_bytes)
         except ApiError as err:
             return error_response(err)
 
         def call() -> Response:
             try:
-                return json_response(tool.call(Context(caller.route, caller.identity.account), arguments, core.clock.now()))
+                return json_response(
+                    tool.call(Context(caller.route, caller.identity.account), arguments, core.clock.now())
+                )
             except SkError as err:
                 return json_response(err.body(), err.status)
 
@@ -63,7 +67,9 @@ def control_routes(core: Core, tool: SearchKnowledge) -> list[Route]:
     def guarded(handler: Endpoint) -> Endpoint:
         async def endpoint(request: Request) -> Response:
             scheme, _, token = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), core.config.control_token.encode()):
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                token.strip().encode(), core.config.control_token.encode()
+            ):
                 return error_response(ApiError(401, "unauthorized", "the control extension needs its own credential"))
             route = str(request.path_params["route"])
             if core.store.workspace(route) is None:
@@ -76,7 +82,9 @@ def control_routes(core: Core, tool: SearchKnowledge) -> list[Route]:
         return endpoint
 
     async def body_of(request: Request, component: str) -> dict[str, Any]:
-        return validate(await read_json(request, max_bytes=64 << 20), component_validator("control-openapi.yaml", component))
+        return validate(
+            await read_json(request, max_bytes=64 << 20), component_validator("control-openapi.yaml", component)
+        )
 
     async def publish(request: Request) -> Response:
         route, item_id = request.path_params["route"], request.path_params["item_id"]

@@ -53,17 +53,31 @@ class WorkspaceState:
 
     def to_json(self) -> str:
         """Everything but the audit log (kept as rows of its own)."""
-        return json.dumps({"inactive_bases": sorted(self.inactive_bases), "inactive_items": sorted(self.inactive_items),
-                           "unpublished_items": sorted(self.unpublished_items), "runtime_enabled": self.runtime_enabled,
-                           "scopes": {a: sorted(s) for a, s in sorted(self.scopes.items())}, "history": self.history},
-                          ensure_ascii=False, sort_keys=True)
+        return json.dumps(
+            {
+                "inactive_bases": sorted(self.inactive_bases),
+                "inactive_items": sorted(self.inactive_items),
+                "unpublished_items": sorted(self.unpublished_items),
+                "runtime_enabled": self.runtime_enabled,
+                "scopes": {a: sorted(s) for a, s in sorted(self.scopes.items())},
+                "history": self.history,
+            },
+            ensure_ascii=False,
+            sort_keys=True,
+        )
 
     @classmethod
     def from_json(cls, text: str, audit: list[dict[str, Any]]) -> WorkspaceState:
         data = json.loads(text)
-        return cls(set(data["inactive_bases"]), set(data["inactive_items"]), set(data["unpublished_items"]),
-                   bool(data["runtime_enabled"]), {a: frozenset(s) for a, s in data["scopes"].items()}, audit,
-                   {i: list(r) for i, r in data["history"].items()})
+        return cls(
+            set(data["inactive_bases"]),
+            set(data["inactive_items"]),
+            set(data["unpublished_items"]),
+            bool(data["runtime_enabled"]),
+            {a: frozenset(s) for a, s in data["scopes"].items()},
+            audit,
+            {i: list(r) for i, r in data["history"].items()},
+        )
 
 
 class SkState:
@@ -84,8 +98,10 @@ class SkState:
             audit: dict[str, list[dict[str, Any]]] = {}
             for row in db.execute("SELECT route, event FROM sk_audit ORDER BY seq"):
                 audit.setdefault(row["route"], []).append(json.loads(row["event"]))
-            self._routes = {row["route"]: WorkspaceState.from_json(row["state"], audit.pop(row["route"], []))
-                            for row in db.execute("SELECT route, state FROM sk_states")}
+            self._routes = {
+                row["route"]: WorkspaceState.from_json(row["state"], audit.pop(row["route"], []))
+                for row in db.execute("SELECT route, state FROM sk_states")
+            }
             for route, events in audit.items():  # a workspace whose only states are audit events
                 self._routes[route] = WorkspaceState(audit=events)
             self._store = store
@@ -111,7 +127,10 @@ class SkState:
             if self._store is not None:
                 with self._store.transaction() as db:
                     for table in ("sk_states", "sk_audit"):
-                        db.execute(f"DELETE FROM {table}" + ("" if route is None else " WHERE route=?"), () if route is None else (route,))
+                        db.execute(
+                            f"DELETE FROM {table}" + ("" if route is None else " WHERE route=?"),
+                            () if route is None else (route,),
+                        )
 
     # ------------------------------------------------------------- reads
     def can_read(self, route: str, account: str) -> bool:
@@ -132,17 +151,27 @@ class SkState:
             self.of(route).audit.append(event)
             if self._store is not None:
                 with self._store.transaction() as db:
-                    db.execute("INSERT INTO sk_audit(route, event) VALUES(?, ?)", (route, json.dumps(event, ensure_ascii=False)))
+                    db.execute(
+                        "INSERT INTO sk_audit(route, event) VALUES(?, ?)",
+                        (route, json.dumps(event, ensure_ascii=False)),
+                    )
 
     def set_item(self, route: str, item_id: str, *, active: bool | None, published: bool | None, at: float) -> None:
         state = self.of(route)
         with self._lock:
             if active is not None:
                 (state.inactive_items.discard if active else state.inactive_items.add)(item_id)
-                self.audit(route, "knowledge.item.activated" if active else "knowledge.item.archived", at, item_id=item_id)
+                self.audit(
+                    route, "knowledge.item.activated" if active else "knowledge.item.archived", at, item_id=item_id
+                )
             if published is not None:
                 (state.unpublished_items.discard if published else state.unpublished_items.add)(item_id)
-                self.audit(route, "knowledge.item.published" if published else "knowledge.item.unpublished", at, item_id=item_id)
+                self.audit(
+                    route,
+                    "knowledge.item.published" if published else "knowledge.item.unpublished",
+                    at,
+                    item_id=item_id,
+                )
             self._save(route)
 
     def set_base(self, route: str, base_id: str, *, active: bool, at: float) -> None:

@@ -34,15 +34,39 @@ TOOL = "search_knowledge"
 MODES = ("hybrid", "lexical", "semantic", "rrf")
 MAX_QUERY_CHARS = 2000
 EXCERPT_CHARS = 280
-ARGUMENTS = {"query": str, "knowledge_base_id": str, "knowledge_item_id": str, "knowledge_revision_id": str,
-             "offset": int, "limit_chars": int, "max_results": int, "mode": str, "alpha": float}
+ARGUMENTS = {
+    "query": str,
+    "knowledge_base_id": str,
+    "knowledge_item_id": str,
+    "knowledge_revision_id": str,
+    "offset": int,
+    "limit_chars": int,
+    "max_results": int,
+    "mode": str,
+    "alpha": float,
+}
 BOUNDS = {"offset": (0, None), "limit_chars": (1, 10_000), "max_results": (1, 50)}
-DEFAULTS: dict[str, Any] = {"query": "", "knowledge_base_id": "", "knowledge_item_id": "", "knowledge_revision_id": "",
-                            "offset": 0, "limit_chars": 4000, "max_results": 10, "mode": "hybrid", "alpha": 0.5}
+DEFAULTS: dict[str, Any] = {
+    "query": "",
+    "knowledge_base_id": "",
+    "knowledge_item_id": "",
+    "knowledge_revision_id": "",
+    "offset": 0,
+    "limit_chars": 4000,
+    "max_results": 10,
+    "mode": "hybrid",
+    "alpha": 0.5,
+}
 UNAVAILABLE = "the requested knowledge resource is not available"
-STATUS = {"knowledge_invalid_request": 400, "invalid_arguments": 400, "knowledge_query_required": 400,
-          "knowledge_item_required": 400, "insufficient_scope": 403, "knowledge_resource_unavailable": 404,
-          "knowledge_runtime_disabled": 503}
+STATUS = {
+    "knowledge_invalid_request": 400,
+    "invalid_arguments": 400,
+    "knowledge_query_required": 400,
+    "knowledge_item_required": 400,
+    "insufficient_scope": 403,
+    "knowledge_resource_unavailable": 404,
+    "knowledge_runtime_disabled": 503,
+}
 
 
 class SkError(Exception):
@@ -82,8 +106,11 @@ class SearchKnowledge:
         if not self.state.can_read(context.route, context.account):
             raise SkError("insufficient_scope", "search_knowledge needs the knowledge:read scope")
         if not self.state.of(context.route).runtime_enabled:
-            raise SkError("knowledge_runtime_disabled", "the Knowledge runtime is switched off for this workspace; "
-                          "nothing else is searched instead", envelope="knowledge_unavailable")
+            raise SkError(
+                "knowledge_runtime_disabled",
+                "the Knowledge runtime is switched off for this workspace; nothing else is searched instead",
+                envelope="knowledge_unavailable",
+            )
         args = self.parse(arguments)
         result = self.search(context, args) if args["query"] else self.read(context, args)
         self.after(context, now)
@@ -100,13 +127,20 @@ class SearchKnowledge:
     def parse(self, arguments: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(arguments) - set(ARGUMENTS))
         if unknown:
-            raise SkError("knowledge_invalid_request", f"unknown arguments {unknown}: the owner and team come from the "
-                          "credential, never from arguments")
+            raise SkError(
+                "knowledge_invalid_request",
+                f"unknown arguments {unknown}: the owner and team come from the credential, never from arguments",
+            )
         args = {**DEFAULTS, **arguments}
         for name, kind in ARGUMENTS.items():
             value = args[name]
-            fits = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)) if kind is float \
-                else (isinstance(value, int) and not isinstance(value, bool)) if kind is int else isinstance(value, str)
+            fits = (
+                (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value))
+                if kind is float
+                else (isinstance(value, int) and not isinstance(value, bool))
+                if kind is int
+                else isinstance(value, str)
+            )
             if not fits:
                 raise SkError("invalid_arguments", f"{name} must be {'a number' if kind is float else kind.__name__}")
         if len(args["query"]) > MAX_QUERY_CHARS:
@@ -142,14 +176,20 @@ class SearchKnowledge:
     def visible_bases(self, context: Context) -> set[str]:
         state = self.state.of(context.route)
         allowed = self.store.scope(context.route, context.account).bases
-        return {b for b in self.store.base_ids(context.route) if (allowed is None or b in allowed)} - state.inactive_bases
+        return {
+            b for b in self.store.base_ids(context.route) if (allowed is None or b in allowed)
+        } - state.inactive_bases
 
     def searchable(self, route: str) -> list[Revision]:
         """The workspace's published current revisions of active items in active bases."""
         state = self.state.of(route)
-        return [r for r in self.store.first_items(route, None, 1 << 30)
-                if r.base_id not in state.inactive_bases and r.item_id not in state.inactive_items
-                and r.item_id not in state.unpublished_items]
+        return [
+            r
+            for r in self.store.first_items(route, None, 1 << 30)
+            if r.base_id not in state.inactive_bases
+            and r.item_id not in state.inactive_items
+            and r.item_id not in state.unpublished_items
+        ]
 
     def query_revision(self, route: str, current: Revision) -> Revision:
         """What query search ranks for an item: its current revision."""
@@ -167,7 +207,7 @@ class SearchKnowledge:
         docs = [Doc(r.item_id, f"{r.title}\n{r.content}") for r in revisions.values()]
         candidates = {i for i, r in revisions.items() if r.base_id in bases}
         ranked = rank(args["mode"], args["query"], docs, candidates, _Cached(self.state, revisions), args["alpha"])
-        results = [self.hit(revisions[s.item_id], s, args["mode"]) for s in ranked[:args["max_results"]]]
+        results = [self.hit(revisions[s.item_id], s, args["mode"]) for s in ranked[: args["max_results"]]]
         out: dict[str, Any] = {"type": "knowledge_search", "mode": args["mode"], "results": results}
         if args["mode"] == "hybrid":
             out["alpha"] = args["alpha"]
@@ -179,21 +219,42 @@ class SearchKnowledge:
             scores[mode] = scored.final
         if mode == "rrf":
             scores["ranks"] = dict(scored.ranks)
-        return {"knowledge_base_id": rev.base_id, "knowledge_item_id": rev.item_id, "knowledge_revision_id": rev.revision_id,
-                "title": rev.title, "excerpt": rev.content[:EXCERPT_CHARS], "source": _source(rev),
-                "citation": f"{rev.title} ({rev.item_id}@{rev.revision_id})", "reference": _reference(rev), "scores": scores}
+        return {
+            "knowledge_base_id": rev.base_id,
+            "knowledge_item_id": rev.item_id,
+            "knowledge_revision_id": rev.revision_id,
+            "title": rev.title,
+            "excerpt": rev.content[:EXCERPT_CHARS],
+            "source": _source(rev),
+            "citation": f"{rev.title} ({rev.item_id}@{rev.revision_id})",
+            "reference": _reference(rev),
+            "scores": scores,
+        }
 
     # ------------------------------------------------------------ addressed read
     def read(self, context: Context, args: dict[str, Any]) -> dict[str, Any]:
-        rev = self.addressed(context, args["knowledge_item_id"], args["knowledge_revision_id"], args["knowledge_base_id"])
+        rev = self.addressed(
+            context, args["knowledge_item_id"], args["knowledge_revision_id"], args["knowledge_base_id"]
+        )
         content, total = self.window(rev.content, args["offset"], args["limit_chars"])
-        return {"type": "knowledge", "owner": context.account, "team": context.route, "scope": "team",
-                "knowledge_base_id": rev.base_id, "knowledge_item_id": rev.item_id, "knowledge_revision_id": rev.revision_id,
-                "title": rev.title, "content": content,
-                "locator": {**_reference(rev), "offset": args["offset"], "limit_chars": args["limit_chars"]},
-                "source": _source(rev), "reference": _reference(rev), "content_offset": args["offset"],
-                "content_limit": args["limit_chars"], "content_total_chars": total,
-                "content_truncated": args["offset"] + len(content) < total}
+        return {
+            "type": "knowledge",
+            "owner": context.account,
+            "team": context.route,
+            "scope": "team",
+            "knowledge_base_id": rev.base_id,
+            "knowledge_item_id": rev.item_id,
+            "knowledge_revision_id": rev.revision_id,
+            "title": rev.title,
+            "content": content,
+            "locator": {**_reference(rev), "offset": args["offset"], "limit_chars": args["limit_chars"]},
+            "source": _source(rev),
+            "reference": _reference(rev),
+            "content_offset": args["offset"],
+            "content_limit": args["limit_chars"],
+            "content_total_chars": total,
+            "content_truncated": args["offset"] + len(content) < total,
+        }
 
     def addressed(self, context: Context, item_id: str, revision_id: str, base_id: str) -> Revision:
         state = self.state.of(context.route)
@@ -217,7 +278,7 @@ class SearchKnowledge:
 
     def window(self, text: str, offset: int, limit: int) -> tuple[str, int]:
         """The window and the total, in code points."""
-        return text[offset:offset + limit], len(text)
+        return text[offset : offset + limit], len(text)
 
 
 class _Cached:
@@ -233,7 +294,11 @@ class _Cached:
 
 
 def _reference(rev: Revision) -> dict[str, Any]:
-    return {"knowledge_base_id": rev.base_id, "knowledge_item_id": rev.item_id, "knowledge_revision_id": rev.revision_id}
+    return {
+        "knowledge_base_id": rev.base_id,
+        "knowledge_item_id": rev.item_id,
+        "knowledge_revision_id": rev.revision_id,
+    }
 
 
 def _source(rev: Revision) -> dict[str, Any]:

@@ -25,8 +25,11 @@ def sdk(harness: Session) -> Session:
 def _capabilities_body(sdk: Session, **changes: Any) -> dict[str, Any]:
     """A capabilities answer of the canned workspace, as the Core gives it, with ``changes`` (None drops a member)."""
     conn = sdk.world.connections["canned"]
-    response = httpx.get(f"{sdk.world.core_url}/agent-api/v1/workspaces/{conn['route']}/knowledge/capabilities",
-                         headers={"Authorization": f"Bearer {conn['token']}"}, timeout=30)
+    response = httpx.get(
+        f"{sdk.world.core_url}/agent-api/v1/workspaces/{conn['route']}/knowledge/capabilities",
+        headers={"Authorization": f"Bearer {conn['token']}"},
+        timeout=30,
+    )
     if response.status_code != 200:
         raise HarnessError(f"the Core's own capabilities answered {response.status_code}")
     body = dict(response.json())
@@ -47,8 +50,16 @@ def test_an_old_endpoint_status_is_not_supported(sdk: Session, connection: str) 
     answer = sdk.call("capabilities", connection=connection)
     asked = requests(sdk.wire.since(mark, route), "GET", "capabilities")
     expect(asked, "NEG-001", "the client answered capabilities without asking the Core")
-    expect(answer.ok, "NEG-001", f"a legacy Core's HTTP {asked[-1]['status']} raised instead of supported false: {answer.describe()}")
-    expect(answer.value["supported"] is False, "NEG-001", f"a legacy Core's HTTP {asked[-1]['status']} gave {answer.describe()}")
+    expect(
+        answer.ok,
+        "NEG-001",
+        f"a legacy Core's HTTP {asked[-1]['status']} raised instead of supported false: {answer.describe()}",
+    )
+    expect(
+        answer.value["supported"] is False,
+        "NEG-001",
+        f"a legacy Core's HTTP {asked[-1]['status']} gave {answer.describe()}",
+    )
 
 
 # case -> (connection, canned status, canned body): the Core answers, and the client must raise. A 404 with a
@@ -70,8 +81,11 @@ def test_authorization_failures_and_unknown_schemas_stay_errors(sdk: Session, ca
     connection, status, body = ERRORS[case]
     route = sdk.world.route(connection)
     if body == "v2":
-        body = _capabilities_body(sdk, schema_version="bailing.agent-knowledge-capabilities.v2",
-                                  knowledge_schema_version="bailing.agent-knowledge.v2")
+        body = _capabilities_body(
+            sdk,
+            schema_version="bailing.agent-knowledge-capabilities.v2",
+            knowledge_schema_version="bailing.agent-knowledge.v2",
+        )
     if status is not None:
         sdk.control.respond_next(route, "capabilities", status, body)
     mark = sdk.wire.mark(route)
@@ -88,15 +102,20 @@ def test_authorization_failures_and_unknown_schemas_stay_errors(sdk: Session, ca
 @pytest.mark.parametrize("case", ["another-route", "no-on-demand-mode", "no-knowledge-schema", "no-limits"])
 def test_support_needs_every_condition(sdk: Session, case: str) -> None:
     route = sdk.world.route("canned")
-    variants: dict[str, dict[str, Any]] = {"another-route": {"route": sdk.world.routes["elsewhere"]},
-                                           "no-on-demand-mode": {"delivery_modes": ["inline"]},
-                                           "no-knowledge-schema": {"knowledge_schema_version": None},
-                                           "no-limits": {"limits": None}}
+    variants: dict[str, dict[str, Any]] = {
+        "another-route": {"route": sdk.world.routes["elsewhere"]},
+        "no-on-demand-mode": {"delivery_modes": ["inline"]},
+        "no-knowledge-schema": {"knowledge_schema_version": None},
+        "no-limits": {"limits": None},
+    }
     changes = variants[case]
     sdk.control.respond_next(route, "capabilities", 200, _capabilities_body(sdk, **changes))
     answer = sdk.call("capabilities", connection="canned")
-    expect(not (answer.ok and answer.value["supported"] is True), "NEG-003",
-           f"a capabilities answer with {case.replace('-', ' ')} was taken as supported: {answer.describe()}")
+    expect(
+        not (answer.ok and answer.value["supported"] is True),
+        "NEG-003",
+        f"a capabilities answer with {case.replace('-', ' ')} was taken as supported: {answer.describe()}",
+    )
 
 
 @requirement("NEG-004", "TURN-002")
@@ -107,12 +126,18 @@ def test_negotiate_then_on_demand_when_supported(sdk: Session) -> None:
     wire = sdk.wire.since(mark, route)
     expect(answer.ok, "NEG-004", f"the negotiated turn failed: {answer.describe()}")
     order = [e for e in wire if e in requests(wire, "GET", "capabilities") + requests(wire, "POST", "turns")]
-    expect(order and str(order[0]["path"]).endswith("/knowledge/capabilities"), "NEG-004",
-           f"the turn was not preceded by capabilities: {[e['method'] + ' ' + str(e['path']).rsplit('/', 1)[-1] for e in order]}")
+    expect(
+        order and str(order[0]["path"]).endswith("/knowledge/capabilities"),
+        "NEG-004",
+        f"the turn was not preceded by capabilities: {[e['method'] + ' ' + str(e['path']).rsplit('/', 1)[-1] for e in order]}",
+    )
     turns = requests(wire, "POST", "turns")
     expect(turns, "NEG-004", "no turn reached the Core")
-    expect((turns[0].get("body") or {}).get("knowledge_delivery") == "on_demand", "TURN-002",
-           f"a supported Core got a turn without knowledge_delivery on_demand: {describe(turns[0].get('body'))}")
+    expect(
+        (turns[0].get("body") or {}).get("knowledge_delivery") == "on_demand",
+        "TURN-002",
+        f"a supported Core got a turn without knowledge_delivery on_demand: {describe(turns[0].get('body'))}",
+    )
 
 
 @requirement("NEG-004")
@@ -122,13 +147,18 @@ def test_a_legacy_core_gets_a_turn_without_knowledge_delivery(sdk: Session) -> N
     answer = sdk.turn("legacy404", "negotiate")
     turns = requests(sdk.wire.since(mark, route), "POST", "turns")
     expect(turns, "NEG-004", "no turn reached the legacy Core")
-    expect("knowledge_delivery" not in (turns[0].get("body") or {}), "NEG-004",
-           f"a Core that does not support knowledge got knowledge_delivery: {describe(turns[0].get('body'))}")
+    expect(
+        "knowledge_delivery" not in (turns[0].get("body") or {}),
+        "NEG-004",
+        f"a Core that does not support knowledge got knowledge_delivery: {describe(turns[0].get('body'))}",
+    )
     expect(answer.ok, "NEG-004", f"the turn on a legacy Core failed: {answer.describe()}")
 
 
-@pytest.mark.parametrize("delivery", [pytest.param("inline", marks=requirement("TURN-009")),
-                                      pytest.param("negotiate", marks=requirement("TURN-010"))])
+@pytest.mark.parametrize(
+    "delivery",
+    [pytest.param("inline", marks=requirement("TURN-009")), pytest.param("negotiate", marks=requirement("TURN-010"))],
+)
 def test_a_legacy_turns_inline_bodies_are_kept(sdk: Session, delivery: str) -> None:
     """inline: the legacy body is kept (TURN-009); negotiate, where on_demand was asked for locally: it is
     not stripped for that (TURN-010)."""
@@ -137,8 +167,11 @@ def test_a_legacy_turns_inline_bodies_are_kept(sdk: Session, delivery: str) -> N
     mark = sdk.wire.mark(route)
     answer = sdk.turn("legacy404", delivery)
     turns = requests(sdk.wire.since(mark, route), "POST", "turns")
-    expect(not any("knowledge_delivery" in (t.get("body") or {}) for t in turns), "NEG-004",
-           "a Core that does not support knowledge got knowledge_delivery")
+    expect(
+        not any("knowledge_delivery" in (t.get("body") or {}) for t in turns),
+        "NEG-004",
+        "a Core that does not support knowledge got knowledge_delivery",
+    )
     if not (answer.ok and turns):
         raise HarnessError(f"the turn on the legacy Core failed, so no body to keep: {answer.describe()}")
     sent = turns[-1]["body"]
@@ -157,13 +190,25 @@ def test_delivery_comes_from_the_host_option_only(sdk: Session) -> None:
     route = sdk.world.route("main")
     mark = sdk.wire.mark(route)
     on_demand = sdk.turn("main", "on_demand")
-    inline = sdk.turn("main", "inline", model_input={"knowledge_delivery": "on_demand", "knowledgeDelivery": "on_demand"})
+    inline = sdk.turn(
+        "main", "inline", model_input={"knowledge_delivery": "on_demand", "knowledgeDelivery": "on_demand"}
+    )
     turns = requests(sdk.wire.since(mark, route), "POST", "turns")
-    expect(on_demand.ok and inline.ok and len(turns) >= 2, "TURN-002", f"the turns failed: {on_demand.describe()} {inline.describe()}")
-    expect(turns[0]["body"].get("knowledge_delivery") == "on_demand", "TURN-002",
-           f"the on_demand host option did not emit knowledge_delivery on_demand: {describe(turns[0]['body'])}")
-    expect(turns[-1]["body"].get("knowledge_delivery") in (None, "inline"), "TURN-001",
-           f"a model's input chose the delivery: {describe(turns[-1]['body'])}")
+    expect(
+        on_demand.ok and inline.ok and len(turns) >= 2,
+        "TURN-002",
+        f"the turns failed: {on_demand.describe()} {inline.describe()}",
+    )
+    expect(
+        turns[0]["body"].get("knowledge_delivery") == "on_demand",
+        "TURN-002",
+        f"the on_demand host option did not emit knowledge_delivery on_demand: {describe(turns[0]['body'])}",
+    )
+    expect(
+        turns[-1]["body"].get("knowledge_delivery") in (None, "inline"),
+        "TURN-001",
+        f"a model's input chose the delivery: {describe(turns[-1]['body'])}",
+    )
 
 
 @requirement("TURN-005")
@@ -181,13 +226,24 @@ def test_delivery_is_pinned_across_a_lost_response(sdk: Session) -> None:
     if not lost:
         raise HarnessError("the lose-response fault did not fire: nothing to compare the retry with")
     bodies = [t.get("body") for t in turns]
-    expect(len(turns) >= 2, "TURN-005", f"the turn was not retried after its response was lost ({len(turns)} request(s))")
-    expect(all(b == bodies[0] for b in bodies), "TURN-005",
-           f"a retry of the same turn changed its payload: {[describe(b) for b in bodies]}")
-    expect(answer.ok and answer.value["run_id"] == lost[-1]["body"]["run_id"], "TURN-005",
-           f"the retried turn did not return the committed run: {answer.describe()}")
-    expect(again.ok and again.value["run_id"] == answer.value["run_id"], "TURN-005",
-           f"the same turn asked again with inline answered another run or failed: {again.describe()}")
+    expect(
+        len(turns) >= 2, "TURN-005", f"the turn was not retried after its response was lost ({len(turns)} request(s))"
+    )
+    expect(
+        all(b == bodies[0] for b in bodies),
+        "TURN-005",
+        f"a retry of the same turn changed its payload: {[describe(b) for b in bodies]}",
+    )
+    expect(
+        answer.ok and answer.value["run_id"] == lost[-1]["body"]["run_id"],
+        "TURN-005",
+        f"the retried turn did not return the committed run: {answer.describe()}",
+    )
+    expect(
+        again.ok and again.value["run_id"] == answer.value["run_id"],
+        "TURN-005",
+        f"the same turn asked again with inline answered another run or failed: {again.describe()}",
+    )
 
 
 # ---------------------------------------------------------------- search / read
@@ -208,11 +264,27 @@ def test_run_id_and_max_bytes_map_to_the_wire(sdk: Session) -> None:
     page = sdk.call("read", connection="main", input={"ref": ref, "runId": run, "maxBytes": 4096})
     wire = sdk.wire.since(mark, route)
     searches, reads = requests(wire, "POST", "search"), requests(wire, "POST", "read")
-    expect(searches and reads, "READ-018", f"search and read did not both reach the Core: {found.describe()} {page.describe()}")
+    expect(
+        searches and reads,
+        "READ-018",
+        f"search and read did not both reach the Core: {found.describe()} {page.describe()}",
+    )
     s, r = searches[0].get("body") or {}, reads[0].get("body") or {}
-    expect(s.get("run_id") == run and "runId" not in s, "READ-018", f"runId did not become run_id on the wire: {describe(s)}")
-    expect(r.get("run_id") == run and "runId" not in r, "READ-018", f"runId did not become run_id on the wire: {describe(r)}")
-    expect(r.get("max_bytes") == 4096 and "maxBytes" not in r, "READ-018", f"maxBytes did not become max_bytes on the wire: {describe(r)}")
+    expect(
+        s.get("run_id") == run and "runId" not in s,
+        "READ-018",
+        f"runId did not become run_id on the wire: {describe(s)}",
+    )
+    expect(
+        r.get("run_id") == run and "runId" not in r,
+        "READ-018",
+        f"runId did not become run_id on the wire: {describe(r)}",
+    )
+    expect(
+        r.get("max_bytes") == 4096 and "maxBytes" not in r,
+        "READ-018",
+        f"maxBytes did not become max_bytes on the wire: {describe(r)}",
+    )
     expect(found.ok and page.ok, "READ-018", f"the mapped calls failed: {found.describe()} {page.describe()}")
 
 
@@ -223,9 +295,14 @@ def test_one_read_is_one_page(sdk: Session) -> None:
     reads = requests(sdk.wire.since(mark, route), "POST", "read")
     mapped(reads)
     if not (page.ok and page.value["next_cursor"]):
-        raise HarnessError(f"the first page of a longer document did not come back with a next_cursor: {page.describe()}")
-    expect(len(reads) == 1, "READ-017", f"one read of a longer document sent {len(reads)} read requests: "
-           "pages are followed only when needed")
+        raise HarnessError(
+            f"the first page of a longer document did not come back with a next_cursor: {page.describe()}"
+        )
+    expect(
+        len(reads) == 1,
+        "READ-017",
+        f"one read of a longer document sent {len(reads)} read requests: pages are followed only when needed",
+    )
 
 
 @requirement("SRCH-012")
@@ -241,8 +318,11 @@ def test_unavailability_is_not_an_empty_corpus(sdk: Session, how: str) -> None:
     answer = sdk.call("search", connection=connection, input={"query": "homepage binding", "runId": run})
     mapped(requests(sdk.wire.since(mark, route), "POST", "search"))
     expected = "partial" if how == "partial" else "unavailable"
-    expect(not answer.ok or answer.value["status"] == expected, "SRCH-012",
-           f"a search the Core answered {expected} was given back as {answer.describe()}")
+    expect(
+        not answer.ok or answer.value["status"] == expected,
+        "SRCH-012",
+        f"a search the Core answered {expected} was given back as {answer.describe()}",
+    )
 
 
 @requirement("READ-012")
@@ -254,10 +334,16 @@ def test_a_budget_exhausted_chain_is_not_a_full_read(sdk: Session) -> None:
     if not answer.ok:
         raise HarnessError(f"read_all failed, so nothing says how much was read: {answer.describe()}")
     expect(reads, "READ-012", "read_all answered without reading")
-    expect(answer.value["complete"] is False, "READ-012",
-           f"a chain over the {C.READ_CHAIN_MAX_BYTES}-byte budget was called complete after {len(reads)} page(s): {answer.describe()}")
-    expect(answer.value["budget_exhausted"] is True or answer.value["truncated"] is True, "READ-012",
-           f"a chain stopped by the budget says neither budget_exhausted nor truncated: {answer.describe()}")
+    expect(
+        answer.value["complete"] is False,
+        "READ-012",
+        f"a chain over the {C.READ_CHAIN_MAX_BYTES}-byte budget was called complete after {len(reads)} page(s): {answer.describe()}",
+    )
+    expect(
+        answer.value["budget_exhausted"] is True or answer.value["truncated"] is True,
+        "READ-012",
+        f"a chain stopped by the budget says neither budget_exhausted nor truncated: {answer.describe()}",
+    )
 
 
 @requirement("REF-013")
@@ -282,10 +368,16 @@ def test_after_a_reference_error_search_again(sdk: Session, what: str) -> None:
     reads, turns = requests(after, "POST", "read"), requests(after, "POST", "turns")
     mapped(reads + requests(sdk.wire.since(mark, route), "POST", "search"))
     expect(not answer.ok, "REF-013", f"an expired {what} was given back as a result: {answer.describe()}")
-    expect(next_action(answer) == "search_knowledge", "REF-013",
-           f"the reference error does not say to search again (next_action {next_action(answer)!r}): {answer.describe()}")
-    expect(len(reads) == 1 and not turns, "REF-013",
-           f"after the reference error the client replayed: {len(reads)} read(s), {len(turns)} turn(s)")
+    expect(
+        next_action(answer) == "search_knowledge",
+        "REF-013",
+        f"the reference error does not say to search again (next_action {next_action(answer)!r}): {answer.describe()}",
+    )
+    expect(
+        len(reads) == 1 and not turns,
+        "REF-013",
+        f"after the reference error the client replayed: {len(reads)} read(s), {len(turns)} turn(s)",
+    )
     expect(found.ok, "REF-013", f"searching again on the same target failed: {found.describe()}")
 
 
@@ -307,7 +399,15 @@ def test_no_reference_moves_to_another_account(sdk: Session) -> None:
     mapped(requests(wire, "POST", "search") + requests(wire, "POST", "read"))
     bob = sdk.world.accounts["other"]
     searches = [e for e in requests(wire, "POST", "search") if e.get("account") == bob]
-    expect(searches, "REF-010", "the other account's search never reached the Core under its own account (a cached answer?)")
+    expect(
+        searches,
+        "REF-010",
+        "the other account's search never reached the Core under its own account (a cached answer?)",
+    )
     expect(not (a_refs & set(b_refs)), "REF-010", "the other account was given a reference the first account received")
-    moved = [e for e in requests(wire, "POST", "read") if e.get("account") == bob and (e.get("body") or {}).get("ref") in a_refs]
+    moved = [
+        e
+        for e in requests(wire, "POST", "read")
+        if e.get("account") == bob and (e.get("body") or {}).get("ref") in a_refs
+    ]
     expect(not moved, "REF-010", "a reference of one account was sent under another account")

@@ -49,9 +49,17 @@ def test_three_calls_on_the_explicit_connection(host: Session) -> None:
     sent = requests(wire, "GET", "capabilities") + requests(wire, "POST", "search") + requests(wire, "POST", "read")
     expect(len(sent) == 3, "HOST-001", f"the three calls sent {len(sent)} request(s) to the connection's workspace")
     alice = host.world.accounts["host"]
-    expect(all(e.get("account") == alice for e in sent), "HOST-003", "a call went out under another identity than its connection's")
+    expect(
+        all(e.get("account") == alice for e in sent),
+        "HOST-003",
+        "a call went out under another identity than its connection's",
+    )
     runs = {(e.get("body") or {}).get("run_id") for e in sent if e["method"] == "POST"}
-    expect(runs == {run}, "HOST-003", f"the reads did not bind the connection's current run {run}: {sorted(map(str, runs))}")
+    expect(
+        runs == {run},
+        "HOST-003",
+        f"the reads did not bind the connection's current run {run}: {sorted(map(str, runs))}",
+    )
 
 
 @requirement("HOST-002")
@@ -64,8 +72,11 @@ def test_inputs_accept_snake_case_aliases(host: Session) -> None:
     page = host.host("readKnowledge", {"ref": ref, "max_bytes": 4096}, "host")
     reads = requests(host.wire.since(mark, route), "POST", "read")
     expect(page.ok and reads, "HOST-002", f"readKnowledge with max_bytes failed: {page.describe()}")
-    expect((reads[0].get("body") or {}).get("max_bytes") == 4096, "HOST-002",
-           f"the max_bytes alias did not reach the wire: {describe(reads[0].get('body'))}")
+    expect(
+        (reads[0].get("body") or {}).get("max_bytes") == 4096,
+        "HOST-002",
+        f"the max_bytes alias did not reach the wire: {describe(reads[0].get('body'))}",
+    )
 
 
 @requirement("HOST-003")
@@ -77,8 +88,11 @@ def test_the_connection_key_chooses_the_identity(host: Session) -> None:
     sent = requests(host.wire.since(mark, route), "POST", "search")
     mapped(sent)
     expect(found.ok and sent, "HOST-003", f"a search on the second connection failed: {found.describe()}")
-    expect(all(e.get("account") == host.world.accounts["host2"] for e in sent), "HOST-003",
-           "the call went out under another connection than its connectionKey")
+    expect(
+        all(e.get("account") == host.world.accounts["host2"] for e in sent),
+        "HOST-003",
+        "the call went out under another connection than its connectionKey",
+    )
 
 
 @requirement("HOST-003")
@@ -90,7 +104,11 @@ def test_a_cancelled_signal_sends_nothing(host: Session) -> None:
     mark = host.wire.mark(route)
     answer = host.host("searchKnowledge", {"query": "homepage binding"}, "host", signal=signal)
     sent = host.wire.since(mark, route)
-    expect(not answer.ok and answer.kind == "cancelled", "HOST-003", f"a call with an aborted signal answered {answer.describe()}")
+    expect(
+        not answer.ok and answer.kind == "cancelled",
+        "HOST-003",
+        f"a call with an aborted signal answered {answer.describe()}",
+    )
     expect(not sent, "HOST-003", f"a call with an aborted signal still sent {len(sent)} request(s)")
 
 
@@ -102,8 +120,11 @@ def test_the_binding_is_checked_before_the_request(host: Session) -> None:
     mark = host.wire.mark(route)
     answer = host.host("searchKnowledge", {"query": "homepage binding"}, "host", binding=_changed(binding))
     sent = host.wire.since(mark, route)
-    expect(not answer.ok and answer.kind == "binding_changed", "HOST-004",
-           f"a call whose expectedBinding is not the connection's answered {answer.describe()}")
+    expect(
+        not answer.ok and answer.kind == "binding_changed",
+        "HOST-004",
+        f"a call whose expectedBinding is not the connection's answered {answer.describe()}",
+    )
     expect(not sent, "HOST-004", f"a call with another binding still sent {len(sent)} request(s)")
 
 
@@ -123,8 +144,11 @@ def test_the_binding_is_checked_again_after_the_request(host: Session, call: str
     mapped(requests(sent, "POST", "search"))
     if not sent:
         raise HarnessError("the call sent no request, so its binding never changed underneath it")
-    expect(not answer.ok and answer.kind == "binding_changed", "HOST-004",
-           f"the binding changed during the request and the call still answered {answer.describe()}")
+    expect(
+        not answer.ok and answer.kind == "binding_changed",
+        "HOST-004",
+        f"the binding changed during the request and the call still answered {answer.describe()}",
+    )
 
 
 @requirement("HOST-005")
@@ -136,17 +160,31 @@ def test_model_arguments_choose_no_identity_route_connection_or_run(host: Sessio
     run = _current_run(host, "host")
     mark = host.wire.mark(route)
     ref = hints(host, host.host("searchKnowledge", {"query": "homepage binding"}, "host"), mark, route)[0]["ref"]
-    hostile = {"route": elsewhere, "workspace": elsewhere, "connectionKey": "host2", "connection_key": "host2",
-               "runId": other_run, "run_id": other_run, "token": world.connections["host2"]["token"],
-               "expectedBinding": world.connections["host2"]["binding"], "account": world.accounts["host2"]}
+    hostile = {
+        "route": elsewhere,
+        "workspace": elsewhere,
+        "connectionKey": "host2",
+        "connection_key": "host2",
+        "runId": other_run,
+        "run_id": other_run,
+        "token": world.connections["host2"]["token"],
+        "expectedBinding": world.connections["host2"]["binding"],
+        "account": world.accounts["host2"],
+    }
     own = {"query": "homepage binding"} if call == "searchKnowledge" else {"ref": ref}
     mark, mark_elsewhere = host.wire.mark(route), host.wire.mark(elsewhere)
     answer = host.host(call, {**own, **hostile}, "host")
     sent = host.wire.since(mark, route)
     expect(not host.wire.since(mark_elsewhere, elsewhere), "HOST-005", "a model argument chose the route")
-    expect(all(e.get("account") == world.accounts["host"] for e in sent), "HOST-005",
-           "a model argument chose the identity or connection")
+    expect(
+        all(e.get("account") == world.accounts["host"] for e in sent),
+        "HOST-005",
+        "a model argument chose the identity or connection",
+    )
     runs = {(e.get("body") or {}).get("run_id") for e in sent}
     expect(runs <= {run}, "HOST-005", f"a model argument chose the run: {sorted(map(str, runs))}")
-    expect(answer.ok or answer.kind in ("invalid_input", "core_error"), "HOST-005",
-           f"the call neither ignored nor refused the model's arguments: {answer.describe()}")
+    expect(
+        answer.ok or answer.kind in ("invalid_input", "core_error"),
+        "HOST-005",
+        f"the call neither ignored nor refused the model's arguments: {answer.describe()}",
+    )

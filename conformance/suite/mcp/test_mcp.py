@@ -69,7 +69,10 @@ def mcp_agents(world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.
     who, fresh_http = world.primary, False
     if world.control is not None:  # an Agent Session of its own, so nothing else started a turn for it
         minted = world.control.mint("alice", world.route)
-        who, fresh_http = type(world.primary)(minted["token"], minted["route"], minted["account"], minted["session_id"]), True
+        who, fresh_http = (
+            type(world.primary)(minted["token"], minted["route"], minted["account"], minted["session_id"]),
+            True,
+        )
     endpoints = agent_endpoints(kc_config, kc_target, option(pytestconfig, "--mcp-target"), str(who.token), who.route)
     agents: dict[str, Agent] = {}
     with ExitStack() as stack:
@@ -78,7 +81,9 @@ def mcp_agents(world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.
             tools = session.tools()
             before_search = session.call(SEARCH, {"query": kc_config.probe_query})
             before_read = session.call(READ, {"ref": "kc-before-any-turn"})
-            agents[transport] = Agent(transport, session, transport == "stdio" or fresh_http, tools, before_search, before_read)
+            agents[transport] = Agent(
+                transport, session, transport == "stdio" or fresh_http, tools, before_search, before_read
+            )
         yield agents
 
 
@@ -96,10 +101,15 @@ def agent(request: pytest.FixtureRequest, mcp_agents: dict[str, Agent]) -> Agent
 
 def _flags(result: ToolResult, what: str) -> dict[str, Any]:
     body = _body(result)
-    expect(isinstance(body, dict), "MCP-006", f"{what}: no JSON object to carry dispatch and business_operation_performed")
+    expect(
+        isinstance(body, dict), "MCP-006", f"{what}: no JSON object to carry dispatch and business_operation_performed"
+    )
     expect(body.get("dispatch") == "not_dispatched", "MCP-006", f"{what}: dispatch is {body.get('dispatch')!r}")
-    expect(body.get("business_operation_performed") is False, "MCP-006",
-           f"{what}: business_operation_performed is {body.get('business_operation_performed', '<missing>')!r}")
+    expect(
+        body.get("business_operation_performed") is False,
+        "MCP-006",
+        f"{what}: business_operation_performed is {body.get('business_operation_performed', '<missing>')!r}",
+    )
     return dict(body)
 
 
@@ -133,10 +143,15 @@ def _failure(name: str, result: ToolResult, *, reference: bool = False) -> dict[
     body = _flags(result, name)
     feedback = body.get("feedback", body)
     errors = load_registry().errors("feedback", feedback)
-    expect(not errors, "MCP-010", f"{name} failure carries no feedback object (bailing.agent-feedback.v1): {errors[:3]}")
+    expect(
+        not errors, "MCP-010", f"{name} failure carries no feedback object (bailing.agent-feedback.v1): {errors[:3]}"
+    )
     if reference:
-        expect(feedback.get("next_action") == "search_knowledge", "MCP-010",
-               f"{name} reference failure says next_action {feedback.get('next_action')!r}, expected search_knowledge")
+        expect(
+            feedback.get("next_action") == "search_knowledge",
+            "MCP-010",
+            f"{name} reference failure says next_action {feedback.get('next_action')!r}, expected search_knowledge",
+        )
     return dict(feedback)
 
 
@@ -151,8 +166,11 @@ def _hits(agent: Agent, query: str) -> list[dict[str, Any]]:
 def test_the_knowledge_tools_are_listed_before_and_after_the_turn(agent: Agent) -> None:
     before = {t.name for t in agent.tools_before}
     for name in KNOWLEDGE_TOOLS:
-        expect(name in before, "MCP-005" if name in {t.name for t in agent.session.tools()} else "MCP-001",
-               f"{name} is not listed before the turn")
+        expect(
+            name in before,
+            "MCP-005" if name in {t.name for t in agent.session.tools()} else "MCP-001",
+            f"{name} is not listed before the turn",
+        )
     agent.start_turn("zz-no-such-capability-" + uuid.uuid4().hex[:8])  # a turn that hits nothing
     after = {t.name for t in agent.session.tools()}
     expect(set(KNOWLEDGE_TOOLS) <= after, "MCP-005", f"after a turn without hits the tools are {sorted(after)}")
@@ -166,14 +184,22 @@ def test_inputs_admit_no_identity_route_connection_or_run(agent: Agent, kc_confi
         declared = set((tool.input_schema or {}).get("properties", {}))
         chosen = sorted(declared & set(IDENTITY_ARGUMENTS))
         expect(not chosen, "MCP-008", f"{tool.name} lets a model choose {chosen}")
-    injected = agent.session.call(SEARCH, {"query": kc_config.probe_query, "run_id": str(uuid.uuid4()), "route": "kc-elsewhere"})
+    injected = agent.session.call(
+        SEARCH, {"query": kc_config.probe_query, "run_id": str(uuid.uuid4()), "route": "kc-elsewhere"}
+    )
     _flags(injected, "an injected search")
     if injected.is_error:
         return  # refused: the documented way
-    hints = [h for h in (_body(injected) or {}).get("hints", []) if isinstance(h, dict) and isinstance(h.get("ref"), str)]
+    hints = [
+        h for h in (_body(injected) or {}).get("hints", []) if isinstance(h, dict) and isinstance(h.get("ref"), str)
+    ]
     if hints:  # no effect: its refs belong to the session's own run
         page = agent.session.call(READ, {"ref": hints[0]["ref"]})
-        expect(not page.is_error, "MCP-008", f"a ref from a search with an injected run/route is not the session's: {_clip(page)}")
+        expect(
+            not page.is_error,
+            "MCP-008",
+            f"a ref from a search with an injected run/route is not the session's: {_clip(page)}",
+        )
 
 
 @R("MCP-004", "MCP-006", "MCP-010")
@@ -247,10 +273,20 @@ def test_mcp_and_http_read_chains_agree(agent: Agent, world: Any) -> None:
         if not cursor:
             break
     mcp_text, http_text = "".join(p["content"] for p in pages), "".join(p["content"] for p in http_pages)
-    expect(mcp_text == http_text, "MCP-011", f"the MCP read chain ({len(mcp_text)} characters) differs from the HTTP chain "
-           f"({len(http_text)} characters) of the same document")
-    expect([p["revision"] for p in pages][:1] == [p["revision"] for p in http_pages][:1], "MCP-011", "the revisions differ")
-    expect(len(pages) == len(http_pages), "MCP-011", f"{len(pages)} MCP pages, {len(http_pages)} HTTP pages at the same size")
+    expect(
+        mcp_text == http_text,
+        "MCP-011",
+        f"the MCP read chain ({len(mcp_text)} characters) differs from the HTTP chain "
+        f"({len(http_text)} characters) of the same document",
+    )
+    expect(
+        [p["revision"] for p in pages][:1] == [p["revision"] for p in http_pages][:1], "MCP-011", "the revisions differ"
+    )
+    expect(
+        len(pages) == len(http_pages),
+        "MCP-011",
+        f"{len(pages)} MCP pages, {len(http_pages)} HTTP pages at the same size",
+    )
     checks.expect(mcp_text == doc.content, "MCP-011", "the MCP chain does not rebuild the stored document")
 
 
@@ -265,8 +301,9 @@ def _call(session: McpSession, name: str, arguments: dict[str, Any]) -> ToolResu
 
 @R("MCP-005", "MCP-006", "MCP-007", "MCP-010")
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_a_legacy_core_behind_the_tools_is_not_supported(transport: str, fresh_world: Any, kc_config: Any, kc_target: Any,
-                                                         pytestconfig: pytest.Config) -> None:
+def test_a_legacy_core_behind_the_tools_is_not_supported(
+    transport: str, fresh_world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.Config
+) -> None:
     """The tools stay listed in front of a Core that does not speak the knowledge protocol, and
     their presence proves nothing: a search or read is a clear failure with feedback, never a
     success and never a crash. Legacy mode is switched on through control for a workspace of
@@ -278,17 +315,22 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(transport: str, fresh_w
     if skipped(chosen):
         pytest.skip("not verified: MCP checks skipped: --mcp-target none")
     if chosen or kc_config.mcp.get("url") or kc_config.mcp.get("command"):
-        pytest.skip("not verified: the configured MCP server acts on its own route; a legacy workspace needs one on any route")
+        pytest.skip(
+            "not verified: the configured MCP server acts on its own route; a legacy workspace needs one on any route"
+        )
     who = fresh_world.primary
     endpoint = agent_endpoints(kc_config, kc_target, None, str(who.token), fresh_world.route).get(transport)
     if endpoint is None:
         pytest.skip(f"not verified: no Agent Session MCP server over {transport} for a fresh workspace")
     fresh_world.control.set_mode(fresh_world.route, "legacy")
     what = f"behind a legacy Core ({transport})"
-    calls = ((TURN, {"user_input": "knowledge"}), (SEARCH, {"query": kc_config.probe_query}),
-             (READ, {"ref": "kc-ref-of-an-old-core"}))
+    calls = (
+        (TURN, {"user_input": "knowledge"}),
+        (SEARCH, {"query": kc_config.probe_query}),
+        (READ, {"ref": "kc-ref-of-an-old-core"}),
+    )
     with connect(endpoint, kc_config.timeout_seconds) as session:  # judged after the block: a check failing inside
-        listed = {t.name for t in session.tools()}                   # would reach pytest wrapped in a task group
+        listed = {t.name for t in session.tools()}  # would reach pytest wrapped in a task group
         results = [(name, _call(session, name, arguments)) for name, arguments in calls]
     expect(set(KNOWLEDGE_TOOLS) <= listed, "MCP-005", f"{what} the tools are {sorted(listed)}")
     for name, result in results:
@@ -299,13 +341,18 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(transport: str, fresh_w
             if result.is_error:  # a turn the old Core refused is a failure like any other
                 _failure(TURN, result)
             continue
-        expect(result.is_error, "MCP-007", f"{what} {name} answered as a success, taking the tools' presence as "
-               f"knowledge support: {_clip(result)}")
+        expect(
+            result.is_error,
+            "MCP-007",
+            f"{what} {name} answered as a success, taking the tools' presence as knowledge support: {_clip(result)}",
+        )
         _failure(name, result)
 
 
 @R("MCP-002")
-def test_client_token_stdio_exposes_exactly_the_job_tools(kc_config: Any, kc_target: Any, pytestconfig: pytest.Config) -> None:
+def test_client_token_stdio_exposes_exactly_the_job_tools(
+    kc_config: Any, kc_target: Any, pytestconfig: pytest.Config
+) -> None:
     from conformance.mcp.endpoints import job_endpoint
 
     chosen = option(pytestconfig, "--mcp-target")
@@ -318,6 +365,8 @@ def test_client_token_stdio_exposes_exactly_the_job_tools(kc_config: Any, kc_tar
         names = sorted(t.name for t in session.tools())
     knowledge = sorted(set(names) & {*KNOWLEDGE_TOOLS, TURN})
     expect(not knowledge, "MCP-002", f"the Client Token path lists knowledge tools {knowledge}")
-    expect(names == sorted(JOB_TOOLS), "MCP-002", f"the Client Token path lists {names}, expected exactly {sorted(JOB_TOOLS)}")
-
-
+    expect(
+        names == sorted(JOB_TOOLS),
+        "MCP-002",
+        f"the Client Token path lists {names}, expected exactly {sorted(JOB_TOOLS)}",
+    )

@@ -64,7 +64,9 @@ class SkWorld:
     def ask(self, arguments: dict[str, Any], who: str = "alice") -> Answer:
         session = self.sessions.get(who)
         if session is None:
-            pytest.skip(f"not verified: no MCP session acting as {who} (needs control and an MCP target that takes its token)")
+            pytest.skip(
+                f"not verified: no MCP session acting as {who} (needs control and an MCP target that takes its token)"
+            )
         return call(session, arguments)
 
     def need_control(self) -> SkControl:
@@ -104,8 +106,11 @@ def sk(world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.Config) 
         control.item_state("sk-unpublished", published=False)
         control.base_state(ARCHIVED_BASE, False)
         control.scopes("bob", [])
-        who = {name: (m["token"], m["route"]) for name in ("alice", "bob", "carol")
-               for m in [world.control.mint(name, route)]}
+        who = {
+            name: (m["token"], m["route"])
+            for name in ("alice", "bob", "carol")
+            for m in [world.control.mint(name, route)]
+        }
     with ExitStack() as stack:
         sessions, fixed = open_sessions(stack, kc_config, kc_target, chosen, who)
         if fixed:
@@ -113,18 +118,32 @@ def sk(world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.Config) 
         if "alice" not in sessions:
             from conformance.mcp.endpoints import skipped
 
-            pytest.skip("not verified: MCP checks skipped: --mcp-target none" if skipped(chosen)
-                        else "not verified: no Agent Session MCP server (--mcp-target or [mcp])")
+            pytest.skip(
+                "not verified: MCP checks skipped: --mcp-target none"
+                if skipped(chosen)
+                else "not verified: no Agent Session MCP server (--mcp-target or [mcp])"
+            )
         probe = call(sessions["alice"], {"query": "knowledge"})
         if not probe.ok and (any(c.startswith("jsonrpc") for c in probe.codes) or "unknown" in probe.raw.lower()):
             pytest.skip(f"not verified: the MCP server does not offer search_knowledge ({probe.raw[:120]})")
         yield SkWorld(corpus, control, sessions, kc_config.strict_codes, revisions)
 
 
-def _code(answer: Answer, allowed: set[str], requirement: str, what: str, strict: str | None = None, *,
-          sk: SkWorld | None = None) -> None:
+def _code(
+    answer: Answer,
+    allowed: set[str],
+    requirement: str,
+    what: str,
+    strict: str | None = None,
+    *,
+    sk: SkWorld | None = None,
+) -> None:
     expect(not answer.ok, requirement, f"{what} was accepted: {answer.raw}")
-    expect(answer.codes & allowed, requirement, f"{what}: expected {sorted(allowed)}, got {sorted(answer.codes)}: {answer.raw}")
+    expect(
+        answer.codes & allowed,
+        requirement,
+        f"{what}: expected {sorted(allowed)}, got {sorted(answer.codes)}: {answer.raw}",
+    )
     if strict and sk is not None and sk.strict:
         expect(strict in answer.codes, requirement, f"{what}: expected {strict} (strict), got {sorted(answer.codes)}")
 
@@ -137,14 +156,30 @@ def _rank(order: list[str], item: str) -> float:
 @R("SK-005", "SK-021", "SK-002", "SK-022")
 def test_mixed_and_missing_shapes(sk: SkWorld) -> None:
     _code(sk.ask({"query": "x", "knowledge_item_id": "sk-window"}), {INVALID}, "SK-005", "query with knowledge_item_id")
-    _code(sk.ask({"query": "x", "knowledge_item_id": "sk-window", "knowledge_revision_id": "r"}), {INVALID}, "SK-005",
-          "query with both addressed IDs")
-    _code(sk.ask({"query": "x", "knowledge_revision_id": "r"}), {INVALID, *REQUIRED}, "SK-005", "query with a revision ID",
-          INVALID, sk=sk)
+    _code(
+        sk.ask({"query": "x", "knowledge_item_id": "sk-window", "knowledge_revision_id": "r"}),
+        {INVALID},
+        "SK-005",
+        "query with both addressed IDs",
+    )
+    _code(
+        sk.ask({"query": "x", "knowledge_revision_id": "r"}),
+        {INVALID, *REQUIRED},
+        "SK-005",
+        "query with a revision ID",
+        INVALID,
+        sk=sk,
+    )
     _code(sk.ask({}), REQUIRED, "SK-022", "no query and no item", "knowledge_query_required", sk=sk)
     _code(sk.ask({"query": "", "knowledge_item_id": ""}), REQUIRED, "SK-022", "an empty query and an empty item")
-    _code(sk.ask({"knowledge_revision_id": "rev-x"}), REQUIRED, "SK-002", "a revision without an item",
-          "knowledge_item_required", sk=sk)
+    _code(
+        sk.ask({"knowledge_revision_id": "rev-x"}),
+        REQUIRED,
+        "SK-002",
+        "a revision without an item",
+        "knowledge_item_required",
+        sk=sk,
+    )
 
 
 @R("SK-014", "SK-021")
@@ -157,9 +192,16 @@ def test_max_results_bounds(sk: SkWorld) -> None:
         default = sk.search(query, mode="lexical").hits()
         expect(len(default) <= 10, "SK-014", f"the default max_results gave {len(default)} results")
         if sk.strict:  # the seed says maximum; this project returns every match up to it
-            expect(len(default) == 10, "SK-014", f"the default over twelve matches gave {len(default)}, expected 10 (strict)")
-            expect(len(sk.search(query, max_results=2, mode="lexical").hits()) == 2, "SK-014",
-                   "max_results 2 over twelve matching documents did not give two results (strict)")
+            expect(
+                len(default) == 10,
+                "SK-014",
+                f"the default over twelve matches gave {len(default)}, expected 10 (strict)",
+            )
+            expect(
+                len(sk.search(query, max_results=2, mode="lexical").hits()) == 2,
+                "SK-014",
+                "max_results 2 over twelve matching documents did not give two results (strict)",
+            )
     for value in (0, 51, -1, 1000):
         _code(sk.ask({"query": query, "max_results": value}), {INVALID}, "SK-021", f"max_results {value}")
 
@@ -170,10 +212,18 @@ def test_window_bounds(sk: SkWorld) -> None:
     text = sk.corpus.texts["sk-window"]
     for limit in (1, 2, 9999, 10000):
         body = sk.read(knowledge_item_id="sk-window", limit_chars=limit)
-        expect(body["content"] in (text[:limit], utf16_slice(text, 0, limit)), "SK-013",
-               f"limit_chars {limit} gave {len(body['content'])} code points")
+        expect(
+            body["content"] in (text[:limit], utf16_slice(text, 0, limit)),
+            "SK-013",
+            f"limit_chars {limit} gave {len(body['content'])} code points",
+        )
     for limit in (0, 10001, -5):
-        _code(sk.ask({"knowledge_item_id": "sk-window", "limit_chars": limit}), {INVALID}, "SK-021", f"limit_chars {limit}")
+        _code(
+            sk.ask({"knowledge_item_id": "sk-window", "limit_chars": limit}),
+            {INVALID},
+            "SK-021",
+            f"limit_chars {limit}",
+        )
     for offset in (0, 1):
         sk.read(knowledge_item_id="sk-window", offset=offset)
     for offset in (-1, -100):
@@ -182,11 +232,20 @@ def test_window_bounds(sk: SkWorld) -> None:
 
 @R("SK-024")
 def test_malformed_values_fail_validation(sk: SkWorld) -> None:
-    for arguments in ({"query": "x", "max_results": "5"}, {"query": "x", "max_results": 2.5}, {"query": "x", "alpha": "high"},
-                      {"knowledge_item_id": "sk-window", "offset": "3"}, {"knowledge_item_id": "sk-window", "limit_chars": True},
-                      {"query": 42}):
+    for arguments in (
+        {"query": "x", "max_results": "5"},
+        {"query": "x", "max_results": 2.5},
+        {"query": "x", "alpha": "high"},
+        {"knowledge_item_id": "sk-window", "offset": "3"},
+        {"knowledge_item_id": "sk-window", "limit_chars": True},
+        {"query": 42},
+    ):
         answer = sk.ask(arguments)
-        expect(not answer.ok and (answer.is_error or answer.codes), "SK-024", f"malformed {arguments} was accepted: {answer.raw}")
+        expect(
+            not answer.ok and (answer.is_error or answer.codes),
+            "SK-024",
+            f"malformed {arguments} was accepted: {answer.raw}",
+        )
     if sk.strict:
         answer = sk.ask({"query": "q" * 100_000})
         expect(not answer.ok, "SK-024", "a 100000-character query was accepted (strict)")
@@ -200,7 +259,9 @@ def test_unrecognised_modes_become_hybrid(sk: SkWorld) -> None:
     for mode in ("bm25-please", "vector", "HYBRID-ish"):
         answer = sk.ask({"query": query, "mode": mode, "max_results": 50})
         expect(answer.ok, "SK-015", f"mode {mode!r} was refused instead of becoming hybrid: {answer.raw}")
-        expect(answer.items() == hybrid, "SK-015", f"mode {mode!r} ranks {answer.items()[:5]}, hybrid ranks {hybrid[:5]}")
+        expect(
+            answer.items() == hybrid, "SK-015", f"mode {mode!r} ranks {answer.items()[:5]}, hybrid ranks {hybrid[:5]}"
+        )
     for mode in ("lexical", "semantic", "rrf"):
         sk.search(query, mode=mode)
 
@@ -208,15 +269,22 @@ def test_unrecognised_modes_become_hybrid(sk: SkWorld) -> None:
 def _disagreeing(lexical: list[str], semantic: list[str]) -> list[tuple[str, str]]:
     """Pairs (a, b) that lexical ranks a before b and semantic b before a."""
     items = sorted(set(lexical) | set(semantic))
-    return [(a, b) for a in items for b in items
-            if _rank(lexical, a) < _rank(lexical, b) and _rank(semantic, b) < _rank(semantic, a)]
+    return [
+        (a, b)
+        for a in items
+        for b in items
+        if _rank(lexical, a) < _rank(lexical, b) and _rank(semantic, b) < _rank(semantic, a)
+    ]
 
 
 def _both_orders(sk: SkWorld) -> tuple[str, list[str], list[str]]:
     """The direction query, and the item orders lexical and semantic search give it."""
     query = sk.corpus.direction_query
-    return (query, sk.search(query, mode="lexical", max_results=50).items(),
-            sk.search(query, mode="semantic", max_results=50).items())
+    return (
+        query,
+        sk.search(query, mode="lexical", max_results=50).items(),
+        sk.search(query, mode="semantic", max_results=50).items(),
+    )
 
 
 @R("SK-016")
@@ -234,16 +302,21 @@ def test_alpha_is_the_lexical_weight(sk: SkWorld) -> None:
             if math.isinf(_rank(hybrid, first)) or math.isinf(_rank(hybrid, second)):
                 continue  # a hybrid candidate pool may leave out what one retriever ranks low: judge pairs it shows
             judged += 1
-            expect(_rank(hybrid, first) < _rank(hybrid, second), "SK-016",
-                   f"hybrid alpha={alpha} ranks {second} before {first}, as {like} search does not "
-                   f"({like}: {order[:6]}; hybrid: {hybrid[:6]}): alpha must be the lexical weight")
+            expect(
+                _rank(hybrid, first) < _rank(hybrid, second),
+                "SK-016",
+                f"hybrid alpha={alpha} ranks {second} before {first}, as {like} search does not "
+                f"({like}: {order[:6]}; hybrid: {hybrid[:6]}): alpha must be the lexical weight",
+            )
     if not judged:
         pytest.skip("not verified: hybrid search shows no pair that lexical and semantic search order differently")
 
 
 def _scores(answer: Answer) -> list[tuple[str, Any]]:
-    return [(str(h.get("knowledge_item_id")), (h.get("scores") or {}).get("final", (h.get("scores") or {}).get("hybrid")))
-            for h in answer.hits()]
+    return [
+        (str(h.get("knowledge_item_id")), (h.get("scores") or {}).get("final", (h.get("scores") or {}).get("hybrid")))
+        for h in answer.hits()
+    ]
 
 
 @R("SK-016")
@@ -253,11 +326,18 @@ def test_alpha_is_clamped(sk: SkWorld) -> None:
         at_edge = sk.search(query, mode="hybrid", alpha=edge, max_results=50)
         answer = sk.ask({"query": query, "mode": "hybrid", "alpha": outside, "max_results": 50})
         expect(answer.ok, "SK-016", f"alpha {outside} was refused instead of clamped: {answer.raw}")
-        expect(answer.items() == at_edge.items(), "SK-016",
-               f"alpha {outside} ranks {answer.items()[:6]}, alpha {edge} ranks {at_edge.items()[:6]}: not clamped")
+        expect(
+            answer.items() == at_edge.items(),
+            "SK-016",
+            f"alpha {outside} ranks {answer.items()[:6]}, alpha {edge} ranks {at_edge.items()[:6]}: not clamped",
+        )
         got, want = _scores(answer), _scores(at_edge)
-        same = all(not isinstance(x, (int, float)) or not isinstance(y, (int, float)) or math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
-                   for (_, x), (_, y) in zip(got, want, strict=True))
+        same = all(
+            not isinstance(x, (int, float))
+            or not isinstance(y, (int, float))
+            or math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
+            for (_, x), (_, y) in zip(got, want, strict=True)
+        )
         expect(same, "SK-016", f"alpha {outside} scores {got[:4]}, alpha {edge} scores {want[:4]}: not clamped")
 
 
@@ -266,13 +346,18 @@ def test_rrf_fuses_the_lexical_and_semantic_ranks(sk: SkWorld) -> None:
     sk.need_control()
     query, lexical, semantic = _both_orders(sk)
     fused = sk.search(query, mode="rrf", max_results=50)
-    expected = {i: sum(1 / (60 + order.index(i) + 1) for order in (lexical, semantic) if i in order)
-                for i in set(lexical) | set(semantic)}
+    expected = {
+        i: sum(1 / (60 + order.index(i) + 1) for order in (lexical, semantic) if i in order)
+        for i in set(lexical) | set(semantic)
+    }
     order = [i for i in fused.items() if i in expected]
     expect(order, "SK-025", "rrf search returned none of the documents lexical and semantic search rank")
     for a, b in pairs(order):
-        expect(expected[a] >= expected[b] - 1e-12, "SK-025",
-               f"rrf ranks {a} ({expected[a]:.6f}) before {b} ({expected[b]:.6f}); 1/(60+rank) sums say otherwise")
+        expect(
+            expected[a] >= expected[b] - 1e-12,
+            "SK-025",
+            f"rrf ranks {a} ({expected[a]:.6f}) before {b} ({expected[b]:.6f}); 1/(60+rank) sums say otherwise",
+        )
     best = max(expected.values())
     top = [i for i, v in expected.items() if math.isclose(v, best, abs_tol=1e-12)]
     expect(order[0] in top, "SK-025", f"rrf's first result is {order[0]}, the fused sums put {top} first")
@@ -280,8 +365,11 @@ def test_rrf_fuses_the_lexical_and_semantic_ranks(sk: SkWorld) -> None:
         value = (hit.get("scores") or {}).get("rrf")
         item = str(hit.get("knowledge_item_id"))
         if isinstance(value, (int, float)) and item in expected:
-            expect(math.isclose(value, expected[item], rel_tol=1e-6), "SK-025",
-                   f"{item} has rrf score {value}, 1/(60+rank) sums give {expected[item]:.8f}")
+            expect(
+                math.isclose(value, expected[item], rel_tol=1e-6),
+                "SK-025",
+                f"{item} has rrf score {value}, 1/(60+rank) sums give {expected[item]:.8f}",
+            )
 
 
 # ----------------------------------------------------------------- revisions and states
@@ -294,19 +382,31 @@ def test_query_follows_the_current_revision_and_reads_address_revisions(sk: SkWo
     found = sk.search(sk.corpus.token("second"), mode="lexical")
     hits = [h for h in found.hits() if h.get("knowledge_item_id") == "sk-evolving"]
     expect(hits, "SK-003", "a query for the new revision's text does not find the item")
-    expect(all(h.get("knowledge_revision_id") == current for h in hits), "SK-003",
-           f"query search returned revision {[h.get('knowledge_revision_id') for h in hits]}, the current one is {current}")
+    expect(
+        all(h.get("knowledge_revision_id") == current for h in hits),
+        "SK-003",
+        f"query search returned revision {[h.get('knowledge_revision_id') for h in hits]}, the current one is {current}",
+    )
     for mode in ("lexical", "hybrid", "semantic", "rrf"):
         old = sk.search(sk.corpus.token("first"), mode=mode, max_results=50)
-        stale = [h.get("knowledge_revision_id") for h in old.hits() if h.get("knowledge_item_id") == "sk-evolving"
-                 and h.get("knowledge_revision_id") != current]
+        stale = [
+            h.get("knowledge_revision_id")
+            for h in old.hits()
+            if h.get("knowledge_item_id") == "sk-evolving" and h.get("knowledge_revision_id") != current
+        ]
         expect(not stale, "SK-003", f"{mode} search returned the historical revision {stale} of sk-evolving")
     body = sk.read(knowledge_item_id="sk-evolving")
-    expect(body["knowledge_revision_id"] == current and body["content"] == new_text, "SK-004",
-           f"an addressed read without revision gave {body['knowledge_revision_id']}, the current one is {current}")
+    expect(
+        body["knowledge_revision_id"] == current and body["content"] == new_text,
+        "SK-004",
+        f"an addressed read without revision gave {body['knowledge_revision_id']}, the current one is {current}",
+    )
     pinned = sk.read(knowledge_item_id="sk-evolving", knowledge_revision_id=first)
-    expect(pinned["knowledge_revision_id"] == first and pinned["content"] == sk.corpus.texts["sk-evolving"], "SK-004",
-           "the addressed immutable revision did not read as it was published")
+    expect(
+        pinned["knowledge_revision_id"] == first and pinned["content"] == sk.corpus.texts["sk-evolving"],
+        "SK-004",
+        "the addressed immutable revision did not read as it was published",
+    )
 
 
 @R("SK-003", "SK-011")
@@ -320,24 +420,40 @@ def test_query_shows_only_visible_published_items_and_narrows_by_base(sk: SkWorl
     both = sk.search(shared, mode="lexical").items()
     expect({"sk-other", "sk-main-shared"} <= set(both), "SK-003", f"a query over both bases found {both}")
     narrowed = sk.search(shared, mode="lexical", knowledge_base_id=OTHER)
-    expect("sk-main-shared" not in narrowed.items() and "sk-other" in narrowed.items(), "SK-011",
-           f"knowledge_base_id {OTHER} gave {narrowed.items()}")
-    expect(all(h.get("knowledge_base_id", OTHER) == OTHER for h in narrowed.hits()), "SK-011", "a narrowed hit names another base")
-    _code(sk.ask({"knowledge_item_id": "sk-window", "knowledge_base_id": OTHER}), {UNAVAILABLE}, "SK-011",
-          "an addressed item validated against another base")
+    expect(
+        "sk-main-shared" not in narrowed.items() and "sk-other" in narrowed.items(),
+        "SK-011",
+        f"knowledge_base_id {OTHER} gave {narrowed.items()}",
+    )
+    expect(
+        all(h.get("knowledge_base_id", OTHER) == OTHER for h in narrowed.hits()),
+        "SK-011",
+        "a narrowed hit names another base",
+    )
+    _code(
+        sk.ask({"knowledge_item_id": "sk-window", "knowledge_base_id": OTHER}),
+        {UNAVAILABLE},
+        "SK-011",
+        "an addressed item validated against another base",
+    )
     sk.read(knowledge_item_id="sk-window", knowledge_base_id=MAIN)
 
 
 @R("SK-023")
 def test_unavailable_resources_are_indistinguishable(sk: SkWorld) -> None:
     sk.need_control()
-    cases = {"absent item": {"knowledge_item_id": "sk-no-such-item"},
-             "unauthorized item": {"knowledge_item_id": "sk-private"},
-             "archived item": {"knowledge_item_id": "sk-archived"},
-             "unpublished item": {"knowledge_item_id": "sk-unpublished"},
-             "item in an archived base": {"knowledge_item_id": "sk-in-archived-base"},
-             "absent revision": {"knowledge_item_id": "sk-window", "knowledge_revision_id": "rev-no-such-revision"},
-             "another item's revision": {"knowledge_item_id": "sk-window", "knowledge_revision_id": sk.revisions["sk-lexical"]}}
+    cases = {
+        "absent item": {"knowledge_item_id": "sk-no-such-item"},
+        "unauthorized item": {"knowledge_item_id": "sk-private"},
+        "archived item": {"knowledge_item_id": "sk-archived"},
+        "unpublished item": {"knowledge_item_id": "sk-unpublished"},
+        "item in an archived base": {"knowledge_item_id": "sk-in-archived-base"},
+        "absent revision": {"knowledge_item_id": "sk-window", "knowledge_revision_id": "rev-no-such-revision"},
+        "another item's revision": {
+            "knowledge_item_id": "sk-window",
+            "knowledge_revision_id": sk.revisions["sk-lexical"],
+        },
+    }
     seen: dict[str, tuple[Any, ...]] = {}
     for what, arguments in cases.items():
         answer = sk.ask(arguments)
@@ -345,7 +461,12 @@ def test_unavailable_resources_are_indistinguishable(sk: SkWorld) -> None:
         text = message_of(answer)
         for value in arguments.values():
             text = text.replace(value, "<id>")
-        seen[what] = (answer.is_error, tuple(sorted(answer.codes)), re.sub(r"\s+", " ", text), tuple(sorted(answer.body or {})))
+        seen[what] = (
+            answer.is_error,
+            tuple(sorted(answer.codes)),
+            re.sub(r"\s+", " ", text),
+            tuple(sorted(answer.body or {})),
+        )
     distinct = {v: k for k, v in seen.items()}
     expect(len(distinct) == 1, "SK-023", f"unavailable resources answer differently: {sorted(distinct.values())}")
     for base in (PRIVATE, ARCHIVED_BASE, "kb-no-such-base"):
@@ -362,8 +483,11 @@ def test_owner_and_scope_arguments_do_not_change_the_caller(sk: SkWorld) -> None
         expect("sk-private" not in answer.items(), "SK-010", f"with {extra} the caller found an item outside its scope")
         read = sk.ask({"knowledge_item_id": "sk-private", **extra})
         expect(not read.ok, "SK-010", f"with {extra} the caller read an item outside its scope")
-    expect("sk-private" in sk.search(sk.corpus.token("private"), who="carol", mode="lexical").items(), "SK-010",
-           "carol, who sees every base, does not find the private item: the check shows nothing")
+    expect(
+        "sk-private" in sk.search(sk.corpus.token("private"), who="carol", mode="lexical").items(),
+        "SK-010",
+        "carol, who sees every base, does not find the private item: the check shows nothing",
+    )
 
 
 @R("SK-008")
@@ -371,8 +495,11 @@ def test_knowledge_read_is_required(sk: SkWorld) -> None:
     sk.need_control()
     for arguments in ({"query": sk.corpus.token("many")}, {"knowledge_item_id": "sk-window"}):
         answer = sk.ask(arguments, who="bob")
-        expect(not answer.ok and not answer.hits() and "content" not in (answer.body or {}), "SK-008",
-               f"a caller without knowledge:read got {answer.raw}")
+        expect(
+            not answer.ok and not answer.hits() and "content" not in (answer.body or {}),
+            "SK-008",
+            f"a caller without knowledge:read got {answer.raw}",
+        )
 
 
 @R("SK-020")
@@ -383,8 +510,16 @@ def test_runtime_switch_off_is_knowledge_unavailable(sk: SkWorld) -> None:
         for arguments in ({"query": sk.corpus.token("many")}, {"knowledge_item_id": "sk-window"}):
             answer = sk.ask(arguments)
             expect(answer.has("knowledge_runtime_disabled"), "SK-020", f"runtime off answered {answer.raw}")
-            expect("knowledge_unavailable" in envelope_types(answer), "SK-020", f"no knowledge_unavailable envelope: {answer.raw}")
-            expect(not answer.hits() and "content" not in (answer.body or {}), "SK-020", "runtime off still returned knowledge")
+            expect(
+                "knowledge_unavailable" in envelope_types(answer),
+                "SK-020",
+                f"no knowledge_unavailable envelope: {answer.raw}",
+            )
+            expect(
+                not answer.hits() and "content" not in (answer.body or {}),
+                "SK-020",
+                "runtime off still returned knowledge",
+            )
     finally:
         control.runtime(True)
     sk.search(sk.corpus.token("many"))
@@ -396,12 +531,19 @@ def test_read_only_no_audit_event(sk: SkWorld) -> None:
     before = control.audit()
     if before is None:
         pytest.skip("not verified: the control extension does not show the Knowledge audit log")
-    answers = [sk.search(sk.corpus.token("many")), sk.ask({"knowledge_item_id": "sk-window"}),
-               sk.ask({"knowledge_item_id": "sk-no-such-item"})]
+    answers = [
+        sk.search(sk.corpus.token("many")),
+        sk.ask({"knowledge_item_id": "sk-window"}),
+        sk.ask({"knowledge_item_id": "sk-no-such-item"}),
+    ]
     for answer in answers:
-        expect(not {"audit", "audit_event", "audit_events"} & set(answer.body or {}), "SK-019", "a result carries an audit envelope")
+        expect(
+            not {"audit", "audit_event", "audit_events"} & set(answer.body or {}),
+            "SK-019",
+            "a result carries an audit envelope",
+        )
     after = control.audit()
-    expect(after == before, "SK-007", f"search_knowledge wrote audit events: {(after or [])[len(before):][:3]}")
+    expect(after == before, "SK-007", f"search_knowledge wrote audit events: {(after or [])[len(before) :][:3]}")
 
 
 @R("SK-009")
@@ -421,13 +563,17 @@ def _unit(sk: SkWorld, text: str, body: dict[str, Any]) -> str:
         return "code point"
     if total == utf16_len(text) and not sk.strict:
         return "utf-16"
-    expect(False, "SK-026", f"content_total_chars is {total}; the text has {len(text)} code points"
-           f"{'' if sk.strict else f' and {utf16_len(text)} UTF-16 units'} ({len(text.encode())} bytes)")
+    expect(
+        False,
+        "SK-026",
+        f"content_total_chars is {total}; the text has {len(text)} code points"
+        f"{'' if sk.strict else f' and {utf16_len(text)} UTF-16 units'} ({len(text.encode())} bytes)",
+    )
     return ""
 
 
 def _slice(unit: str, text: str, start: int, count: int) -> str:
-    return text[start:start + count] if unit == "code point" else utf16_slice(text, start, count)
+    return text[start : start + count] if unit == "code point" else utf16_slice(text, start, count)
 
 
 @R("SK-012", "SK-013")
@@ -435,18 +581,31 @@ def test_windows_count_characters(sk: SkWorld) -> None:
     sk.need_control()
     text = sk.corpus.texts["sk-window"]
     first = sk.read(knowledge_item_id="sk-window")
-    expect(first["content_offset"] == 0 and first["content"] == text, "SK-012",
-           f"a read without offset does not start at character 0 ({first['content_offset']})")
+    expect(
+        first["content_offset"] == 0 and first["content"] == text,
+        "SK-012",
+        f"a read without offset does not start at character 0 ({first['content_offset']})",
+    )
     for offset, limit in ((1, 3), (2, 5), (3, 1), (7, 11), (len(text) - 2, 5)):
         body = sk.read(knowledge_item_id="sk-window", offset=offset, limit_chars=limit)
-        fits = body["content"] in (text[offset:offset + limit], *(() if sk.strict else (utf16_slice(text, offset, limit),)))
-        expect(fits, "SK-012", f"offset {offset}, limit_chars {limit} gave {body['content']!r}; "
-               f"{limit} characters from character {offset} are {text[offset:offset + limit]!r}")
+        fits = body["content"] in (
+            text[offset : offset + limit],
+            *(() if sk.strict else (utf16_slice(text, offset, limit),)),
+        )
+        expect(
+            fits,
+            "SK-012",
+            f"offset {offset}, limit_chars {limit} gave {body['content']!r}; "
+            f"{limit} characters from character {offset} are {text[offset : offset + limit]!r}",
+        )
     long_text = sk.corpus.texts["sk-long"]
     body = sk.read(knowledge_item_id="sk-long")
     unit = _unit(sk, long_text, body)
-    expect(body["content"] == _slice(unit, long_text, 0, 4000) and body["content_truncated"] is True, "SK-013",
-           f"the default window is {len(body['content'])} code points, truncated {body['content_truncated']}; expected 4000 {unit}s")
+    expect(
+        body["content"] == _slice(unit, long_text, 0, 4000) and body["content_truncated"] is True,
+        "SK-013",
+        f"the default window is {len(body['content'])} code points, truncated {body['content_truncated']}; expected 4000 {unit}s",
+    )
 
 
 @R("SK-026")
@@ -458,20 +617,34 @@ def test_paging_rebuilds_the_text_with_honest_truncation(sk: SkWorld) -> None:
     offset, pieces = 0, []
     for _ in range(200):
         body = sk.read(knowledge_item_id="sk-window", offset=offset, limit_chars=7)
-        expect(body["content_total_chars"] == total, "SK-026", f"content_total_chars changed to {body['content_total_chars']}")
+        expect(
+            body["content_total_chars"] == total,
+            "SK-026",
+            f"content_total_chars changed to {body['content_total_chars']}",
+        )
         expect(body["content"] == _slice(unit, text, offset, 7), "SK-026", f"the window at {offset} is not the text's")
         size = len(body["content"]) if unit == "code point" else utf16_len(body["content"])
-        expect(body["content_truncated"] == (offset + size < total), "SK-026",
-               f"content_truncated is {body['content_truncated']} at {offset}+{size} of {total}")
+        expect(
+            body["content_truncated"] == (offset + size < total),
+            "SK-026",
+            f"content_truncated is {body['content_truncated']} at {offset}+{size} of {total}",
+        )
         pieces.append(body["content"])
         offset += size
         if not body["content_truncated"] or size == 0:
             break
-    rebuilt = "".join(pieces) if unit == "code point" else "".join(pieces).encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+    rebuilt = (
+        "".join(pieces)
+        if unit == "code point"
+        else "".join(pieces).encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+    )
     expect(rebuilt == text, "SK-026", "the windows do not rebuild the revision's text")
     past = sk.ask({"knowledge_item_id": "sk-window", "offset": total + 10})
     if past.ok:
-        expect(past.body is not None and past.body.get("content") == "" and past.body.get("content_truncated") is False,
-               "SK-026", f"a window past the end: {past.raw}")
+        expect(
+            past.body is not None and past.body.get("content") == "" and past.body.get("content_truncated") is False,
+            "SK-026",
+            f"a window past the end: {past.raw}",
+        )
     else:
         expect(past.codes & {INVALID}, "SK-026", f"a window past the end: {past.raw}")

@@ -20,8 +20,9 @@ R = pytest.mark.requirement
 
 
 @R(*CLAIMS)
-def test_search_knowledge_model_agrees_with_the_target(kc_config: Any, kc_target: Any, control: Any, pytestconfig: pytest.Config,
-                                                       record_exercised: Any) -> None:
+def test_search_knowledge_model_agrees_with_the_target(
+    kc_config: Any, kc_target: Any, control: Any, pytestconfig: pytest.Config, record_exercised: Any
+) -> None:
     """The scripted tour through every rule first, then the random walk. Only IDs whose checks
     ran, and whose every rule was reached, count as verified."""
     chosen = option(pytestconfig, "--mcp-target")
@@ -41,5 +42,7 @@ def test_search_knowledge_model_agrees_with_the_target(kc_config: Any, kc_target
         reach = Reach()
         walk = machine(lambda: world, reach, option(pytestconfig, "--stateful-seed") or WALK_SEED)
         tour(walk)
-        run_state_machine_as_test(walk, settings=walk_settings(examples, steps, shrink=not option(pytestconfig, "--no-shrink")))
+        run_state_machine_as_test(
+            walk, settings=walk_settings(examples, steps, shrink=not option(pytestconfig, "--no-shrink"))
+        )
         exercised |= reach.verified()

@@ -18,7 +18,9 @@ CASES: dict[str, bytes] = {
     "array-body": b"[1, 2, 3]",
     "string-body": b'"hello"',
     "wrong-types": json.dumps({"query": 42, "run_id": ["x"], "ref": {"a": 1}, "max_bytes": "big"}).encode(),
-    "unknown-field": json.dumps({"query": "binding", "run_id": "00000000-0000-4000-8000-000000000000", "owner": "root"}).encode(),
+    "unknown-field": json.dumps(
+        {"query": "binding", "run_id": "00000000-0000-4000-8000-000000000000", "owner": "root"}
+    ).encode(),
     "lone-surrogate": b'{"query": "\\ud800", "ref": "\\udfff", "run_id": "x", "user_input": "\\ud800"}',
     "invalid-utf8": b'{"query": "\xff\xfe", "ref": "\xc3"}',
     "nul-and-controls": json.dumps({"query": "a\u0000b\u0007", "ref": "\u0000", "run_id": "\u0000"}).encode(),
@@ -43,14 +45,26 @@ def test_json_under_another_content_type_is_read_or_refused(world: Any) -> None:
     valid search response) or refusing it (a 4xx error envelope) both pass, a 5xx never; strict
     expects this project's 415 unsupported_media_type (CHOICES.md)."""
     body = json.dumps({"query": "binding", "run_id": world.start_run()}).encode()
-    response = world.core.raw("POST", world.cfg.path("search", world.route), world.primary.token, body,
-                              {"Content-Type": "text/plain; charset=utf-8"})
+    response = world.core.raw(
+        "POST",
+        world.cfg.path("search", world.route),
+        world.primary.token,
+        body,
+        {"Content-Type": "text/plain; charset=utf-8"},
+    )
     if world.cfg.strict_codes:
         status, code = world.cfg.status("unsupported_media_type"), world.cfg.code("unsupported_media_type")
-        expect(response.status_code == status, "WIRE-001",
-               f"strict: JSON sent as text/plain answered HTTP {response.status_code}, configured {status} {code!r}")
+        expect(
+            response.status_code == status,
+            "WIRE-001",
+            f"strict: JSON sent as text/plain answered HTTP {response.status_code}, configured {status} {code!r}",
+        )
         envelope = checks.error_envelope(response, "WIRE-001", strict=True)
-        expect(envelope["error"] == code, "WIRE-001", f"strict: JSON sent as text/plain got error {envelope['error']!r}, configured {code!r}")
+        expect(
+            envelope["error"] == code,
+            "WIRE-001",
+            f"strict: JSON sent as text/plain got error {envelope['error']!r}, configured {code!r}",
+        )
     elif response.status_code == 200:
         checks.search_response(response, what="a search sent as text/plain")
     else:

@@ -34,9 +34,16 @@ PRESENTED_RUN = ("victims_run", "strangers_run")
 
 
 def _cases() -> list[Any]:
-    cases = [pytest.param(dim, what, run, marks=R(rule), id=f"{dim}-{what}-{run}")
-             for dim, (_, rule) in DIMENSIONS.items() for what in ("ref", "cursor") for run in PRESENTED_RUN]
-    cases += [pytest.param("run", what, "victims_other_run", marks=R("REF-006"), id=f"run-{what}") for what in ("ref", "cursor")]
+    cases = [
+        pytest.param(dim, what, run, marks=R(rule), id=f"{dim}-{what}-{run}")
+        for dim, (_, rule) in DIMENSIONS.items()
+        for what in ("ref", "cursor")
+        for run in PRESENTED_RUN
+    ]
+    cases += [
+        pytest.param("run", what, "victims_other_run", marks=R("REF-006"), id=f"run-{what}")
+        for what in ("ref", "cursor")
+    ]
     return cases
 
 
@@ -58,5 +65,3 @@ def test_one_differing_binding_is_refused(world: Any, dimension: str, what: str,
     response = world.read(ref, run, who=stranger, max_bytes=C.READ_MIN_MAX_BYTES, **extra)
     rule = DIMENSIONS[dimension][1] if dimension in DIMENSIONS else "REF-006"
     checks.binding_refused(world, response, rule, what, known=[page["content"]])
-
-

@@ -22,21 +22,43 @@ def test_capabilities_advertise_the_protocol(world: Any) -> None:
     member, limit_name = names.capabilities, names.limits
     body = checks.ok(world.core.capabilities(world.primary.token, world.route), "CAP-001", "capabilities")
     strings = set(C.strings_in(body))
-    expect(C.CAPABILITIES_SCHEMA in strings and C.KNOWLEDGE_SCHEMA in strings, "CAP-002",
-           f"capabilities must name {C.CAPABILITIES_SCHEMA} and {C.KNOWLEDGE_SCHEMA}: {checks.describe(body)}")
+    expect(
+        C.CAPABILITIES_SCHEMA in strings and C.KNOWLEDGE_SCHEMA in strings,
+        "CAP-002",
+        f"capabilities must name {C.CAPABILITIES_SCHEMA} and {C.KNOWLEDGE_SCHEMA}: {checks.describe(body)}",
+    )
     route = body.get(member["route"])
     expect(route == world.route, "CAP-003", f"{member['route']} {route!r}, asked for {world.route!r}")
     modes = body.get(member["delivery_modes"])
-    expect(isinstance(modes, list) and sorted(modes) == ["inline", "on_demand"], "CAP-004", f"{member['delivery_modes']} {modes!r}")
+    expect(
+        isinstance(modes, list) and sorted(modes) == ["inline", "on_demand"],
+        "CAP-004",
+        f"{member['delivery_modes']} {modes!r}",
+    )
     limits = body.get(member["limits"])
-    expect(isinstance(limits, dict), "CAP-005", f"capabilities carry no {member['limits']} object: {checks.describe(body)}")
-    bounds = {"search_max_hints": C.SEARCH_MAX_HINTS, "search_max_bytes": C.SEARCH_MAX_BYTES, "reference_max_bytes": C.REFERENCE_MAX_BYTES,
-              "read_chain_max_bytes": C.READ_CHAIN_MAX_BYTES, "reference_ttl_seconds": C.REFERENCE_TTL_SECONDS}
+    expect(
+        isinstance(limits, dict), "CAP-005", f"capabilities carry no {member['limits']} object: {checks.describe(body)}"
+    )
+    bounds = {
+        "search_max_hints": C.SEARCH_MAX_HINTS,
+        "search_max_bytes": C.SEARCH_MAX_BYTES,
+        "reference_max_bytes": C.REFERENCE_MAX_BYTES,
+        "read_chain_max_bytes": C.READ_CHAIN_MAX_BYTES,
+        "reference_ttl_seconds": C.REFERENCE_TTL_SECONDS,
+    }
     for canonical, bound in bounds.items():
         name = limit_name[canonical]
         value = limits.get(name)
-        expect(isinstance(value, int) and 0 < value <= bound, "CAP-005", f"limit {name} = {value!r}, contract bound is {bound}")
-    exact = {"read_default_max_bytes": C.READ_DEFAULT_MAX_BYTES, "read_min_max_bytes": C.READ_MIN_MAX_BYTES, "read_max_max_bytes": C.READ_MAX_MAX_BYTES}
+        expect(
+            isinstance(value, int) and 0 < value <= bound,
+            "CAP-005",
+            f"limit {name} = {value!r}, contract bound is {bound}",
+        )
+    exact = {
+        "read_default_max_bytes": C.READ_DEFAULT_MAX_BYTES,
+        "read_min_max_bytes": C.READ_MIN_MAX_BYTES,
+        "read_max_max_bytes": C.READ_MAX_MAX_BYTES,
+    }
     for canonical, value in exact.items():
         name = limit_name[canonical]
         expect(limits.get(name) == value, "CAP-005", f"limit {name} = {limits.get(name)!r}, contract value is {value}")
@@ -59,15 +81,23 @@ def test_every_identity_gets_the_capabilities_of_its_own_route(world: Any) -> No
 @R("CAP-007", "AUTH-001")
 @pytest.mark.parametrize("token", [None, "bha_" + "0" * 44], ids=["no-token", "unknown-token"])
 def test_capabilities_need_a_valid_token(world: Any, token: str | None) -> None:
-    _refused_for_its_token(world, world.core.capabilities(token, world.route), "CAP-007", "capabilities without a valid token")
+    _refused_for_its_token(
+        world, world.core.capabilities(token, world.route), "CAP-007", "capabilities without a valid token"
+    )
 
 
 @R("AUTH-001")
 @pytest.mark.parametrize("operation", ["search", "read"])
 def test_knowledge_calls_need_a_valid_token(world: Any, operation: str) -> None:
     run_id = world.start_run()
-    body = {"query": "binding", "run_id": run_id} if operation == "search" else {"ref": world.ref_for(run_id), "run_id": run_id}
-    _refused_for_its_token(world, getattr(world.core, operation)(None, world.route, body), "AUTH-001", f"{operation} without a token")
+    body = (
+        {"query": "binding", "run_id": run_id}
+        if operation == "search"
+        else {"ref": world.ref_for(run_id), "run_id": run_id}
+    )
+    _refused_for_its_token(
+        world, getattr(world.core, operation)(None, world.route, body), "AUTH-001", f"{operation} without a token"
+    )
 
 
 def _refused_for_its_token(world: Any, response: Any, requirement: str, what: str) -> None:
@@ -77,8 +107,12 @@ def _refused_for_its_token(world: Any, response: Any, requirement: str, what: st
     strict = world.cfg.strict_codes
     configured = world.cfg.status("unauthorized")
     allowed = sorted({configured} if strict else {401, 403, configured})
-    expect(response.status_code in allowed, requirement, f"{'strict: ' if strict else ''}{what} answered HTTP {response.status_code}, "
-           f"expected {' or '.join(map(str, allowed))}")
+    expect(
+        response.status_code in allowed,
+        requirement,
+        f"{'strict: ' if strict else ''}{what} answered HTTP {response.status_code}, "
+        f"expected {' or '.join(map(str, allowed))}",
+    )
     checks.error_envelope(response, "AUTH-001", strict=strict)
 
 
@@ -90,32 +124,50 @@ def test_a_token_of_another_workspace_gets_no_data(world: Any, direction: str) -
     stranger = world.need("other_route")
     who, owner = (stranger, world.primary) if direction == "theirs_here" else (world.primary, stranger)
     route = owner.route
-    for response in (world.core.capabilities(who.token, route),
-                     world.core.search(who.token, route, {"query": "binding", "run_id": world.start_run(owner)})):
-        expect(400 <= response.status_code < 500, "AUTH-002", f"a token of route {who.route!r} got HTTP {response.status_code} on {route!r}")
+    for response in (
+        world.core.capabilities(who.token, route),
+        world.core.search(who.token, route, {"query": "binding", "run_id": world.start_run(owner)}),
+    ):
+        expect(
+            400 <= response.status_code < 500,
+            "AUTH-002",
+            f"a token of route {who.route!r} got HTTP {response.status_code} on {route!r}",
+        )
         checks.error_envelope(response, "AUTH-002")
 
 
 @R("WIRE-001")
-@pytest.mark.parametrize("route", ["a", "x" * 65, "Bad Route", "-dash-first"], ids=["one-char", "65-chars", "space-upper", "dash-first"])
+@pytest.mark.parametrize(
+    "route", ["a", "x" * 65, "Bad Route", "-dash-first"], ids=["one-char", "65-chars", "space-upper", "dash-first"]
+)
 def test_a_route_that_is_not_the_tokens_gets_an_error_envelope(world: Any, route: str) -> None:
     """Whatever a Core takes for a well-formed route, these are not this token's workspace: the
     answer is a 4xx error envelope (a malformed route included), never a success or a 5xx."""
     response = world.core.capabilities(world.primary.token, route)
-    expect(400 <= response.status_code < 500, "WIRE-001", f"capabilities on route {route!r} answered HTTP {response.status_code}")
+    expect(
+        400 <= response.status_code < 500,
+        "WIRE-001",
+        f"capabilities on route {route!r} answered HTTP {response.status_code}",
+    )
     checks.error_envelope(response, "WIRE-001", strict=world.cfg.strict_codes)
 
 
 @R("WIRE-003")
 def test_responses_are_not_cacheable(world: Any) -> None:
     response = world.core.capabilities(world.primary.token, world.route)
-    expect("no-store" in response.headers.get("cache-control", ""), "WIRE-003", f"Cache-Control is {response.headers.get('cache-control')!r}")
+    expect(
+        "no-store" in response.headers.get("cache-control", ""),
+        "WIRE-003",
+        f"Cache-Control is {response.headers.get('cache-control')!r}",
+    )
 
 
 @R("CAP-006")
 def test_disabled_workspace_reports_enabled_false(fresh_world: Any) -> None:
     fresh_world.control.set_mode(fresh_world.route, "disabled")
-    body = checks.ok(fresh_world.core.capabilities(fresh_world.primary.token, fresh_world.route), "CAP-006", "capabilities")
+    body = checks.ok(
+        fresh_world.core.capabilities(fresh_world.primary.token, fresh_world.route), "CAP-006", "capabilities"
+    )
     enabled = fresh_world.cfg.names.capabilities["enabled"]
     expect(body.get(enabled) is False, "CAP-006", f"a disabled workspace reports {enabled} {body.get(enabled)!r}")
 
@@ -141,11 +193,18 @@ def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(fresh_world: Any, 
     none, carries no document text either (an error answer carries none by construction)."""
     world = fresh_world
     world.control.set_mode(world.route, "disabled")
-    response = world.core.turn(world.primary.token, world.route,
-                               CoreWire.turn_body("homepage binding", None if delivery == "unset" else delivery))
+    response = world.core.turn(
+        world.primary.token,
+        world.route,
+        CoreWire.turn_body("homepage binding", None if delivery == "unset" else delivery),
+    )
     body = checks.body_of(response, "WIRE-001")
     leaked = world.document_text().leaked(body)
-    expect(leaked is None, "CAP-006", f"a turn of a disabled workspace (delivery {delivery}) carries document text: {leaked!r}")
+    expect(
+        leaked is None,
+        "CAP-006",
+        f"a turn of a disabled workspace (delivery {delivery}) carries document text: {leaked!r}",
+    )
 
 
 @R("SRCH-009")
@@ -154,7 +213,11 @@ def test_disabled_workspace_searches_with_status_disabled(fresh_world: Any) -> N
     run_id = fresh_world.start_run()
     fresh_world.control.set_mode(fresh_world.route, "disabled")
     found = checks.search_response(fresh_world.search("binding", run_id))
-    expect(found["status"] == "disabled" and found["hints"] == [], "SRCH-009", f"search while disabled: {checks.describe(found)}")
+    expect(
+        found["status"] == "disabled" and found["hints"] == [],
+        "SRCH-009",
+        f"search while disabled: {checks.describe(found)}",
+    )
 
 
 @R("NEG-005")
@@ -172,7 +235,16 @@ def test_legacy_core_is_classified_unsupported(fresh_world: Any) -> None:
         "read": fresh_world.read(ref, run_id),
     }
     for endpoint, response in answers.items():
-        expect(response.status_code in unsupported, "NEG-005",
-               f"a legacy Core's {endpoint} answered HTTP {response.status_code}; only {'/'.join(map(str, unsupported))} mean not supported")
-    client = ReferenceClient.from_wire(fresh_world.core.http, fresh_world.route, fresh_world.primary.token, fresh_world.cfg.wire)
-    expect(client.get_knowledge_capabilities().supported is False, "NEG-005", "the reference client did not classify the legacy Core as unsupported")
+        expect(
+            response.status_code in unsupported,
+            "NEG-005",
+            f"a legacy Core's {endpoint} answered HTTP {response.status_code}; only {'/'.join(map(str, unsupported))} mean not supported",
+        )
+    client = ReferenceClient.from_wire(
+        fresh_world.core.http, fresh_world.route, fresh_world.primary.token, fresh_world.cfg.wire
+    )
+    expect(
+        client.get_knowledge_capabilities().supported is False,
+        "NEG-005",
+        "the reference client did not classify the legacy Core as unsupported",
+    )

@@ -62,8 +62,12 @@ def _bind_run(case: Any, run_id: str, negative: bool) -> None:
 
 @R("WIRE-001", "WIRE-002")
 @pytest.mark.parametrize("mode", ["positive", "negative"])
-@pytest.mark.parametrize(("path", "method"), OPERATIONS, ids=[f"{m} {p.rsplit('/', 2)[-2]}/{p.rsplit('/', 1)[-1]}" for p, m in OPERATIONS])
-def test_generated_requests_never_break_the_server(world: Any, pytestconfig: pytest.Config, path: str, method: str, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "method"), OPERATIONS, ids=[f"{m} {p.rsplit('/', 2)[-2]}/{p.rsplit('/', 1)[-1]}" for p, m in OPERATIONS]
+)
+def test_generated_requests_never_break_the_server(
+    world: Any, pytestconfig: pytest.Config, path: str, method: str, mode: str
+) -> None:
     from schemathesis.errors import FailureGroup
     from schemathesis.generation import GenerationMode
     from schemathesis.specs.openapi.checks import negative_data_rejection, response_schema_conformance
@@ -80,8 +84,14 @@ def test_generated_requests_never_break_the_server(world: Any, pytestconfig: pyt
     base_url = str(world.core.http.base_url)
     wanted = [response_schema_conformance, *([negative_data_rejection] if negative and strict else [])]
 
-    @settings(max_examples=examples, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck),
-              report_multiple_bugs=False)
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
     @given(case=strategy, bind=st.booleans())  # drawn by Hypothesis, so a failing case replays (and shrinks) exactly
     def check(case: Any, bind: bool) -> None:
         # A negative case always gets the started run (unless that makes it valid): refused for an
@@ -93,19 +103,30 @@ def test_generated_requests_never_break_the_server(world: Any, pytestconfig: pyt
         if isinstance(kwargs.get("data"), (bytes, str)):
             kwargs["content"] = kwargs.pop("data")
         response = world.core.http.request(kwargs.pop("method"), kwargs.pop("url"), **kwargs)
-        expect(response.status_code < 500, "WIRE-001", f"{method} {path} answered HTTP {response.status_code}: {clip(response.text, 200)}\n{case.as_curl_command(base_url=base_url)}")
+        expect(
+            response.status_code < 500,
+            "WIRE-001",
+            f"{method} {path} answered HTTP {response.status_code}: {clip(response.text, 200)}\n{case.as_curl_command(base_url=base_url)}",
+        )
         if response.status_code >= 400:
             checks.error_envelope(response, "WIRE-001", strict=strict)
-        content = world.cfg.names.canonical_content(response_stem(path, method, response.status_code), response.content)  # schemas use canonical names
-        checked = httpx.Response(response.status_code, headers=response.headers, content=content, request=response.request)
+        content = world.cfg.names.canonical_content(
+            response_stem(path, method, response.status_code), response.content
+        )  # schemas use canonical names
+        checked = httpx.Response(
+            response.status_code, headers=response.headers, content=content, request=response.request
+        )
         checked.elapsed = datetime.timedelta(0)
         try:
             case.validate_response(checked, checks=wanted)
         except FailureGroup as group:  # a BaseExceptionGroup: `except Exception` would miss it
             accepted = [f for f in group.exceptions if "negative_data_rejection" in type(f).checks]
             if accepted:
-                raise ContractViolation("WIRE-001", f"strict: a request schemathesis generated to violate the request schema was "
-                                                    f"accepted with HTTP {response.status_code}: {clip(str(accepted[0]), 600)}\n{case.as_curl_command(base_url=base_url)}") from None
+                raise ContractViolation(
+                    "WIRE-001",
+                    f"strict: a request schemathesis generated to violate the request schema was "
+                    f"accepted with HTTP {response.status_code}: {clip(str(accepted[0]), 600)}\n{case.as_curl_command(base_url=base_url)}",
+                ) from None
             raise ContractViolation("WIRE-002", f"{method} {path}: {clip(str(group), 800)}") from None
 
     check()

@@ -31,23 +31,34 @@ def test_default_pages_fit_16384_bytes_and_rebuild_the_document(world: Any, reco
     expect(len(revisions) == 1, "READ-002", f"one chain reported several revisions: {sorted(revisions)}")
     last = pages[-1]
     # READ-014 is about optional fields: verified only when a page carried one of them.
-    optional = set() if any(name in p for p in pages for name in ("total_content_bytes", "read_chain_max_bytes")) else {"READ-014"}
+    optional = (
+        set()
+        if any(name in p for p in pages for name in ("total_content_bytes", "read_chain_max_bytes"))
+        else {"READ-014"}
+    )
     if doc is None:  # a live Core's own document: bounds and flags, but nothing to compare the chain with
-        record_exercised({"READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "WIRE-002"} - optional)
+        record_exercised(
+            {"READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "WIRE-002"} - optional
+        )
         return
-    record_exercised({"READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "READ-015", "WIRE-002"} - optional)
+    record_exercised(
+        {"READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "READ-015", "WIRE-002"} - optional
+    )
     expect(len(pages) > 1, "READ-004", "a 60 KB document fit into one default page")
     expect(_joined(pages) == doc.content, "READ-015", "the pages do not concatenate to the stored revision")
     expect(last["truncated"] is False, "READ-009", "the page that completes the document says truncated true")
     if "total_content_bytes" in last:
-        expect(last["total_content_bytes"] == C.utf8_size(doc.content), "READ-014",
-               f"total_content_bytes {last['total_content_bytes']}, the revision has {C.utf8_size(doc.content)} bytes")
+        expect(
+            last["total_content_bytes"] == C.utf8_size(doc.content),
+            "READ-014",
+            f"total_content_bytes {last['total_content_bytes']}, the revision has {C.utf8_size(doc.content)} bytes",
+        )
 
 
 def _continues_at(doc: str, position: int, piece: str, i: int) -> int:
     """Page ``i`` continues the document at character ``position``; a difference that shows a
     split character is READ-016's, any other READ-015's. Returns where the next page starts."""
-    expected = doc[position:position + len(piece)]
+    expected = doc[position : position + len(piece)]
     if piece != expected:
         split = checks.split_in(piece, expected)
         expect(split is None, "READ-016", f"page {i} splits a character near character {position}: {split}")
@@ -75,13 +86,22 @@ def test_requested_max_bytes_bounds_every_page(world: Any, max_bytes: int, recor
         record_exercised({"READ-005"})
         return
     position = _continues(doc.content, pages)
-    expect(position == len(doc.content), "READ-015", f"the chain ended after {position} of {len(doc.content)} characters")
+    expect(
+        position == len(doc.content), "READ-015", f"the chain ended after {position} of {len(doc.content)} characters"
+    )
 
 
 @R("READ-009", "READ-015", "READ-016")
-@pytest.mark.parametrize("max_bytes", [pytest.param(None, marks=R("READ-004"), id="default"),
-                                       *(pytest.param(n, marks=R("READ-005"), id=str(n))
-                                         for n in (C.READ_MIN_MAX_BYTES, C.READ_MIN_MAX_BYTES + 3, C.READ_MAX_MAX_BYTES))])
+@pytest.mark.parametrize(
+    "max_bytes",
+    [
+        pytest.param(None, marks=R("READ-004"), id="default"),
+        *(
+            pytest.param(n, marks=R("READ-005"), id=str(n))
+            for n in (C.READ_MIN_MAX_BYTES, C.READ_MIN_MAX_BYTES + 3, C.READ_MAX_MAX_BYTES)
+        ),
+    ],
+)
 def test_pages_cut_next_to_escapes_astral_characters_and_combining_marks(world: Any, max_bytes: int | None) -> None:
     """A document made only of characters whose JSON costs more than their count says (escapes,
     control characters, astral characters, combining sequences): every cut falls next to one.
@@ -91,7 +111,9 @@ def test_pages_cut_next_to_escapes_astral_characters_and_combining_marks(world: 
     run_id = world.start_run()
     pages = world.follow(world.ref_for(run_id, doc), run_id, max_bytes=max_bytes)
     position = _continues(doc.content, pages)
-    expect(position == len(doc.content), "READ-015", f"the chain ended after {position} of {len(doc.content)} characters")
+    expect(
+        position == len(doc.content), "READ-015", f"the chain ended after {position} of {len(doc.content)} characters"
+    )
     expect(pages[-1]["truncated"] is False, "READ-009", "the page that completes the document says truncated true")
 
 
@@ -108,9 +130,13 @@ def test_out_of_range_max_bytes_is_refused_or_clamped(world: Any, max_bytes: int
     if strict or response.status_code != 200:
         envelope = checks.error_envelope(response, "READ-006", strict=strict)
         if strict:
-            expect(response.status_code == world.cfg.status("invalid_request") and envelope["error"] == world.cfg.code("invalid_request"),
-                   "READ-006", f"strict: max_bytes {max_bytes} answered HTTP {response.status_code} {envelope['error']!r}, "
-                   f"configured {world.cfg.status('invalid_request')} {world.cfg.code('invalid_request')!r}")
+            expect(
+                response.status_code == world.cfg.status("invalid_request")
+                and envelope["error"] == world.cfg.code("invalid_request"),
+                "READ-006",
+                f"strict: max_bytes {max_bytes} answered HTTP {response.status_code} {envelope['error']!r}, "
+                f"configured {world.cfg.status('invalid_request')} {world.cfg.code('invalid_request')!r}",
+            )
         return
     clamped = C.READ_MIN_MAX_BYTES if max_bytes < C.READ_MIN_MAX_BYTES else C.READ_MAX_MAX_BYTES
     checks.page(response, ref=ref, max_bytes=clamped, requirement_bound="READ-006")
@@ -133,8 +159,12 @@ def test_read_chain_delivers_at_most_131072_content_bytes(world: Any, key: str) 
     """A revision far past the budget, and one a single byte past it."""
     content, pages = _budget_chain(world, key)
     read = sum(C.utf8_size(p["content"]) for p in pages)
-    expect(read <= C.READ_CHAIN_MAX_BYTES, "READ-010", f"the chain delivered {read} content bytes of a {C.utf8_size(content)}-byte "
-           f"revision, over {C.READ_CHAIN_MAX_BYTES}")
+    expect(
+        read <= C.READ_CHAIN_MAX_BYTES,
+        "READ-010",
+        f"the chain delivered {read} content bytes of a {C.utf8_size(content)}-byte "
+        f"revision, over {C.READ_CHAIN_MAX_BYTES}",
+    )
     _continues(content, pages)
 
 
@@ -149,16 +179,27 @@ def test_the_page_that_exhausts_the_budget_says_so(world: Any, key: str) -> None
     for i, page in enumerate(pages):
         position = _continues_at(content, position, page["content"], i)
         delivered += C.utf8_size(page["content"])
-        rest = content[position:position + 1]
+        rest = content[position : position + 1]
         if rest and C.utf8_size(rest) > C.READ_CHAIN_MAX_BYTES - delivered:
-            expect(page.get("budget_exhausted") is True and page["truncated"] is True and page["next_cursor"] is None, "READ-011",
-                   f"page {i} brought the chain to {delivered} content bytes and the next character ({C.utf8_size(rest)} bytes) "
-                   f"no longer fits {C.READ_CHAIN_MAX_BYTES}, yet it says {_flags(page)}")
+            expect(
+                page.get("budget_exhausted") is True and page["truncated"] is True and page["next_cursor"] is None,
+                "READ-011",
+                f"page {i} brought the chain to {delivered} content bytes and the next character ({C.utf8_size(rest)} bytes) "
+                f"no longer fits {C.READ_CHAIN_MAX_BYTES}, yet it says {_flags(page)}",
+            )
             return
     last = pages[-1]
-    expect(position < len(content), "READ-011", f"a {C.utf8_size(content)}-byte revision was read completely, past the budget")
-    expect(last.get("budget_exhausted") is True, "READ-011", f"the chain stopped after {delivered} content bytes of "
-           f"{C.utf8_size(content)} without budget_exhausted: {_flags(last)}")
+    expect(
+        position < len(content),
+        "READ-011",
+        f"a {C.utf8_size(content)}-byte revision was read completely, past the budget",
+    )
+    expect(
+        last.get("budget_exhausted") is True,
+        "READ-011",
+        f"the chain stopped after {delivered} content bytes of "
+        f"{C.utf8_size(content)} without budget_exhausted: {_flags(last)}",
+    )
 
 
 @R("READ-020", "READ-009", "READ-015", "READ-016")
@@ -176,20 +217,34 @@ def test_a_chain_reads_up_to_its_budget(world: Any, key: str) -> None:
     last = pages[-1]
     strict = world.cfg.strict_codes
     if last.get("budget_exhausted") is True and not strict:
-        expect(delivered > C.READ_CHAIN_MAX_BYTES - C.READ_MAX_MAX_BYTES, "READ-020",
-               f"the chain of a {C.utf8_size(content)}-byte revision stopped budget_exhausted after only {delivered} content bytes "
-               f"(more than {C.READ_CHAIN_MAX_BYTES - C.READ_MAX_MAX_BYTES} were expected before the budget runs out)")
+        expect(
+            delivered > C.READ_CHAIN_MAX_BYTES - C.READ_MAX_MAX_BYTES,
+            "READ-020",
+            f"the chain of a {C.utf8_size(content)}-byte revision stopped budget_exhausted after only {delivered} content bytes "
+            f"(more than {C.READ_CHAIN_MAX_BYTES - C.READ_MAX_MAX_BYTES} were expected before the budget runs out)",
+        )
     elif last.get("budget_exhausted") is True:
-        rest = content[len(joined):len(joined) + 1]
-        expect(rest and C.utf8_size(rest) > C.READ_CHAIN_MAX_BYTES - delivered, "READ-020",
-               f"the chain of a {C.utf8_size(content)}-byte revision stopped budget_exhausted after {delivered} content bytes, "
-               f"though its next character ({C.utf8_size(rest)} bytes) still fits {C.READ_CHAIN_MAX_BYTES}")
+        rest = content[len(joined) : len(joined) + 1]
+        expect(
+            rest and C.utf8_size(rest) > C.READ_CHAIN_MAX_BYTES - delivered,
+            "READ-020",
+            f"the chain of a {C.utf8_size(content)}-byte revision stopped budget_exhausted after {delivered} content bytes, "
+            f"though its next character ({C.utf8_size(rest)} bytes) still fits {C.READ_CHAIN_MAX_BYTES}",
+        )
     elif C.utf8_size(content) > C.READ_CHAIN_MAX_BYTES:  # never pass without judging where the chain stopped
-        expect(False, "READ-010" if joined == content else "READ-011", f"the chain of a {C.utf8_size(content)}-byte revision, over "
-               f"the budget, ended after {delivered} content bytes without budget_exhausted: {_flags(last)}")
+        expect(
+            False,
+            "READ-010" if joined == content else "READ-011",
+            f"the chain of a {C.utf8_size(content)}-byte revision, over "
+            f"the budget, ended after {delivered} content bytes without budget_exhausted: {_flags(last)}",
+        )
     if C.utf8_size(content) <= C.READ_CHAIN_MAX_BYTES and (strict or last.get("budget_exhausted") is not True):
-        expect(joined == content, "READ-020", f"a {C.utf8_size(content)}-byte revision, within the budget, was not read "
-               f"completely: the chain ended after {delivered} bytes with {_flags(last)}")
+        expect(
+            joined == content,
+            "READ-020",
+            f"a {C.utf8_size(content)}-byte revision, within the budget, was not read "
+            f"completely: the chain ended after {delivered} bytes with {_flags(last)}",
+        )
         expect(last["truncated"] is False, "READ-009", "the page that completes the document says truncated true")
 
 
@@ -204,7 +259,9 @@ def _token_probe(world: Any, field: str) -> tuple[str, str, str]:
     run_id = world.start_run()
     ref = world.ref_for(run_id, world.docs.get("unicode"))
     first = world.page(ref, run_id, C.READ_MIN_MAX_BYTES)
-    if field == "cursor" and first["next_cursor"] is None:  # padding the ref and sending it as a cursor would judge no cursor
+    if (
+        field == "cursor" and first["next_cursor"] is None
+    ):  # padding the ref and sending it as a cursor would judge no cursor
         pytest.skip("not verified: the document found fits one page, so there is no cursor to pad")
     return run_id, ref, ref if field == "ref" else first["next_cursor"]
 
@@ -223,13 +280,25 @@ def test_oversized_reference_or_cursor_is_refused(world: Any, field: str, paddin
     run_id, ref, token = _token_probe(world, field)
     oversized = _padded(token, C.REFERENCE_MAX_BYTES + 1, "é" if padding == "multibyte" else "A")
     response = _send(world, field, run_id, ref, oversized)
-    expect(response.status_code != 200, "READ-008", f"a {field} of {C.utf8_size(oversized)} bytes ({len(oversized)} characters), "
-           f"over {C.REFERENCE_MAX_BYTES}, was accepted")
+    expect(
+        response.status_code != 200,
+        "READ-008",
+        f"a {field} of {C.utf8_size(oversized)} bytes ({len(oversized)} characters), "
+        f"over {C.REFERENCE_MAX_BYTES}, was accepted",
+    )
     body = checks.body_of(response, "READ-008")
-    if response.status_code == 400 and isinstance(body, dict) and body.get("error") in ("invalid_request", world.cfg.code("invalid_request")):
-        checks.error_envelope(response, "READ-008", strict=world.cfg.strict_codes)  # refused by request validation: acceptable
+    if (
+        response.status_code == 400
+        and isinstance(body, dict)
+        and body.get("error") in ("invalid_request", world.cfg.code("invalid_request"))
+    ):
+        checks.error_envelope(
+            response, "READ-008", strict=world.cfg.strict_codes
+        )  # refused by request validation: acceptable
     else:
-        checks.reference_error(response, world.cfg, "reference_invalid", requirement="READ-008", text=world.document_text())
+        checks.reference_error(
+            response, world.cfg, "reference_invalid", requirement="READ-008", text=world.document_text()
+        )
 
 
 def _answer(response: httpx.Response) -> tuple[int, object]:
@@ -251,5 +320,9 @@ def test_a_reference_or_cursor_of_4096_bytes_is_not_refused_for_its_size(world: 
         pytest.skip(f"not verified: the Core's own {field} is already {C.utf8_size(token)} bytes, nothing to pad")
     below = _answer(_send(world, field, run_id, ref, _padded(token, C.REFERENCE_MAX_BYTES - 1)))
     at = _answer(_send(world, field, run_id, ref, _padded(token, C.REFERENCE_MAX_BYTES)))
-    expect(at == below, "READ-019", f"a {field} padded to {C.REFERENCE_MAX_BYTES} bytes answered HTTP {at[0]} {at[1]!r}, the same "
-           f"{field} padded to {C.REFERENCE_MAX_BYTES - 1} bytes HTTP {below[0]} {below[1]!r}: a token within the bound was refused for its size")
+    expect(
+        at == below,
+        "READ-019",
+        f"a {field} padded to {C.REFERENCE_MAX_BYTES} bytes answered HTTP {at[0]} {at[1]!r}, the same "
+        f"{field} padded to {C.REFERENCE_MAX_BYTES - 1} bytes HTTP {below[0]} {below[1]!r}: a token within the bound was refused for its size",
+    )

@@ -61,7 +61,14 @@ def test_references_and_cursors_are_expired_just_after_300_seconds(world: Any, w
     run_id, ref, first, extra = _issued(world, what)
     _age(world, C.REFERENCE_TTL_SECONDS + STEP + world.cfg.clock_skew_seconds)
     response = world.read(ref, run_id, **extra)
-    checks.reference_error(response, world.cfg, "reference_expired", requirement="REF-001", secret=first["content"], text=world.document_text())
+    checks.reference_error(
+        response,
+        world.cfg,
+        "reference_expired",
+        requirement="REF-001",
+        secret=first["content"],
+        text=world.document_text(),
+    )
 
 
 @R("REF-002")
@@ -71,7 +78,11 @@ def test_references_and_cursors_stay_valid_just_before_300_seconds(world: Any, w
     age = C.REFERENCE_TTL_SECONDS - STEP - world.cfg.clock_skew_seconds
     _age(world, age)
     response = world.read(ref, run_id, **extra)
-    expect(response.status_code == 200, "REF-002", f"a {what} {age:g} s old was refused: HTTP {response.status_code} {clip(response.text, 200)}")
+    expect(
+        response.status_code == 200,
+        "REF-002",
+        f"a {what} {age:g} s old was refused: HTTP {response.status_code} {clip(response.text, 200)}",
+    )
 
 
 @R("REF-016", *ERROR_RULES)
@@ -90,7 +101,14 @@ def test_at_exactly_300_seconds_a_reference_is_read_or_expired(world: Any, what:
         checks.page(response, ref=ref, max_bytes=None, requirement_bound="READ-004")
         record_exercised({"REF-016"})  # read, not refused: no error to judge
         return
-    checks.reference_error(response, world.cfg, "reference_expired", requirement="REF-016", secret=first["content"], text=world.document_text())
+    checks.reference_error(
+        response,
+        world.cfg,
+        "reference_expired",
+        requirement="REF-016",
+        secret=first["content"],
+        text=world.document_text(),
+    )
 
 
 @R("REF-007", *ERROR_RULES)
@@ -100,7 +118,9 @@ def test_a_scope_change_invalidates_references(fresh_world: Any, what: str) -> N
     chain already under way (presented with that reference), are refused as changed."""
     doc = fresh_world.docs["alpha"]
     if what == "cursor":  # a revision long enough for a second page at the smallest page size
-        fresh_world.control.publish(fresh_world.route, doc.item_id, f"{doc.token} binding. " + "A chain of many pages. " * 600)
+        fresh_world.control.publish(
+            fresh_world.route, doc.item_id, f"{doc.token} binding. " + "A chain of many pages. " * 600
+        )
     run_id = fresh_world.start_run()
     ref = fresh_world.ref_for(run_id, doc)
     first = fresh_world.page(ref, run_id, C.READ_MIN_MAX_BYTES)
@@ -109,8 +129,14 @@ def test_a_scope_change_invalidates_references(fresh_world: Any, what: str) -> N
         pytest.skip("not verified: the first page of the long revision offers no cursor (the read tests judge that)")
     fresh_world.control.set_scope(fresh_world.route, fresh_world.primary.account, ["kb-second"])
     response = fresh_world.read(ref, run_id, **extra)
-    checks.reference_error(response, fresh_world.cfg, "scope_changed", requirement="REF-007", secret=first["content"],
-                           text=fresh_world.document_text())
+    checks.reference_error(
+        response,
+        fresh_world.cfg,
+        "scope_changed",
+        requirement="REF-007",
+        secret=first["content"],
+        text=fresh_world.document_text(),
+    )
 
 
 @R("REF-008", *ERROR_RULES)
@@ -121,13 +147,20 @@ def test_a_new_revision_invalidates_references(fresh_world: Any) -> None:
     secret = _secret_of(fresh_world, ref, run_id)
     fresh_world.control.publish(fresh_world.route, doc.item_id, "alphadoc binding. A rewritten revision.")
     response = fresh_world.read(ref, run_id)
-    checks.reference_error(response, fresh_world.cfg, "revision_changed", requirement="REF-008", secret=secret, text=fresh_world.document_text())
+    checks.reference_error(
+        response,
+        fresh_world.cfg,
+        "revision_changed",
+        requirement="REF-008",
+        secret=secret,
+        text=fresh_world.document_text(),
+    )
 
 
 def _tamper(ref: str) -> str:
     middle = len(ref) // 2
     swapped = "B" if ref[middle] != "B" else "C"
-    return ref[:middle] + swapped + ref[middle + 1:]
+    return ref[:middle] + swapped + ref[middle + 1 :]
 
 
 @R("REF-015", *ERROR_RULES)
@@ -144,7 +177,9 @@ def test_tampered_references_are_refused(world: Any, how: str) -> None:
     else:
         bad = "not-a-reference"
     response = world.read(bad, run_id)
-    checks.reference_error(response, world.cfg, "reference_invalid", requirement="REF-015", secret=secret, text=world.document_text())
+    checks.reference_error(
+        response, world.cfg, "reference_invalid", requirement="REF-015", secret=secret, text=world.document_text()
+    )
 
 
 def _cut_or_extended(ref: str) -> list[str]:
@@ -156,8 +191,8 @@ def _cut_or_extended(ref: str) -> list[str]:
     Nothing is appended to a reference without separators, nor to one with padding (common
     base64 decoders ignore whatever follows the padding: the same reference again)."""
     separators = [c for c in ref if not c.isalnum() and c != "="]
-    cuts = {ref[:ref.rindex(ch)] for ch in set(separators)}
-    found = sorted(c for c in cuts if c and any(x.isalnum() for x in ref[len(c):]))
+    cuts = {ref[: ref.rindex(ch)] for ch in set(separators)}
+    found = sorted(c for c in cuts if c and any(x.isalnum() for x in ref[len(c) :]))
     extended = [] if "=" in ref else [ref + ch + "x" for ch in sorted(set(separators))]
     return [*found, *extended]
 
@@ -171,8 +206,14 @@ def test_references_cut_short_or_extended_at_a_separator_are_refused(world: Any)
         pytest.skip("not verified: the Core's reference has no separator to cut at (the tamper probes still judge it)")
     secret = _secret_of(world, ref, run_id)
     for bad in cuts:
-        checks.reference_error(world.read(bad, run_id), world.cfg, "reference_invalid", requirement="REF-015", secret=secret,
-                               text=world.document_text())
+        checks.reference_error(
+            world.read(bad, run_id),
+            world.cfg,
+            "reference_invalid",
+            requirement="REF-015",
+            secret=secret,
+            text=world.document_text(),
+        )
 
 
 @R("REF-008", *ERROR_RULES)
@@ -189,8 +230,14 @@ def test_a_removed_document_invalidates_its_reference(fresh_world: Any, scope: s
     ref = world.ref_for(run_id, doc)
     secret = _secret_of(world, ref, run_id)
     world.control.replace_corpus(world.route, corpus.bases({k: d for k, d in world.docs.items() if k != doc.key}))
-    checks.reference_error(world.read(ref, run_id), world.cfg, ("revision_changed", "reference_invalid", "scope_changed"),
-                           requirement="REF-008", secret=secret, text=world.document_text())
+    checks.reference_error(
+        world.read(ref, run_id),
+        world.cfg,
+        ("revision_changed", "reference_invalid", "scope_changed"),
+        requirement="REF-008",
+        secret=secret,
+        text=world.document_text(),
+    )
 
 
 @R("REF-008", *ERROR_RULES)
@@ -215,9 +262,18 @@ def test_a_cursor_continues_only_its_own_reference(world: Any) -> None:
             shown = named.get("ref") if isinstance(named, dict) and named.get("ref") in refs else refs[theirs]
             page = checks.page(response, ref=str(shown), max_bytes=C.READ_MIN_MAX_BYTES, requirement_bound="READ-005")
             chain = docs[theirs].content
-            expect(chain.startswith(str(pages[theirs]["content"]) + str(page["content"])), "REF-008",
-                   "a cursor presented beside another document's reference was answered with a page that does not continue "
-                   "the cursor's own chain")
+            expect(
+                chain.startswith(str(pages[theirs]["content"]) + str(page["content"])),
+                "REF-008",
+                "a cursor presented beside another document's reference was answered with a page that does not continue "
+                "the cursor's own chain",
+            )
             continue
-        checks.reference_error(response, world.cfg, ("reference_invalid", "revision_changed", "reference_mismatch"),
-                               requirement="REF-008", secret=pages[theirs]["content"], text=text)
+        checks.reference_error(
+            response,
+            world.cfg,
+            ("reference_invalid", "revision_changed", "reference_mismatch"),
+            requirement="REF-008",
+            secret=pages[theirs]["content"],
+            text=text,
+        )

@@ -26,8 +26,11 @@ def test_search_returns_at_most_three_bounded_hints(world: Any, limit: int | Non
     reached = {"SRCH-001", "SRCH-002", "SRCH-003", "SRCH-005", "SRCH-007", "SRCH-008", "WIRE-002"}
     record_exercised(reached | ({"SRCH-004", "READ-007"} if body["hints"] else set()))
     if world.docs and world.cfg.strict_codes:
-        expect(body["status"] == "ok" and len(body["hints"]) == C.SEARCH_MAX_HINTS, "SRCH-003",
-               f"strict: more than three documents of the suite's corpus match 'binding'; expected status ok with 3 hints, got {body['status']!r} with {len(body['hints'])}")
+        expect(
+            body["status"] == "ok" and len(body["hints"]) == C.SEARCH_MAX_HINTS,
+            "SRCH-003",
+            f"strict: more than three documents of the suite's corpus match 'binding'; expected status ok with 3 hints, got {body['status']!r} with {len(body['hints'])}",
+        )
 
 
 @R("SRCH-003")
@@ -37,8 +40,12 @@ def test_a_limit_above_three_yields_at_most_three_hints_or_a_refusal(world: Any,
     run_id = world.start_run()
     response = world.search("binding" if world.docs else world.cfg.probe_query, run_id, limit=10)
     if 400 <= response.status_code < 500:
-        expect(not world.cfg.strict_codes, "SRCH-003", f"strict: a search with limit 10 was refused (HTTP {response.status_code}); "
-               "the configured choice is to clamp the limit to 3")
+        expect(
+            not world.cfg.strict_codes,
+            "SRCH-003",
+            f"strict: a search with limit 10 was refused (HTTP {response.status_code}); "
+            "the configured choice is to clamp the limit to 3",
+        )
         checks.error_envelope(response, "WIRE-001")
         record_exercised(set())  # a refusal says nothing about the hint bound
         return
@@ -51,7 +58,9 @@ def test_search_stays_within_4096_bytes_with_huge_multibyte_titles(world: Any) -
     run_id = world.start_run()
     body = checks.search_response(world.search(doc.token, run_id))
     if world.hint_for(body["hints"], doc, run_id) is None:
-        world.not_found(f"no hint of the search for {doc.token!r} reads as the long-title document, so its title was not put to the bound")
+        world.not_found(
+            f"no hint of the search for {doc.token!r} reads as the long-title document, so its title was not put to the bound"
+        )
 
 
 @R("SRCH-008")
@@ -64,8 +73,10 @@ def test_search_stays_within_4096_bytes_with_three_worst_case_hints_at_once(worl
     body = checks.search_response(world.search(corpus.WORST_WORD, run_id))
     found = [doc.key for doc in docs if world.hint_for(body["hints"], doc, run_id) is not None]
     if len(found) < len(docs):
-        world.not_found(f"the search for {corpus.WORST_WORD!r} returned {len(body['hints'])} hints, reading as {found}: "
-                        "the three worst cases were not put to the bound together")
+        world.not_found(
+            f"the search for {corpus.WORST_WORD!r} returned {len(body['hints'])} hints, reading as {found}: "
+            "the three worst cases were not put to the bound together"
+        )
 
 
 @R("SRCH-005")
@@ -88,8 +99,11 @@ def test_hints_never_carry_the_full_document(world: Any) -> None:
     checked = 0
     for i, hint in enumerate(hints):
         whole = seeded.whole(hint)
-        expect(whole is None, "SRCH-006", f"hint {i} carries a seeded document whole ({len(whole or '')} characters): "
-               f"{_carriers(hint, whole or '')}")
+        expect(
+            whole is None,
+            "SRCH-006",
+            f"hint {i} carries a seeded document whole ({len(whole or '')} characters): {_carriers(hint, whole or '')}",
+        )
         checked += 1 if len(seeded) else 0  # compared with every seeded text
         if not isinstance(hint, dict) or not isinstance(hint.get("ref"), str):
             continue
@@ -100,7 +114,9 @@ def test_hints_never_carry_the_full_document(world: Any) -> None:
         carriers = _carriers(hint, text)
         expect(not carriers, "SRCH-006", f"hint {i} carries the full document ({len(text)} characters) in {carriers}")
     if not checked:
-        pytest.skip(f"not verified: the search returned {len(hints)} hints, none leading to a document of at least 32 characters")
+        pytest.skip(
+            f"not verified: the search returned {len(hints)} hints, none leading to a document of at least 32 characters"
+        )
     checks.search_response(response)
 
 
@@ -114,7 +130,11 @@ def _carriers(hint: Any, text: str) -> list[str]:
 @R("SRCH-002")
 def test_search_refuses_a_run_that_was_never_started(world: Any) -> None:
     unknown = world.search("binding", str(uuid.uuid4()))
-    expect(400 <= unknown.status_code < 500, "SRCH-002", f"search with a run that was never started answered HTTP {unknown.status_code}")
+    expect(
+        400 <= unknown.status_code < 500,
+        "SRCH-002",
+        f"search with a run that was never started answered HTTP {unknown.status_code}",
+    )
     checks.error_envelope(unknown, "SRCH-002", strict=world.cfg.strict_codes)
 
 
@@ -130,8 +150,12 @@ def test_search_refuses_another_sessions_run(world: Any, other: str, direction: 
         foreign = world.search("binding", world.start_run(stranger))
     else:
         foreign = world.search("binding", world.start_run(), stranger)
-    expect(400 <= foreign.status_code < 500, "AUTH-003", f"search with a run of another {other.removeprefix('other_')} "
-                                                         f"({direction.replace('_', ' ')}) answered HTTP {foreign.status_code}")
+    expect(
+        400 <= foreign.status_code < 500,
+        "AUTH-003",
+        f"search with a run of another {other.removeprefix('other_')} "
+        f"({direction.replace('_', ' ')}) answered HTTP {foreign.status_code}",
+    )
     checks.error_envelope(foreign, "AUTH-003", strict=world.cfg.strict_codes)
 
 
@@ -140,10 +164,16 @@ def test_unavailable_is_reported_never_ok_and_empty(fresh_world: Any) -> None:
     run_id = fresh_world.start_run()
     fresh_world.control.fault("fail_next_search_unavailable", fresh_world.route)
     body = checks.search_response(fresh_world.search("binding", run_id))
-    expect(body["status"] == "unavailable", "SRCH-010", f"an unavailable search reported {body['status']!r} with {len(body['hints'])} hints")
+    expect(
+        body["status"] == "unavailable",
+        "SRCH-010",
+        f"an unavailable search reported {body['status']!r} with {len(body['hints'])} hints",
+    )
     fresh_world.control.set_mode(fresh_world.route, "unavailable")
     body = checks.search_response(fresh_world.search("binding", run_id))
-    expect(body["status"] == "unavailable", "SRCH-010", f"an unavailable workspace searched with status {body['status']!r}")
+    expect(
+        body["status"] == "unavailable", "SRCH-010", f"an unavailable workspace searched with status {body['status']!r}"
+    )
 
 
 @R("SRCH-011")

@@ -21,16 +21,23 @@ R = pytest.mark.requirement
 
 
 @R(*CLAIMS)
-def test_stateful_model_agrees_with_the_target(kc_config: Any, core: Any, control: Any, pytestconfig: pytest.Config,
-                                               record_exercised: Any) -> None:
+def test_stateful_model_agrees_with_the_target(
+    kc_config: Any, core: Any, control: Any, pytestconfig: pytest.Config, record_exercised: Any
+) -> None:
     """A scripted tour through the rules first (it reaches every claimed rule, whatever the walk draws),
     then the random walk. Only the IDs whose checks ran on a definite prediction count as verified."""
     if control is None:
         pytest.skip("not verified: the stateful model drives time and state through the test-control extension")
     examples, steps = walk_size(pytestconfig, default=(20, 25), deep=(200, 60))
     exercised: set[str] = set()
-    walk = machine(lambda: provision(kc_config, core, control, large=False), kc_config, exercised,
-                   walk_seed=option(pytestconfig, "--stateful-seed") or WALK_SEED)
+    walk = machine(
+        lambda: provision(kc_config, core, control, large=False),
+        kc_config,
+        exercised,
+        walk_seed=option(pytestconfig, "--stateful-seed") or WALK_SEED,
+    )
     record_exercised(exercised)
     tour(walk)
-    run_state_machine_as_test(walk, settings=walk_settings(examples, steps, shrink=not option(pytestconfig, "--no-shrink")))
+    run_state_machine_as_test(
+        walk, settings=walk_settings(examples, steps, shrink=not option(pytestconfig, "--no-shrink"))
+    )

@@ -19,7 +19,9 @@ from conformance.target.errors import HarnessError
 R = pytest.mark.requirement
 
 
-def _on_demand_context(world: Any, text: str = "how is the homepage binding done") -> tuple[dict[str, Any], dict[str, Any]]:
+def _on_demand_context(
+    world: Any, text: str = "how is the homepage binding done"
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(turn body, its context)`` of a fresh on_demand turn."""
     response = world.core.turn(world.primary.token, world.route, CoreWire.turn_body(text))
     body = checks.ok(response, "TURN-003", "an on_demand turn")
@@ -37,16 +39,12 @@ def test_on_demand_turn_carries_bounded_hints(world: Any) -> None:
     checks.bounded_delivery(world, body, context)
 
 
-
-
 @R("TURN-008")
 def test_on_demand_turn_keeps_knowledge_and_refs_present_and_empty(world: Any) -> None:
     """Its own test, independent of the delivery object: a Core that answers on_demand with
     the inline context fails here whatever it does with context.knowledge_delivery."""
     _, context = _on_demand_context(world)
     checks.empty_knowledge(world, context)
-
-
 
 
 @R("TURN-007", "TURN-003")
@@ -60,7 +58,11 @@ def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: Any, r
     if not isinstance(sent, dict):
         raise checks.ContractViolation("TURN-003", f"an on_demand turn has no context.{field}")
     size = len(C.canonical(sent).encode())
-    expect(size <= C.SEARCH_MAX_BYTES, "TURN-007", f"context.{field} is {size} bytes as compact JSON, over {C.SEARCH_MAX_BYTES}")
+    expect(
+        size <= C.SEARCH_MAX_BYTES,
+        "TURN-007",
+        f"context.{field} is {size} bytes as compact JSON, over {C.SEARCH_MAX_BYTES}",
+    )
     delivery = world.cfg.names.delivery(context)
     hints = delivery["hints"] if isinstance(delivery.get("hints"), list) else []
     found = [d.key for d in docs if world.hint_for(hints, d, str(body.get("run_id"))) is not None]
@@ -74,8 +76,14 @@ def test_same_turn_identity_and_payload_replays_the_run(world: Any) -> None:
     body = CoreWire.turn_body("homepage binding", "on_demand")
     first = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-004", "turn")
     again = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-004", "the replayed turn")
-    expect(again.get("run_id") == first.get("run_id"), "TURN-004", "the same turn identity and payload started another run")
-    expect(C.canonical(again.get("context")) == C.canonical(first.get("context")), "TURN-004", "the replayed turn's context is not the frozen original")
+    expect(
+        again.get("run_id") == first.get("run_id"), "TURN-004", "the same turn identity and payload started another run"
+    )
+    expect(
+        C.canonical(again.get("context")) == C.canonical(first.get("context")),
+        "TURN-004",
+        "the replayed turn's context is not the frozen original",
+    )
 
 
 @R("TURN-004")
@@ -87,14 +95,24 @@ def test_a_replay_with_reordered_members_never_starts_another_run(world: Any) ->
     first = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-004", "turn")
     response = world.core.turn(world.primary.token, world.route, dict(reversed(list(body.items()))))
     if response.status_code != 200:
-        expect(not world.cfg.strict_codes, "TURN-004", f"strict: the replay with reordered members was refused: HTTP {response.status_code}")
+        expect(
+            not world.cfg.strict_codes,
+            "TURN-004",
+            f"strict: the replay with reordered members was refused: HTTP {response.status_code}",
+        )
         checks.error_envelope(response, "TURN-004")
         return
     again = checks.body_of(response, "TURN-004")
-    expect(isinstance(again, dict) and again.get("run_id") == first.get("run_id"), "TURN-004",
-           "the same turn identity and payload, members reordered, started another run")
-    expect(C.canonical(again.get("context")) == C.canonical(first.get("context")), "TURN-004",
-           "the replay with reordered members answered another context than the frozen original")
+    expect(
+        isinstance(again, dict) and again.get("run_id") == first.get("run_id"),
+        "TURN-004",
+        "the same turn identity and payload, members reordered, started another run",
+    )
+    expect(
+        C.canonical(again.get("context")) == C.canonical(first.get("context")),
+        "TURN-004",
+        "the replay with reordered members answered another context than the frozen original",
+    )
 
 
 CHANGED_PAYLOADS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -127,8 +145,11 @@ def _refused_or_pinned(world: Any, response: Any, committed: dict[str, Any], req
     cfg = world.cfg
     if cfg.strict_codes:
         status = cfg.status("turn_conflict")
-        expect(response.status_code == status, "TURN-011",
-               f"the same turn identity with another delivery mode answered HTTP {response.status_code}, strict expects {status}")
+        expect(
+            response.status_code == status,
+            "TURN-011",
+            f"the same turn identity with another delivery mode answered HTTP {response.status_code}, strict expects {status}",
+        )
         envelope = checks.error_envelope(response, "TURN-011", statuses=range(status, status + 1))
         expect(envelope["error"] == cfg.code("turn_conflict"), "TURN-011", f"conflict code {envelope['error']!r}")
         return
@@ -136,10 +157,17 @@ def _refused_or_pinned(world: Any, response: Any, committed: dict[str, Any], req
         checks.error_envelope(response, requirement)
         return
     body = checks.body_of(response, requirement)
-    expect(isinstance(body, dict) and body.get("run_id") == committed.get("run_id"), requirement,
-           "the same turn identity with another delivery mode started another run instead of keeping the pinned one")
+    expect(
+        isinstance(body, dict) and body.get("run_id") == committed.get("run_id"),
+        requirement,
+        "the same turn identity with another delivery mode started another run instead of keeping the pinned one",
+    )
     kept = (cfg.names.delivery(body.get("context")) or {}).get("mode")
-    expect(kept == "on_demand", requirement, f"the replay under a changed delivery mode answered with delivery {kept!r}, pinned was 'on_demand'")
+    expect(
+        kept == "on_demand",
+        requirement,
+        f"the replay under a changed delivery mode answered with delivery {kept!r}, pinned was 'on_demand'",
+    )
 
 
 def _lose(world: Any, ids: dict[str, Any]) -> None:
@@ -154,16 +182,29 @@ def test_retry_after_a_lost_response_gets_the_committed_run(fresh_world: Any) ->
     """Without reading back what was lost: the retry succeeds, replays agree, delivery stays pinned."""
     ids = CoreWire.turn_body("homepage binding", key="lost-1")
     _lose(fresh_world, ids)
-    client = ReferenceClient.from_wire(fresh_world.core.http, fresh_world.route, fresh_world.primary.token, fresh_world.cfg.wire)
+    client = ReferenceClient.from_wire(
+        fresh_world.core.http, fresh_world.route, fresh_world.primary.token, fresh_world.cfg.wire
+    )
     try:
         retried = client.start_turn(ids["user_input"], ids, knowledge_delivery="on_demand")
     except KnowledgeError as exc:
-        raise checks.ContractViolation("TURN-012", f"the retry with the same identity and payload failed: {exc}") from None
-    again = checks.ok(fresh_world.core.turn(fresh_world.primary.token, fresh_world.route, ids), "TURN-012", "a second replay")
-    expect(retried["run_id"] == again["run_id"], "TURN-012", "two replays of one committed turn returned different runs")
-    expect((fresh_world.cfg.names.delivery(retried.get("context")) or {}).get("mode") == "on_demand", "TURN-004",
-           "the retried turn lost its pinned on_demand delivery")
-    conflict = fresh_world.core.turn(fresh_world.primary.token, fresh_world.route, {**ids, "knowledge_delivery": "inline"})
+        raise checks.ContractViolation(
+            "TURN-012", f"the retry with the same identity and payload failed: {exc}"
+        ) from None
+    again = checks.ok(
+        fresh_world.core.turn(fresh_world.primary.token, fresh_world.route, ids), "TURN-012", "a second replay"
+    )
+    expect(
+        retried["run_id"] == again["run_id"], "TURN-012", "two replays of one committed turn returned different runs"
+    )
+    expect(
+        (fresh_world.cfg.names.delivery(retried.get("context")) or {}).get("mode") == "on_demand",
+        "TURN-004",
+        "the retried turn lost its pinned on_demand delivery",
+    )
+    conflict = fresh_world.core.turn(
+        fresh_world.primary.token, fresh_world.route, {**ids, "knowledge_delivery": "inline"}
+    )
     _refused_or_pinned(fresh_world, conflict, retried, "TURN-012")
 
 
@@ -172,8 +213,10 @@ def _committed(world: Any) -> dict[str, Any]:
     verified) when the control extension cannot say (no GET /faults/lost)."""
     withheld = world.control.lost_responses(world.route)
     if withheld is None:
-        pytest.skip("not verified: the control extension cannot read back a lost response (GET /faults/lost), "
-                    "so the committed run is unknown")
+        pytest.skip(
+            "not verified: the control extension cannot read back a lost response (GET /faults/lost), "
+            "so the committed run is unknown"
+        )
     if not withheld or not isinstance(withheld[-1].get("body"), dict) or "run_id" not in withheld[-1]["body"]:
         raise HarnessError(f"GET /faults/lost did not return the withheld turn response: {checks.describe(withheld)}")
     return dict(withheld[-1]["body"])
@@ -192,10 +235,23 @@ def test_a_retry_after_a_lost_response_resolves_to_the_committed_run(fresh_world
     committed = _committed(fresh_world)
     core, who = fresh_world.core, fresh_world.primary
     if retry == "other_mode":
-        _refused_or_pinned(fresh_world, core.turn(who.token, fresh_world.route, {**ids, "knowledge_delivery": "inline"}), committed, "TURN-004")
+        _refused_or_pinned(
+            fresh_world,
+            core.turn(who.token, fresh_world.route, {**ids, "knowledge_delivery": "inline"}),
+            committed,
+            "TURN-004",
+        )
     for attempt in ("the retry", "a second replay"):
-        replay = checks.ok(core.turn(who.token, fresh_world.route, ids), "TURN-012", f"{attempt} with the same identity and payload")
-        expect(replay.get("run_id") == committed["run_id"], "TURN-012",
-               f"{attempt} returned run {replay.get('run_id')!r}; the Core committed {committed['run_id']!r} before the response was lost")
-        expect(C.canonical(replay.get("context")) == C.canonical(committed.get("context")), "TURN-012",
-               f"{attempt} returned another context than the one committed with the lost response")
+        replay = checks.ok(
+            core.turn(who.token, fresh_world.route, ids), "TURN-012", f"{attempt} with the same identity and payload"
+        )
+        expect(
+            replay.get("run_id") == committed["run_id"],
+            "TURN-012",
+            f"{attempt} returned run {replay.get('run_id')!r}; the Core committed {committed['run_id']!r} before the response was lost",
+        )
+        expect(
+            C.canonical(replay.get("context")) == C.canonical(committed.get("context")),
+            "TURN-012",
+            f"{attempt} returned another context than the one committed with the lost response",
+        )
