@@ -194,7 +194,7 @@ def test_a_number_out_of_range_is_a_usage_error(tmp_path: Path, option: tuple[st
 def test_the_served_simulator_gets_its_control_token_from_the_environment_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any local user reads a command line (``ps``): the run's control credential goes in the environment."""
     from conformance.load import serve
-    from conformance.target.errors import HarnessError
+    from conformance.target.outcomes import HarnessError
 
     seen: dict[str, Any] = {}
 

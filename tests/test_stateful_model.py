@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-from conformance.server.checks import ContractViolation
 from conformance.server.stateful import CLAIMS, Held, machine, tour, walk_settings
 from conformance.server.transcript import Checker, Deviation, replay
 from conformance.target.config import load_config
+from conformance.target.outcomes import ContractViolation
 from tests.transcripts import CLEAN, QUIRKY, record_refresh_scenario, simulator
 
 

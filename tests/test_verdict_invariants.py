@@ -19,7 +19,7 @@ from knowledge_schemas import load_catalogue, load_registry
 SERVER_MUSTS = [r.id for r in load_catalogue() if r.server_observable and r.level == "MUST"]
 HEADER = f"""
 import pytest
-from conformance.server.checks import ContractViolation
+from conformance.target.outcomes import ContractViolation
 from conformance.server.wire import ControlError
 R = pytest.mark.requirement
 

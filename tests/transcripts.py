@@ -19,13 +19,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from conformance.server.checks import ContractViolation
 from conformance.server.stateful import world_of
 from conformance.server.transcript import Checker
 from conformance.server.wire import ControlWire, CoreWire
 from conformance.server.world import World, provision
 from conformance.target.config import TargetConfig, load_config
 from conformance.target.open import open_target
+from conformance.target.outcomes import ContractViolation
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUIRKY = FIXTURES / "transcript-read-refreshes-expiry.json"

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from conformance.target.errors import HarnessError
+from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import SECRETS
 
 DEFAULT_CONTROL_TOKEN = "sim-control-token"  # the bundled simulator's loopback-only default

@@ -22,7 +22,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from conformance.clients import PROTOCOL
-from conformance.target.errors import HarnessError
+from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import clip
 from knowledge_schemas import load_registry
 from knowledge_schemas._files import BASE_URI

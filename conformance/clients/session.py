@@ -12,7 +12,7 @@ from conformance.clients.core import Control, Wire
 from conformance.clients.protocol import Answer, Harness
 from conformance.clients.world import World
 from conformance.server.checks import describe, expect
-from conformance.target.errors import HarnessError
+from conformance.target.outcomes import HarnessError
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from conformance.clients.core import API, Control
-from conformance.target.errors import HarnessError
+from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import SECRETS
 
 CLIENT_APP = "knowledge-conformance"

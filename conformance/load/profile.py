@@ -24,11 +24,11 @@ from locust.clients import HttpSession
 from conformance.load.http import LocustTransport
 from conformance.load.setup import Context, Issued, context
 from conformance.server import checks
-from conformance.server.checks import ContractViolation, expect
+from conformance.server.checks import expect
 from conformance.server.wire import CoreWire
 from conformance.server.world import World
 from conformance.target import contract as C
-from conformance.target.errors import HarnessError
+from conformance.target.outcomes import ContractViolation, HarnessError
 from conformance.target.transport import Recorder
 
 TURN = ("TURN-003", "TURN-006", "TURN-007", "TURN-008", "WIRE-002")

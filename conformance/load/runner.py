@@ -28,7 +28,7 @@ from conformance.load.profile import PROFILE, ContractUser
 from conformance.load.setup import Context, attach, prepare
 from conformance.report.results import VERDICT_EXIT
 from conformance.target.config import ConfigError, Secret, TargetConfig, load_config, redact_url
-from conformance.target.errors import HarnessError
+from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import scrub
 
 USAGE_ERROR = 4

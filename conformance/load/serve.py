@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from conformance.target.errors import HarnessError
+from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import SECRETS
 
 COMMAND = "knowledge-sim"

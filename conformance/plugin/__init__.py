@@ -262,8 +262,7 @@ def _classify(exc: BaseException | None) -> tuple[str, str | None]:
     import httpx
 
     from conformance.clients.reference_client import KnowledgeError
-    from conformance.server.checks import ContractViolation
-    from conformance.target.errors import HarnessError
+    from conformance.target.outcomes import ContractViolation, HarnessError
 
     if isinstance(exc, ContractViolation):
         return "failed", exc.requirement

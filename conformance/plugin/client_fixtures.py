@@ -17,7 +17,7 @@ from conformance.clients.core import Control
 from conformance.clients.session import Session
 from conformance.plugin.options import option
 from conformance.plugin.state import STATE
-from conformance.target.errors import HarnessError
+from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import clip, scrub
 
 RUN = "harness_run"  # state key: what the session started (served, control, world, harness, session)

@@ -13,16 +13,9 @@ from conformance.server.leaks import DocumentText
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
 from conformance.target.names import WireNames
+from conformance.target.outcomes import ContractViolation
 from conformance.target.secrets import clip
 from knowledge_schemas import load_registry
-
-
-class ContractViolation(AssertionError):
-    """A server response broke one requirement of the catalogue."""
-
-    def __init__(self, requirement: str, message: str) -> None:
-        super().__init__(f"[{requirement}] {message}")
-        self.requirement = requirement
 
 
 def expect(condition: object, requirement: str, message: str) -> None:

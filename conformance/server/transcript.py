@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from conformance.server import checks
-from conformance.server.checks import ContractViolation, expect
+from conformance.server.checks import expect
 from conformance.server.leaks import DocumentText
 from conformance.server.model import (
     HOME,
@@ -31,6 +31,7 @@ from conformance.server.model import (
 )
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
+from conformance.target.outcomes import ContractViolation
 from conformance.target.secrets import clip
 
 FORMAT = "knowledge-conformance.server.transcript.v1"

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import httpx
 
 from conformance.target.config import TargetConfig
-from conformance.target.errors import HarnessError
+from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import SECRETS, clip
 
 

@@ -11,7 +11,7 @@ import pytest
 from conformance.clients.session import Session, mapped, next_action, requests
 from conformance.server.checks import describe, expect
 from conformance.target import contract as C
-from conformance.target.errors import HarnessError
+from conformance.target.outcomes import HarnessError
 
 requirement = pytest.mark.requirement
 

@@ -10,7 +10,7 @@ import pytest
 
 from conformance.clients.session import Session, hints, mapped, requests
 from conformance.server.checks import describe, expect
-from conformance.target.errors import HarnessError
+from conformance.target.outcomes import HarnessError
 
 requirement = pytest.mark.requirement
 

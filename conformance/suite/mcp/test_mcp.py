@@ -24,8 +24,9 @@ from conformance.mcp.endpoints import skipped
 from conformance.mcp.session import McpSession, ToolResult, connect
 from conformance.plugin.options import option
 from conformance.server import checks
-from conformance.server.checks import ContractViolation, expect
+from conformance.server.checks import expect
 from conformance.target import contract as C
+from conformance.target.outcomes import ContractViolation
 from knowledge_schemas import load_registry
 from knowledge_schemas.mcp import IDENTITY_ARGUMENTS, JOB_TOOLS, KNOWLEDGE_TOOLS
 

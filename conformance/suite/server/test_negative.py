@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from conformance.plugin.options import option
 from conformance.server import checks
-from conformance.server.checks import ContractViolation, expect
+from conformance.server.checks import expect
 from conformance.target.names import response_stem
+from conformance.target.outcomes import ContractViolation
 from conformance.target.secrets import clip
 from knowledge_schemas import load_wire_defaults
 from knowledge_schemas.openapi import bundle, load_document

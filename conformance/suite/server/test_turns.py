@@ -14,7 +14,7 @@ from conformance.server import checks, corpus
 from conformance.server.checks import expect
 from conformance.server.wire import CoreWire
 from conformance.target import contract as C
-from conformance.target.errors import HarnessError
+from conformance.target.outcomes import HarnessError
 
 R = pytest.mark.requirement
 

@@ -1,0 +1,31 @@
+"""The three outcomes a check can end in, raised by library code without importing pytest.
+
+- ``ContractViolation``: the target broke one requirement of the catalogue (the test fails,
+  and the report names that requirement).
+- ``NotVerified``: the run lacks what a check needs (no control, no second identity, a search
+  that found nothing); the plugin reports it as skipped with its reason, and nothing is verified.
+- ``HarnessError``: the suite or its infrastructure could not set up or observe what a test
+  needs; nothing was judged, and the verdict becomes ``error``.
+"""
+
+from __future__ import annotations
+
+
+class ContractViolation(AssertionError):
+    """A target's answer broke one requirement of the catalogue."""
+
+    def __init__(self, requirement: str, message: str) -> None:
+        super().__init__(f"[{requirement}] {message}")
+        self.requirement = requirement
+
+
+class NotVerified(Exception):
+    """What a check needs is not there; its requirements stay not verified, with this reason."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason if reason.startswith("not verified") else f"not verified: {reason}")
+        self.reason = str(self)
+
+
+class HarnessError(RuntimeError):
+    """The suite could not set up or observe what a test needs; nothing was judged."""
