@@ -224,13 +224,19 @@ def closed_port() -> int:
 
 
 # ---------------------------------------------------------- the judging can fail
+def _passed(tally: Tally, ids: list[str]) -> None:
+    """Checks of ``ids`` that passed in the tally's process (its ledger)."""
+    for rid in ids:
+        tally.ledger.record(rid)
+
+
 def _figures() -> LoadFigures:
     return LoadFigures(users=2, spawn_rate=1.0, run_time=1.0, requests=10)
 
 
 def test_one_violation_fails_its_requirement_and_the_run() -> None:
     tally = Tally()
-    tally.passed(SCOPE)
+    _passed(tally, SCOPE)
     tally.violated("REF-009", "[REF-009] a ref was accepted", {"method": "POST"})
     run = build(tally, SCOPE, _figures(), target="t", run_id="r1", started=0.0, configuration={})
     status = {r.id: r.status for r in run.requirements}
@@ -240,7 +246,7 @@ def test_one_violation_fails_its_requirement_and_the_run() -> None:
 
 def test_a_requirement_no_check_reached_leaves_the_run_incomplete() -> None:
     tally = Tally()
-    tally.passed(["REF-009", "READ-005"])
+    _passed(tally, ["REF-009", "READ-005"])
     run = build(tally, SCOPE, _figures(), target="t", run_id="r1", started=0.0, configuration={})
     assert run.verdict == "incomplete" and {r.id for r in run.requirements if r.status == "not_verified"} == {
         "SRCH-008"
@@ -249,7 +255,7 @@ def test_a_requirement_no_check_reached_leaves_the_run_incomplete() -> None:
 
 def test_a_step_nothing_could_judge_is_a_harness_error() -> None:
     tally = Tally()
-    tally.passed(SCOPE)
+    _passed(tally, SCOPE)
     tally.error("ConnectError", "no answer from the target")
     assert [t.outcome for t in results_of(tally, SCOPE)].count("error") == 1
     assert build(tally, SCOPE, _figures(), target="t", run_id="r1", started=0.0, configuration={}).verdict == "error"
@@ -257,7 +263,7 @@ def test_a_step_nothing_could_judge_is_a_harness_error() -> None:
 
 def test_workers_tallies_add_up_on_the_master() -> None:
     one, two, master = Tally(), Tally(), Tally()
-    one.passed(["REF-009"])
+    _passed(one, ["REF-009"])
     one.violated("REF-009", "first", None)
     two.violated("REF-009", "second", None)
     for worker in (one, two):

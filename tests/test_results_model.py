@@ -73,8 +73,10 @@ def test_waivers_apply_until_they_expire_and_should_gating() -> None:
 
 
 def _surfaces_run(surfaces: list[dict[str, object]], tests: list[TestResult]) -> object:
+    from conformance.clients.scope import UNSHOWABLE
+
     info = RunInfo(**{**INFO.__dict__, "surfaces": tuple(surfaces)})
-    return aggregate(load_catalogue(), tests, info, waivers=[], today=TODAY)
+    return aggregate(load_catalogue(), tests, info, waivers=[], today=TODAY, reasons=UNSHOWABLE)
 
 
 HTTP = {"surface": "http", "label": "Core HTTP", "checked": True, "detail": "the Core API"}
@@ -131,7 +133,7 @@ CLIENT = [
 
 def test_a_client_run_gates_on_the_client_musts_it_was_given() -> None:
     """A client run's verdict counts the MUSTs of its gate (the harness's surfaces), never the Core's."""
-    from conformance.report.client_scope import gate
+    from conformance.clients.scope import gate
 
     ids = tuple(gate(load_catalogue(), ["client"]))
     assert "NEG-001" in ids and "HOST-001" not in ids and "MCP-007" not in ids and "CAP-001" not in ids

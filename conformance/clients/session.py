@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
-
 from conformance.clients.core import Control, Wire
 from conformance.clients.protocol import Answer, Harness
+from conformance.clients.rules import READ_018
 from conformance.clients.world import World
-from conformance.server.checks import describe, expect
-from conformance.target.outcomes import HarnessError
+from conformance.server.checks import describe
+from conformance.target.outcomes import HarnessError, NotVerified
+from conformance.target.rules import expect
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Session:
 
     def needs(self, surface: str) -> None:
         if surface not in self.surfaces:
-            pytest.skip(f"not verified: the harness declares no {surface} surface (its start answer)")
+            raise NotVerified(f"not verified: the harness declares no {surface} surface (its start answer)")
 
     def call(self, cmd: str, **fields: Any) -> Answer:
         return self.harness.call(cmd, **fields)
@@ -97,7 +97,7 @@ def mapped(entries: list[dict[str, Any]]) -> None:
         body = e.get("body") or {}
         expect(
             "run_id" in body and not ({"runId", "maxBytes"} & set(body)),
-            "READ-018",
+            READ_018,
             f"{str(e['path']).rsplit('/', 1)[-1]} went out without the wire names run_id/max_bytes: {describe(body)}",
         )
 

@@ -11,40 +11,77 @@ broken, exactly as in the suite. Nothing here is timed."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 import gevent
 import httpx
-import pytest
 from locust import HttpUser, between, task
 from locust.clients import HttpSession
 
 from conformance.load.http import LocustTransport
 from conformance.load.setup import Context, Issued, context
 from conformance.server import checks
-from conformance.server.checks import expect
+from conformance.server.rules import (
+    READ_001,
+    READ_002,
+    READ_003,
+    READ_004,
+    READ_005,
+    READ_007,
+    READ_009,
+    READ_010,
+    READ_011,
+    READ_014,
+    READ_016,
+    READ_020,
+    REF_009,
+    REF_011,
+    REF_012,
+    REF_014,
+    SRCH_001,
+    SRCH_003,
+    SRCH_004,
+    SRCH_005,
+    SRCH_006,
+    SRCH_007,
+    SRCH_008,
+    TURN_003,
+    TURN_006,
+    TURN_007,
+    TURN_008,
+    WIRE_002,
+)
 from conformance.server.wire import CoreWire
 from conformance.server.world import World
 from conformance.target import contract as C
-from conformance.target.outcomes import ContractViolation, HarnessError
+from conformance.target.outcomes import ContractViolation, HarnessError, NotVerified
+from conformance.target.rules import expect, record_into
 from conformance.target.transport import Recorder
 
-TURN = ("TURN-003", "TURN-006", "TURN-007", "TURN-008", "WIRE-002")
-SEARCH = ("SRCH-001", "SRCH-003", "SRCH-004", "SRCH-005", "SRCH-006", "SRCH-007", "SRCH-008", "READ-007", "WIRE-002")
-PAGE = ("READ-001", "READ-002", "READ-003", "READ-007", "READ-009", "READ-011", "READ-014", "READ-016", "WIRE-002")
-CHAIN = (*PAGE, "READ-010", "READ-020")
-BINDING = ("REF-009", "REF-014")  # REF-011 and REF-012 too when the refusal is a reference error (not run_not_found)
-REFERENCE_CODES = ("REF-011", "REF-012")
 MAX_BYTES = (None, C.READ_MIN_MAX_BYTES, 8192, C.READ_DEFAULT_MAX_BYTES, C.READ_MAX_MAX_BYTES)
 LONGEST_CHARACTER = 4  # UTF-8 bytes: a chain that stops with more room than this left stopped early
-PROFILE = tuple(dict.fromkeys((*TURN, *SEARCH, *CHAIN, "READ-004", "READ-005", *BINDING, *REFERENCE_CODES)))
-"""Every requirement a load run judges: its report's scope."""
-
-
-def bound_of(max_bytes: int | None) -> str:
-    return "READ-004" if max_bytes is None else "READ-005"
+PROFILE = (
+    *(TURN_003, TURN_006, TURN_007, TURN_008, WIRE_002),  # a turn
+    *(SRCH_001, SRCH_003, SRCH_004, SRCH_005, SRCH_006, SRCH_007, SRCH_008, READ_007),  # a search
+    *(
+        READ_001,
+        READ_002,
+        READ_003,
+        READ_004,
+        READ_005,
+        READ_009,
+        READ_010,
+        READ_011,
+        READ_014,
+        READ_016,
+        READ_020,
+    ),  # chains
+    *(REF_009, REF_011, REF_012, REF_014),  # another account's reference
+)
+"""Every requirement a load run judges: its report's scope. What a run verifies of it follows from
+the checks that passed (``conformance.target.rules``), counted per requirement in the tally."""
 
 
 class ContractUser(HttpUser):
@@ -54,6 +91,7 @@ class ContractUser(HttpUser):
 
     def on_start(self) -> None:
         self.ctx: Context = context(self.environment)
+        record_into(self.ctx.tally.ledger)  # every user of this process: its checks count in the one tally
         self.who = self.ctx.next_identity()
         # Its choices (queries, page sizes, references to reuse) follow from the run ID; the interleaving of users does not.
         self.rng = random.Random(f"{self.ctx.cfg.namespace}/{self.who.account}/{self.who.session}")
@@ -63,7 +101,7 @@ class ContractUser(HttpUser):
         self.side = self._core(HttpSession(self.host, self.environment.events.request, self), self.side_recorder)
         self.world = self.ctx.world(self.core, self.who)
         self.run_id = ""
-        self.judge(TURN, self.new_run)
+        self.judge(self.new_run)
 
     def _recorder(self) -> Recorder:
         """The exchanges of the current step, secrets redacted: a violation's evidence."""
@@ -82,8 +120,9 @@ class ContractUser(HttpUser):
         return CoreWire(http, self.ctx.cfg)
 
     # ------------------------------------------------------------ judging
-    def judge(self, ids: Iterable[str], step: Callable[[], object], recorder: Recorder | None = None) -> bool:
-        """Run one step of checks: credit ``ids`` when it passes, the one named requirement when it does not.
+    def judge(self, step: Callable[[], object], recorder: Recorder | None = None) -> bool:
+        """Run one step of checks: each that passes counts for its rule (the process's ledger is the
+        tally's, see ``context``); a violation counts against the one requirement it names.
         Without a run of its own (its first turn was refused), a user only starts turns."""
         if not self.run_id and step != self.new_run:
             self.ctx.tally.skip("no run: the user's turns were refused")
@@ -95,13 +134,12 @@ class ContractUser(HttpUser):
         except ContractViolation as exc:
             self.ctx.tally.violated(exc.requirement, str(exc), self._exchange(recorder))
             return False
-        except pytest.skip.Exception as exc:  # the suite's "not verified" (e.g. a search found nothing)
-            self.ctx.tally.skip(str(exc.msg).removeprefix("not verified: ")[:200])
+        except NotVerified as exc:  # the suite's "not verified" (e.g. a search found nothing)
+            self.ctx.tally.skip(exc.reason.removeprefix("not verified: ")[:200])
             return False
         except (HarnessError, httpx.TransportError) as exc:
             self.ctx.tally.error(type(exc).__name__, str(exc)[:300])
             return False
-        self.ctx.tally.passed(ids)
         return True
 
     def _exchange(self, recorder: Recorder) -> dict[str, Any] | None:
@@ -116,7 +154,7 @@ class ContractUser(HttpUser):
         """An on_demand turn (its text one of the queries: the worst cases for the bound come up too),
         checked as the suite checks one (test_turns): its run is this user's from now on."""
         response = self.core.turn(self.who.token, self.who.route, CoreWire.turn_body(self.rng.choice(self.ctx.queries)))
-        body = checks.ok(response, "TURN-003", "an on_demand turn")
+        body = checks.ok(response, TURN_003, "an on_demand turn")
         self.run_id = str(body.get("run_id", ""))
         context = body.get("context")
         context = context if isinstance(context, dict) else {}
@@ -136,45 +174,43 @@ class ContractUser(HttpUser):
         delivered = sum(C.utf8_size(p["content"]) for p in pages if isinstance(p.get("content"), str))
         expect(
             delivered <= C.READ_CHAIN_MAX_BYTES,
-            "READ-010",
+            READ_010,
             f"the chain delivered {delivered} content bytes in {len(pages)} pages, over {C.READ_CHAIN_MAX_BYTES}",
         )
         if pages[-1].get("budget_exhausted") is True:
             expect(
                 delivered > C.READ_CHAIN_MAX_BYTES - LONGEST_CHARACTER,
-                "READ-020",
+                READ_020,
                 f"budget_exhausted after {delivered} content "
                 f"bytes: any next character would still fit the {C.READ_CHAIN_MAX_BYTES}-byte budget",
             )
 
     def refuse(self, world: World, response: httpx.Response) -> None:
-        """The suite's binding refusal (checks.binding_refused), credited to the reference-error rules when it is one."""
-        checks.binding_refused(world, response, "REF-009", "ref", known=[])
-        if C.is_reference_error_code(response.json().get("error")):  # refused() has read it as an error envelope
-            self.ctx.tally.passed(REFERENCE_CODES)
+        """The suite's binding refusal (checks.binding_refused): the reference-error rules count when it is one."""
+        checks.binding_refused(world, response, REF_009, "ref", known=[])
 
     # -------------------------------------------------------------- tasks
     @task(2)
     def turn(self) -> None:
-        self.judge(TURN, self.new_run)
+        self.judge(self.new_run)
 
     @task(4)
     def search_hints(self) -> None:
         query = self.rng.choice(self.ctx.queries)
-        self.judge(SEARCH, lambda: self.search(query))
+        self.judge(lambda: self.search(query))
 
     @task(4)
     def read_chain(self) -> None:
         """Search, then follow one hint's whole chain at a random page size."""
         found: dict[str, Any] = {}
-        if not self.judge(SEARCH, lambda: found.update(self.search(self.rng.choice(self.ctx.queries)))):
+        if not self.judge(lambda: found.update(self.search(self.rng.choice(self.ctx.queries)))):
             return
         hints = found.get("hints") or []
         if not hints:
             self.ctx.tally.skip("a search found nothing to read")
             return
         ref, max_bytes = self.rng.choice(hints)["ref"], self.rng.choice(MAX_BYTES)
-        self.judge((*CHAIN, bound_of(max_bytes)), lambda: self.follow(ref, max_bytes))
+        self.judge(lambda: self.follow(ref, max_bytes))
 
     @task(2)
     def reuse_foreign_reference(self) -> None:
@@ -184,7 +220,6 @@ class ContractUser(HttpUser):
             self.ctx.tally.skip("no reference of another account issued yet")
             return
         self.judge(
-            BINDING,
             lambda: self.refuse(self.world, self.world.read(issued.ref, self.run_id, max_bytes=C.READ_MIN_MAX_BYTES)),
         )
 
@@ -205,12 +240,9 @@ class ContractUser(HttpUser):
             gevent.killall(asks)
 
     def _owner_reads(self, owner: World, issued: Issued) -> None:
-        self.judge(
-            (*PAGE, "READ-005"), lambda: owner.page(issued.ref, issued.run_id, C.READ_MIN_MAX_BYTES), self.side_recorder
-        )
+        self.judge(lambda: owner.page(issued.ref, issued.run_id, C.READ_MIN_MAX_BYTES), self.side_recorder)
 
     def _stranger_reads(self, issued: Issued) -> None:
         self.judge(
-            BINDING,
             lambda: self.refuse(self.world, self.world.read(issued.ref, issued.run_id, max_bytes=C.READ_MIN_MAX_BYTES)),
         )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance import __version__
+from conformance.clients.scope import UNSHOWABLE
 from conformance.load.tally import Tally
 from conformance.report.results import RunInfo, RunResult, TestResult, aggregate
 from conformance.report.writers import write_all
@@ -144,7 +145,7 @@ def build(
             },
         ),
     )
-    run = aggregate(catalogue, results_of(tally, scope), info, waivers=[], today=dt.date.today())
+    run = aggregate(catalogue, results_of(tally, scope), info, waivers=[], today=dt.date.today(), reasons=UNSHOWABLE)
     return run
 
 

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from conformance.target.rules import Ledger
 
 SAMPLES = 3  # violations kept per requirement, with their exchange: enough to reproduce, little enough to read
 
 
 @dataclass
 class Tally:
-    checks: Counter[str] = field(default_factory=Counter)  # passed checks per requirement
+    ledger: Ledger = field(default_factory=Ledger)  # the checks that passed in this process, per requirement
+    merged: Counter[str] = field(default_factory=Counter)  # passed checks the workers reported (distributed mode)
     violations: Counter[str] = field(default_factory=Counter)
     samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     errors: Counter[str] = field(default_factory=Counter)  # harness errors (network, setup): nothing was judged
@@ -26,9 +28,10 @@ class Tally:
     skipped: Counter[str] = field(default_factory=Counter)  # steps that could not run (e.g. nothing found), why
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def passed(self, ids: Iterable[str]) -> None:
-        with self._lock:
-            self.checks.update(ids)
+    @property
+    def checks(self) -> Counter[str]:
+        """Passed checks per requirement: this process's and those the workers reported."""
+        return Counter(self.ledger.counts()) + self.merged
 
     def violated(self, rid: str, message: str, exchange: dict[str, Any] | None = None) -> None:
         with self._lock:
@@ -62,7 +65,7 @@ class Tally:
 
     def merge(self, data: dict[str, Any]) -> None:
         with self._lock:
-            self.checks.update(data.get("checks", {}))
+            self.merged.update(data.get("checks", {}))
             self.violations.update(data.get("violations", {}))
             for rid, found in data.get("samples", {}).items():
                 kept = self.samples.setdefault(rid, [])
@@ -74,7 +77,8 @@ class Tally:
     def clear(self) -> None:
         """Empty it after a worker's report was taken: each report carries only what is new."""
         with self._lock:
-            self.checks.clear()
+            self.merged.clear()
+            self.ledger.clear()
             self.violations.clear()
             self.samples.clear()
             self.errors.clear()

@@ -28,7 +28,9 @@ import pytest
 
 from conformance import __version__
 from conformance.plugin.options import add_options, option
-from conformance.plugin.state import EXERCISED, MARKER, STATE
+from conformance.plugin.state import LEDGER, MARKER, STATE
+from conformance.target.outcomes import NotVerified
+from conformance.target.rules import recording
 from conformance.target.secrets import SECRETS, clip, scrub
 
 RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
@@ -365,6 +367,13 @@ class SuiteSession:
         if recorder is not None:
             recorder.current = []
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        """One ledger per test: the rules whose checks pass while the test body runs."""
+        with recording() as ledger:
+            item.stash[LEDGER] = ledger
+            return (yield)
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
         outcome: Any = yield
@@ -372,9 +381,14 @@ class SuiteSession:
         if report.when == "teardown" and _is_worker(self.config) and self.state.get("recorder") is not None:
             # The worker's running total rides on every test: an interrupted run's workers never report at the end.
             report.user_properties.append(("kc_worker_requests", self.state["recorder"].count))
-        exercised = item.stash.get(EXERCISED, None)
-        if report.when == "call" and exercised is not None:
-            report.user_properties.append(("exercised", json.dumps(sorted(exercised))))
+        if call.excinfo is not None and isinstance(call.excinfo.value, NotVerified):
+            # The library's "not verified" is pytest's skip: reported with its reason, nothing verified.
+            report.outcome = "skipped"
+            report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {call.excinfo.value.reason}")
+        ledger = item.stash.get(LEDGER, None)
+        if report.when == "call" and ledger is not None and _in_suite(item):
+            # What the test verifies follows from the checks that passed in it (conformance.target.rules).
+            report.user_properties.append(("exercised", json.dumps(sorted(ledger.passed))))
         if report.failed:
             exc = call.excinfo.value if call.excinfo is not None else None
             kind, violated = _classify(exc)
@@ -497,6 +511,7 @@ class SuiteSession:
             return
         if config.option.collectonly or exitstatus == pytest.ExitCode.USAGE_ERROR:
             return
+        from conformance.clients.scope import UNSHOWABLE
         from conformance.mcp.endpoints import planned_surfaces
         from conformance.report.results import VERDICT_EXIT, RunInfo, aggregate
         from conformance.report.writers import write_all
@@ -535,7 +550,12 @@ class SuiteSession:
             gate=tuple(client["gate"]) if client else None if option(config, "--harness") is None else (),
         )
         run = aggregate(
-            load_catalogue(), list(pending), info, waivers=self.state.get("waivers", []), today=dt.date.today()
+            load_catalogue(),
+            list(pending),
+            info,
+            waivers=self.state.get("waivers", []),
+            today=dt.date.today(),
+            reasons=UNSHOWABLE,
         )
         kept = self.state.get("kept_workspaces", [])
         if kept:

@@ -37,8 +37,8 @@ def _start(config: pytest.Config) -> None:
     in the state as soon as it runs, so that the end of the session stops it whatever failed."""
     from conformance.clients.core import DEFAULT_CONTROL_TOKEN, ServedSimulator
     from conformance.clients.protocol import Harness
+    from conformance.clients.scope import gate
     from conformance.clients.world import build
-    from conformance.report.client_scope import gate
     from conformance.target.secrets import SECRETS
     from conformance.target.transport import Recorder
     from knowledge_schemas import load_catalogue

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from conformance.plugin.options import option
-from conformance.plugin.state import EXERCISED, STATE
+from conformance.plugin.state import STATE
 
 
 @pytest.fixture(scope="session")
@@ -82,17 +82,3 @@ def fresh_world(kc_config: Any, core: Any, control: Any) -> Any:
     if control is None:
         pytest.skip("not verified: needs the test-control extension to provision an isolated workspace")
     return provision(kc_config, core, control, large=False)
-
-
-@pytest.fixture
-def record_exercised(request: pytest.FixtureRequest) -> Any:
-    """For tests whose reach depends on the target or on generated steps: register the
-    requirement IDs whose checks really ran.
-
-    The set is reported with the test's result; a passing test then verifies only
-    those of its tagged IDs, and the others stay not verified."""
-
-    def register(ids: set[str]) -> None:
-        request.node.stash[EXERCISED] = ids
-
-    return register

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from conformance.target.rules import Ledger
+
 STATE = pytest.StashKey[dict[str, Any]]()
-EXERCISED = pytest.StashKey[set[str]]()
+LEDGER = pytest.StashKey[Ledger]()  # the rules whose checks passed in a test's call phase
 MARKER = "requirement"

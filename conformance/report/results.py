@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import tomllib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.report.client_scope import UNSHOWABLE
 from knowledge_schemas import Catalogue, Requirement
 
 VERDICT_EXIT = {"conformant": 0, "non-conformant": 1, "interrupted": 2, "incomplete": 6, "error": 7}
@@ -182,13 +182,13 @@ def _mcp_unchecked(surfaces: list[dict[str, Any]]) -> str | None:
     return str(mcp[0]["detail"])
 
 
-def _why_not(req: Requirement, skips: list[str], surfaces: list[dict[str, Any]]) -> str:
+def _why_not(req: Requirement, skips: list[str], surfaces: list[dict[str, Any]], reasons: Mapping[str, str]) -> str:
     if skips:
         return "; ".join(sorted(set(skips)))
     if req.via == "none":
         return "not observable on any wire: a statement about channels or intent outside this contract's messages"
-    if req.id in UNSHOWABLE:
-        return UNSHOWABLE[req.id]
+    if req.id in reasons:
+        return reasons[req.id]
     client_run = any(s["surface"] in CLIENT_SURFACES for s in surfaces)
     if client_run and req.surface not in CLIENT_SURFACES:
         return f"a rule of the {req.surface} surface: `knowledge-conformance run` checks it against a Core, not a client harness"
@@ -214,9 +214,18 @@ def _first_line(message: str, fallback: str) -> str:
 
 
 def aggregate(
-    catalogue: Catalogue, tests: list[TestResult], info: RunInfo, *, waivers: list[Waiver], today: dt.date
+    catalogue: Catalogue,
+    tests: list[TestResult],
+    info: RunInfo,
+    *,
+    waivers: list[Waiver],
+    today: dt.date,
+    reasons: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Per requirement a status, and one verdict for the run.
+
+    ``reasons``: why a requirement no test reached is not verified, where the caller knows
+    better than the catalogue (e.g. the client rules no harness can show).
 
     Invariants (each has a project test): a requirement is verified only by a passed
     test that claims it and reached it; a failure counts against the one requirement
@@ -224,6 +233,7 @@ def aggregate(
     run non-conformant unless its named requirement is a SHOULD/MAY under
     ``--fail-on must`` or is waived; any harness error makes the verdict ``error``.
     """
+    reasons = reasons or {}
     tests = sorted(tests, key=lambda t: (t.nodeid, t.outcome))
     by_req: dict[str, list[TestResult]] = {}
     for t in tests:
@@ -276,7 +286,7 @@ def aggregate(
                 "the generated steps of its test never reached this rule; raise --stateful-examples",
             )
         else:
-            status, reason = "not_verified", _why_not(req, skips, surfaces)
+            status, reason = "not_verified", _why_not(req, skips, surfaces, reasons)
         waiver = None
         if status == "failed" and req.id in active:
             w = active[req.id]

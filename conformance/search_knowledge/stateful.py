@@ -52,10 +52,28 @@ from conformance.search_knowledge.answers import (
     utf16_len,
     utf16_slice,
 )
-from conformance.server.checks import expect
+from conformance.search_knowledge.rules import (
+    SK_003,
+    SK_004,
+    SK_007,
+    SK_008,
+    SK_010,
+    SK_011,
+    SK_012,
+    SK_013,
+    SK_014,
+    SK_015,
+    SK_017,
+    SK_018,
+    SK_019,
+    SK_020,
+    SK_023,
+    SK_026,
+)
 from conformance.server.stateful import _Steps
 from conformance.server.wire import ControlWire
 from conformance.target.config import TargetConfig
+from conformance.target.rules import expect
 from knowledge_schemas import load_registry
 
 A, B, P = "kb-sm-a", "kb-sm-b", "kb-sm-p"  # alice sees A and B; P is private to carol
@@ -301,12 +319,12 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
             after = self.world.control.audit()
             self._expect(
                 after == self.truth.audit,
-                "SK-007",
+                SK_007,
                 f"search_knowledge wrote audit events "
                 f"{(after or [])[len(self.truth.audit) :][:3]} during {'; '.join(calls[:4])}",
             )
 
-    @tagged("SK-007")
+    @tagged(SK_007)
     def teardown(self) -> None:
         self._no_audit_event()
 
@@ -338,26 +356,26 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         """Refusals the caller's or the workspace's state predicts, whatever was asked."""
         shows = bool(answer.hits()) or "content" in (answer.body or {})
         if who == "bob":
-            self._expect(not answer.ok and not shows, "SK-008", f"a caller without knowledge:read got {answer.raw}")
+            self._expect(not answer.ok and not shows, SK_008, f"a caller without knowledge:read got {answer.raw}")
             return True
         if not self.truth.runtime:
-            self._expect(answer.has("knowledge_runtime_disabled"), "SK-020", f"runtime off answered {answer.raw}")
+            self._expect(answer.has("knowledge_runtime_disabled"), SK_020, f"runtime off answered {answer.raw}")
             self._expect(
                 "knowledge_unavailable" in envelope_types(answer),
-                "SK-020",
+                SK_020,
                 f"runtime off without a knowledge_unavailable envelope: {answer.raw}",
             )
-            self._expect(not shows, "SK-020", f"runtime off still returned knowledge: {answer.raw}")
+            self._expect(not shows, SK_020, f"runtime off still returned knowledge: {answer.raw}")
             return True
         return False
 
     def _no_audit_envelope(self, answer: Answer) -> None:
         found = {"audit", "audit_event", "audit_events"} & set(answer.body or {})
-        self._expect(not found, "SK-019", f"a result carries an audit envelope: {sorted(found)}")
+        self._expect(not found, SK_019, f"a result carries an audit envelope: {sorted(found)}")
 
     # ----------------------------------------------------------- control
     @rule(item=ITEM, size=st.sampled_from(("short", "long")))
-    @tagged("SK-003", "SK-004", "SK-007", "SK-014", "SK-017", "SK-019", "SK-020")
+    @tagged(SK_003, SK_004, SK_007, SK_014, SK_017, SK_019, SK_020)
     def publish(self, item: str, size: str) -> None:
         """A new immutable revision: it becomes current, and the item published. A lexical query for
         the revision's own word shows it at once (as the current revision, where carol may see it)."""
@@ -371,7 +389,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         self._query("carol", item, "current", "lexical", "none", 10, False)
 
     @rule(change=st.sampled_from(CHANGES))
-    @tagged("SK-003", "SK-007", "SK-023")
+    @tagged(SK_003, SK_007, SK_023)
     def visibility(self, change: tuple[str, str]) -> None:
         """What may be seen changes: an item archived, reactivated, unpublished or republished; a base
         archived or reactivated; the bases alice's credential may see. (One rule, so that the walk
@@ -397,7 +415,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         self._audited()
 
     @rule(stay=st.booleans())
-    @tagged("SK-007", "SK-020")
+    @tagged(SK_007, SK_020)
     def runtime_off(self, stay: bool) -> None:
         """Switched off: a query and a read show it at once; it stays off, or is switched on again."""
         self._no_audit_event()
@@ -411,7 +429,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
 
     @precondition(lambda self: not self.truth.runtime)
     @rule()
-    @tagged("SK-007", "SK-020")
+    @tagged(SK_007, SK_020)
     def runtime_on(self) -> None:
         self._runtime_on()
 
@@ -431,7 +449,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         max_results=st.sampled_from((1, 3, 10, 50)),
         owner=st.booleans(),
     )
-    @tagged("SK-003", "SK-008", "SK-010", "SK-011", "SK-014", "SK-015", "SK-017", "SK-019", "SK-020", "SK-023")
+    @tagged(SK_003, SK_008, SK_010, SK_011, SK_014, SK_015, SK_017, SK_019, SK_020, SK_023)
     def query(self, who: str, item: str, token: str, mode: str, narrow: str, max_results: int, owner: bool) -> None:
         """A query for one item's token (any revision), or the world's token; ``owner`` adds an owner
         argument naming carol, which must not change whose knowledge is searched."""
@@ -482,37 +500,37 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         t = self.truth
         if owner and not answer.ok:  # an argument the tool does not declare may be refused, never honoured
             self._expect(
-                answer.is_error or answer.codes, "SK-010", f"{what}: neither a result nor a refusal: {answer.raw}"
+                answer.is_error or answer.codes, SK_010, f"{what}: neither a result nor a refusal: {answer.raw}"
             )
             return
         if base and not t.visible(who, base):
-            self._expect(answer.ok or UNAVAILABLE in answer.codes, "SK-023", f"{what}: {answer.raw}")
-            self._expect(not answer.hits(), "SK-023", f"{what} returned {answer.items()}")
+            self._expect(answer.ok or UNAVAILABLE in answer.codes, SK_023, f"{what}: {answer.raw}")
+            self._expect(not answer.hits(), SK_023, f"{what} returned {answer.items()}")
             return
         if mode not in RECOGNISED:
-            self._expect(answer.ok, "SK-015", f"{what}: refused instead of hybrid: {answer.raw}")
-        self._expect(answer.ok, "SK-017", f"{what} failed: {answer.raw}")
+            self._expect(answer.ok, SK_015, f"{what}: refused instead of hybrid: {answer.raw}")
+        self._expect(answer.ok, SK_017, f"{what} failed: {answer.raw}")
         errors = load_registry().errors("search-knowledge-search-result", answer.body)
-        self._expect(not errors, "SK-017", f"{what}: the result is not knowledge_search: {errors[:3]}")
+        self._expect(not errors, SK_017, f"{what}: the result is not knowledge_search: {errors[:3]}")
         self._no_audit_envelope(answer)
         hits = answer.hits()
-        self._expect(len(hits) <= max_results, "SK-014", f"{what}: {len(hits)} results for max_results {max_results}")
+        self._expect(len(hits) <= max_results, SK_014, f"{what}: {len(hits)} results for max_results {max_results}")
         allowed = t.searchable(who, base)
         for hit in hits:
             found = str(hit.get("knowledge_item_id"))
             if base and found in t.items:
-                self._expect(t.items[found].base == base, "SK-011", f"{what} returned {found} of {t.items[found].base}")
+                self._expect(t.items[found].base == base, SK_011, f"{what} returned {found} of {t.items[found].base}")
             if owner and found in t.items and not t.readable(who, found) and t.readable("carol", found):
                 self._expect(
                     False,
-                    "SK-010",
+                    SK_010,
                     f"{what} returned {found}, which only carol may see: the owner argument was honoured",
                 )
-            self._expect(found in allowed, "SK-003", f"{what} returned {found}: {t.why_hidden(who, found)}")
+            self._expect(found in allowed, SK_003, f"{what} returned {found}: {t.why_hidden(who, found)}")
             current = t.items[found].now.revision_id
             self._expect(
                 hit.get("knowledge_revision_id") == current,
-                "SK-003",
+                SK_003,
                 f"{what} returned revision {hit.get('knowledge_revision_id')} of {found}; its current one is {current}",
             )
         # Where every searchable item fits in max_results: no ranking (fuzzy lexical matching of the
@@ -520,7 +538,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         if mode == "lexical" and token in ("item", "current") and item in allowed and max_results >= len(allowed):
             self._expect(
                 item in answer.items(),
-                "SK-003",
+                SK_003,
                 f"{what} did not find {item}, the only current revision holding the word ({answer.items()})",
             )
         if (
@@ -529,7 +547,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
             want = min(len(allowed), max_results)
             self._expect(
                 len(hits) == want,
-                "SK-003",
+                SK_003,
                 f"{what}: {len(hits)} results, {want} searchable items hold the word (strict)",
             )
 
@@ -542,7 +560,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         offset=st.sampled_from(("zero", "one", "seven", "tail", "end", "past")),
         limit=st.sampled_from((None, 1, 5, 4000, 10000)),
     )
-    @tagged("SK-004", "SK-008", "SK-011", "SK-012", "SK-013", "SK-018", "SK-019", "SK-020", "SK-023", "SK-026")
+    @tagged(SK_004, SK_008, SK_011, SK_012, SK_013, SK_018, SK_019, SK_020, SK_023, SK_026)
     def read(self, who: str, item: str, revision: str, base: str, offset: str, limit: int | None) -> None:
         """One addressed read: the current revision (none or current), an immutable one (first,
         previous), an absent one, or another item's; validated against no, its own or another base."""
@@ -597,14 +615,14 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
             elif base_id and base_id != it.base:
                 self._expect(
                     not answer.ok and UNAVAILABLE in answer.codes,
-                    "SK-011",
+                    SK_011,
                     f"{what}: an item validated against another base answered {answer.raw}",
                 )
             else:
                 self._window(answer, item, chosen, at, limit, what)
 
     def _unavailable(self, answer: Answer, arguments: dict[str, Any], what: str, why: str) -> None:
-        self._expect(not answer.ok and UNAVAILABLE in answer.codes, "SK-023", f"{what} ({why}) answered {answer.raw}")
+        self._expect(not answer.ok and UNAVAILABLE in answer.codes, SK_023, f"{what} ({why}) answered {answer.raw}")
         message = message_of(answer)
         for value in arguments.values():
             if isinstance(value, str):
@@ -618,7 +636,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         self.unavailable.setdefault(signature, f"{what} ({why})")
         self._expect(
             len(self.unavailable) == 1,
-            "SK-023",
+            SK_023,
             f"unavailable resources answer differently: {sorted(self.unavailable.values())}",
         )
 
@@ -630,16 +648,16 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         units = [t.unit] if t.unit else [CODE_POINT] if self.world.strict else [CODE_POINT, UTF16]
         if not answer.ok:
             past = any(at >= _total(u, rev.text) for u in units)
-            self._expect(past, "SK-004", f"{what} was refused: {answer.raw}")
-            self._expect(INVALID in answer.codes, "SK-026", f"{what}: a window past the end answered {answer.raw}")
+            self._expect(past, SK_004, f"{what} was refused: {answer.raw}")
+            self._expect(INVALID in answer.codes, SK_026, f"{what}: a window past the end answered {answer.raw}")
             return None
         errors = load_registry().errors("search-knowledge-read-result", answer.body)
-        self._expect(not errors, "SK-018", f"{what}: the result is not type knowledge: {errors[:3]}")
+        self._expect(not errors, SK_018, f"{what}: the result is not type knowledge: {errors[:3]}")
         self._no_audit_envelope(answer)
         body = answer.body or {}
         self._expect(
             (body.get("knowledge_item_id"), body.get("knowledge_revision_id")) == (item, rev.revision_id),
-            "SK-004",
+            SK_004,
             f"{what} gave {body.get('knowledge_item_id')}@{body.get('knowledge_revision_id')}, "
             f"expected {item}@{rev.revision_id}",
         )
@@ -647,7 +665,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         unit = next((u for u in units if total == _total(u, rev.text)), None)
         self._expect(
             unit is not None,
-            "SK-026",
+            SK_026,
             f"{what}: content_total_chars is {total}; the text has {len(rev.text)} code points"
             f"{'' if self.world.strict else f' and {utf16_len(rev.text)} UTF-16 units'} ({len(rev.text.encode())} bytes)",
         )
@@ -656,24 +674,24 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         size = DEFAULT_LIMIT if limit is None else limit
         window = _slice(unit, rev.text, at, size)
         self._expect(
-            body.get("content_offset") == at, "SK-012", f"{what}: content_offset is {body.get('content_offset')}"
+            body.get("content_offset") == at, SK_012, f"{what}: content_offset is {body.get('content_offset')}"
         )
         self._expect(
             body.get("content") == window,
-            "SK-013" if limit is None and at == 0 else "SK-012",
+            SK_013 if limit is None and at == 0 else SK_012,
             f"{what}: the window is {str(body.get('content'))[:40]!r}… ({len(str(body.get('content')))} code points), "
             f"{size} {unit}s from {at} are {window[:40]!r}… ({len(window)} code points)",
         )
         limits = {size} if self.world.strict else {size, _total(unit, window)}
         self._expect(
             body.get("content_limit") in limits,
-            "SK-013",
+            SK_013,
             f"{what}: content_limit is {body.get('content_limit')}, limit_chars was {size}",
         )
         truncated = at + _total(unit, window) < _total(unit, rev.text)
         self._expect(
             body.get("content_truncated") is truncated,
-            "SK-026",
+            SK_026,
             f"{what}: content_truncated is {body.get('content_truncated')} at {at}+{_total(unit, window)} of {total}",
         )
         return body
@@ -684,7 +702,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         revision=st.sampled_from(("none", "first")),
         limit=st.sampled_from((1999, 4000, 10000)),
     )
-    @tagged("SK-004", "SK-012", "SK-013", "SK-018", "SK-019", "SK-020", "SK-023", "SK-026")
+    @tagged(SK_004, SK_012, SK_013, SK_018, SK_019, SK_020, SK_023, SK_026)
     def page(self, who: str, item: str, revision: str, limit: int) -> None:
         """Window after window to the end of a revision: each window judged, together the text."""
         t = self.truth
@@ -712,7 +730,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         if t.unit == UTF16:
             rebuilt = rebuilt.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
         self._expect(
-            rebuilt == rev.text, "SK-026", f"{who}'s windows of {item}@{rev.revision_id} do not rebuild its text"
+            rebuilt == rev.text, SK_026, f"{who}'s windows of {item}@{rev.revision_id} do not rebuild its text"
         )
 
 

@@ -10,17 +10,39 @@ from typing import Any
 import httpx
 
 from conformance.server.leaks import DocumentText
+from conformance.server.rules import (
+    READ_001,
+    READ_002,
+    READ_003,
+    READ_007,
+    READ_009,
+    READ_011,
+    READ_014,
+    READ_016,
+    REF_011,
+    REF_012,
+    REF_014,
+    SRCH_001,
+    SRCH_003,
+    SRCH_004,
+    SRCH_005,
+    SRCH_006,
+    SRCH_007,
+    SRCH_008,
+    TURN_003,
+    TURN_006,
+    TURN_007,
+    TURN_008,
+    WIRE_001,
+    WIRE_002,
+)
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
 from conformance.target.names import WireNames
 from conformance.target.outcomes import ContractViolation
+from conformance.target.rules import expect
 from conformance.target.secrets import clip
 from knowledge_schemas import load_registry
-
-
-def expect(condition: object, requirement: str, message: str) -> None:
-    if not condition:
-        raise ContractViolation(requirement, message)
 
 
 def body_of(response: httpx.Response, requirement: str) -> Any:
@@ -32,7 +54,7 @@ def body_of(response: httpx.Response, requirement: str) -> Any:
         ) from None
 
 
-def schema(stem: str, body: Any, requirement: str = "WIRE-002", *, names: WireNames | None = None) -> None:
+def schema(stem: str, body: Any, requirement: str = WIRE_002, *, names: WireNames | None = None) -> None:
     """``body`` against its schema; with ``names``, after mapping the configured member names back to the canonical ones."""
     errors = load_registry().errors(stem, names.to_canonical(stem, body) if names is not None else body)
     expect(not errors, requirement, f"response does not match {stem}.schema.json: {'; '.join(errors[:3])}")
@@ -48,7 +70,7 @@ def ok(response: httpx.Response, requirement: str, what: str) -> Any:
 
 
 def error_envelope(
-    response: httpx.Response, requirement: str = "WIRE-001", *, statuses: range = range(400, 500), strict: bool = False
+    response: httpx.Response, requirement: str = WIRE_001, *, statuses: range = range(400, 500), strict: bool = False
 ) -> dict[str, Any]:
     """A 4xx with the error envelope. The seed names only the error code; ``strict``
     (codes.strict) also demands the vendor's human-readable ``message``."""
@@ -71,33 +93,34 @@ def error_envelope(
 
 def search_response(response: httpx.Response, *, what: str = "search") -> dict[str, Any]:
     """Shape rules first (the most specific violation is reported), then the byte bound."""
-    body = ok(response, "SRCH-001", what)
+    body = ok(response, SRCH_001, what)
     hints = body.get("hints")
-    expect(isinstance(hints, list), "SRCH-004", "search response has no hints array")
+    if not isinstance(hints, list):  # the hint rules are verified by the hints themselves, below
+        raise SRCH_004.violated("search response has no hints array")
     expect(
         len(hints) <= C.SEARCH_MAX_HINTS,
-        "SRCH-003",
+        SRCH_003,
         f"search returned {len(hints)} hints, at most {C.SEARCH_MAX_HINTS} allowed",
     )
     for i, hint in enumerate(hints):
         missing = {"title", "summary", "ref"} - set(hint if isinstance(hint, dict) else {})
-        expect(not missing, "SRCH-004", f"hint {i} lacks {sorted(missing)}")
-        expect(not ({"content", "body", "text"} & set(hint)), "SRCH-006", f"hint {i} carries a body field")
+        expect(not missing, SRCH_004, f"hint {i} lacks {sorted(missing)}")
+        expect(not ({"content", "body", "text"} & set(hint)), SRCH_006, f"hint {i} carries a body field")
         expect(
             C.utf8_size(hint["ref"]) <= C.REFERENCE_MAX_BYTES,
-            "READ-007",
+            READ_007,
             f"hint {i} ref is {C.utf8_size(hint['ref'])} bytes",
         )
     expect(
         body.get("status") in C.SEARCH_STATUSES,
-        "SRCH-005",
+        SRCH_005,
         f"status {body.get('status')!r} is not one of {sorted(C.SEARCH_STATUSES)}",
     )
     expect(
-        body.get("trust") == "reference_only", "SRCH-007", f"trust is {body.get('trust')!r}, expected 'reference_only'"
+        body.get("trust") == "reference_only", SRCH_007, f"trust is {body.get('trust')!r}, expected 'reference_only'"
     )
     size = len(response.content)
-    expect(size <= C.SEARCH_MAX_BYTES, "SRCH-008", f"search JSON is {size} bytes, over {C.SEARCH_MAX_BYTES}")
+    expect(size <= C.SEARCH_MAX_BYTES, SRCH_008, f"search JSON is {size} bytes, over {C.SEARCH_MAX_BYTES}")
     schema("search-response", body)
     return dict(body)
 
@@ -108,7 +131,7 @@ def page(
     ref: str,
     max_bytes: int | None,
     requirement_bound: str,
-    accepted: str = "READ-001",
+    accepted: str = READ_001,
     strict: bool = False,
 ) -> dict[str, Any]:
     """One read page: fields, trust, byte bound on the raw response, honest flags.
@@ -121,7 +144,7 @@ def page(
             response.content.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ContractViolation(
-                "READ-016",
+                READ_016,
                 f"the page is not valid UTF-8 ({exc.reason} at byte {exc.start}): "
                 "a character was cut between its bytes",
             ) from None
@@ -133,25 +156,25 @@ def page(
         f"read JSON is {len(response.content)} bytes, over max_bytes {limit}",
     )
     missing = {"ref", "revision", "content", "next_cursor", "truncated"} - set(body)
-    expect(not missing, "READ-002", f"page lacks {sorted(missing)}")
-    expect(body["ref"] == ref, "READ-002", "page ref is not the original ref")
+    expect(not missing, READ_002, f"page lacks {sorted(missing)}")
+    expect(body["ref"] == ref, READ_002, "page ref is not the original ref")
     if strict:
         expect(
             isinstance(body["revision"], str),
-            "READ-002",
+            READ_002,
             f"strict: revision {body['revision']!r} is not a string (CHOICES.md)",
         )
     expect(
-        body.get("trust") == "reference_only", "READ-003", f"trust is {body.get('trust')!r}, expected 'reference_only'"
+        body.get("trust") == "reference_only", READ_003, f"trust is {body.get('trust')!r}, expected 'reference_only'"
     )
     cursor = body["next_cursor"]
     if cursor is not None:
-        expect(body["truncated"] is True, "READ-009", "a page with a next_cursor says truncated false")
-        expect(C.utf8_size(cursor) <= C.REFERENCE_MAX_BYTES, "READ-007", f"next_cursor is {C.utf8_size(cursor)} bytes")
+        expect(body["truncated"] is True, READ_009, "a page with a next_cursor says truncated false")
+        expect(C.utf8_size(cursor) <= C.REFERENCE_MAX_BYTES, READ_007, f"next_cursor is {C.utf8_size(cursor)} bytes")
     if body.get("budget_exhausted") is True:
         expect(
             body["truncated"] is True and cursor is None,
-            "READ-011",
+            READ_011,
             "budget_exhausted needs truncated true and next_cursor null",
         )
     for name in ("total_content_bytes", "read_chain_max_bytes"):
@@ -159,13 +182,13 @@ def page(
             value = body[name]
             expect(
                 isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= C.SAFE_INTEGER_MAX,
-                "READ-014",
+                READ_014,
                 f"{name} {value!r} is not a safe non-negative integer",
             )
     if "read_chain_max_bytes" in body:
         expect(
             body["read_chain_max_bytes"] <= C.READ_CHAIN_MAX_BYTES,
-            "READ-014",
+            READ_014,
             f"read_chain_max_bytes {body['read_chain_max_bytes']} exceeds {C.READ_CHAIN_MAX_BYTES}",
         )
     schema("read-response", body)
@@ -210,44 +233,42 @@ def reference_error(
         requirement,
         f"expected a 4xx for a reference that is {what}, got HTTP {response.status_code}",
     )
-    body = body_of(response, "REF-011")
+    body = body_of(response, REF_011)
     code = body.get("error") if isinstance(body, dict) else None
     expect(
         C.is_reference_error_code(code),
-        "REF-011",
+        REF_011,
         f"error code {code!r} is not knowledge_reference_* / knowledge_*changed",
     )
     if cfg.strict_codes:
         pairs = {(cfg.code(k), cfg.status(k)) for k in kinds}
         codes = sorted({c for c, _ in pairs})
-        expect(
-            code in codes, "REF-011", f"error code {code!r} for a {what} reference, configured strict code(s) {codes}"
-        )
+        expect(code in codes, REF_011, f"error code {code!r} for a {what} reference, configured strict code(s) {codes}")
         statuses = sorted(s for c, s in pairs if c == code)
         expect(
             response.status_code in statuses,
-            "REF-011",
+            REF_011,
             f"status {response.status_code} with code {code!r}, configured {statuses}",
         )
         expect(
-            isinstance(body.get("message"), str), "WIRE-001", f"strict: the error body has no message: {describe(body)}"
+            isinstance(body.get("message"), str), WIRE_001, f"strict: the error body has no message: {describe(body)}"
         )
     actions = [C.json_pointer(body, p) for p in cfg.wire["feedback"]["next_action_pointers"]]
     expect(
         "search_knowledge" in actions,
-        "REF-012",
+        REF_012,
         f"next_action is {next((a for a in actions if a is not None), None)!r}, expected 'search_knowledge'",
     )
     expect(
         not ({"content", "hints", "knowledge"} & set(body)),
-        "REF-014",
+        REF_014,
         f"the error carries a knowledge member: {describe(body)}",
     )
     known = text if text is not None else DocumentText()
     if secret:
         known.add([secret])
     leaked = known.leaked(body)
-    expect(leaked is None, "REF-014", f"the error carries document text: {leaked!r}")
+    expect(leaked is None, REF_014, f"the error carries document text: {leaked!r}")
     return dict(body)
 
 
@@ -272,17 +293,17 @@ def bounded_delivery(world: Any, body: dict[str, Any], context: dict[str, Any]) 
     names = world.cfg.names
     field = names.turn_context["knowledge_delivery"]
     sent = context.get(field)
-    expect(isinstance(sent, dict), "TURN-003", f"an on_demand turn has no context.{field}")
+    expect(isinstance(sent, dict), TURN_003, f"an on_demand turn has no context.{field}")
     delivery = names.delivery(context)
     hints = delivery.get("hints", [])
     expect(
         isinstance(hints, list) and len(hints) <= C.SEARCH_MAX_HINTS,
-        "TURN-007",
+        TURN_007,
         f"{len(hints)} hints in context.{field}",
     )
     expect(
         len(C.canonical(sent).encode()) <= C.SEARCH_MAX_BYTES,
-        "TURN-007",
+        TURN_007,
         f"context.{field} is larger than a search response may be",
     )
     known = set(load_registry().contents["knowledge-delivery.schema.json"]["properties"])
@@ -290,16 +311,16 @@ def bounded_delivery(world: Any, body: dict[str, Any], context: dict[str, Any]) 
     whole = world.document_text().whole(extras)
     expect(
         whole is None,
-        "TURN-007",
+        TURN_007,
         f"context.{field} carries a whole document ({len(whole or '')} characters) outside its hints, "
         f"in {sorted(extras)}",
     )
     errors = load_registry().errors("knowledge-delivery", delivery)
-    expect(not errors, "TURN-006", f"context.{field} does not match the delivery schema: {'; '.join(errors[:3])}")
+    expect(not errors, TURN_006, f"context.{field} does not match the delivery schema: {'; '.join(errors[:3])}")
     if world.cfg.strict_codes:
         expect(
             not extras,
-            "TURN-006",
+            TURN_006,
             f"strict: context.{field} has members the delivery schema does not name: {sorted(extras)}",
         )
     schema("turn-response", body, names=names)
@@ -311,7 +332,7 @@ def empty_knowledge(world: Any, context: dict[str, Any]) -> None:
     knowledge, refs = member["knowledge"], member["knowledge_refs"]
     expect(
         context.get(knowledge) == [] and context.get(refs) == [],
-        "TURN-008",
+        TURN_008,
         f"{knowledge}/{refs} must be present and empty: {knowledge}={clip(str(context.get(knowledge)), 120)} {refs}={clip(str(context.get(refs)), 120)}",
     )
 
@@ -323,7 +344,7 @@ def binding_refused(world: Any, response: Any, rule: str, what: str, *, known: l
     text = world.document_text()
     text.add(known)
     leaked = text.leaked(body)
-    expect(leaked is None, "REF-014", f"the refusal carries document text: {leaked!r}")
+    expect(leaked is None, REF_014, f"the refusal carries document text: {leaked!r}")
     code = body.get("error")
     cfg = world.cfg
     if C.is_reference_error_code(code):
@@ -331,6 +352,6 @@ def binding_refused(world: Any, response: Any, rule: str, what: str, *, known: l
     elif cfg.strict_codes:
         expect(
             code == cfg.code("run_not_found") and response.status_code == cfg.status("run_not_found"),
-            "REF-011",
+            REF_011,
             f"refused with {response.status_code} {code!r}; strict expects {cfg.code('reference_mismatch')!r} or {cfg.code('run_not_found')!r}",
         )

@@ -17,7 +17,6 @@ from typing import Any
 import httpx
 
 from conformance.server import checks
-from conformance.server.checks import expect
 from conformance.server.leaks import DocumentText
 from conformance.server.model import (
     HOME,
@@ -29,9 +28,27 @@ from conformance.server.model import (
     Prediction,
     build_docs,
 )
+from conformance.server.rules import (
+    CAP_001,
+    CAP_006,
+    NEG_005,
+    READ_001,
+    READ_002,
+    READ_003,
+    READ_004,
+    READ_005,
+    REF_002,
+    REF_007,
+    REF_011,
+    REF_012,
+    REF_014,
+    TURN_003,
+    TURN_004,
+)
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
 from conformance.target.outcomes import ContractViolation
+from conformance.target.rules import expect
 from conformance.target.secrets import clip
 
 FORMAT = "knowledge-conformance.server.transcript.v1"
@@ -112,38 +129,38 @@ class Checker:
         unsupported = self.cfg.wire["legacy"]["unsupported_statuses"]
         expect(
             response.status_code in unsupported,
-            "NEG-005",
+            NEG_005,
             f"a legacy Core's {what} answered HTTP {response.status_code}; only {'/'.join(map(str, unsupported))} mean not supported",
         )
-        self.exercised.add("NEG-005")
+        self.exercised.add(NEG_005)
 
     def _start_run(self, event: dict[str, Any], response: httpx.Response) -> str:
-        body = checks.ok(response, "TURN-003", "turn")
+        body = checks.ok(response, TURN_003, "turn")
         run_id = body.get("run_id") if isinstance(body, dict) else None
-        expect(isinstance(run_id, str), "TURN-003", f"the turn response has no run_id: {checks.describe(body)}")
+        expect(isinstance(run_id, str), TURN_003, f"the turn response has no run_id: {checks.describe(body)}")
         self.model.turn_started(event["who"], event["key"], str(run_id))
         return str(run_id)
 
     def _replay_turn(self, event: dict[str, Any], response: httpx.Response) -> None:
-        body = checks.ok(response, "TURN-004", "replayed turn")
+        body = checks.ok(response, TURN_004, "replayed turn")
         found = self.model.replay_violation(event["key"], body.get("run_id") if isinstance(body, dict) else None)
         if found is not None:
             raise ContractViolation(found.rule, found.message)
-        self.exercised.add("TURN-004")
+        self.exercised.add(TURN_004)
 
     def _capabilities(self, event: dict[str, Any], response: httpx.Response) -> None:
         enabled = self.model.predict_enabled(event["who"])
         if enabled is None:
             self._legacy(response, "capabilities")
             return
-        body = checks.ok(response, "CAP-001", "capabilities")
+        body = checks.ok(response, CAP_001, "capabilities")
         name = self.cfg.names.capabilities["enabled"]
         expect(
             isinstance(body, dict) and body.get(name) is enabled,
-            "CAP-006",
+            CAP_006,
             f"a workspace in mode {self.model.modes[HOME]!r} reports {name} {body.get(name) if isinstance(body, dict) else body!r}",
         )
-        self.exercised.add("CAP-006")
+        self.exercised.add(CAP_006)
 
     def _search(self, event: dict[str, Any], response: httpx.Response) -> list[dict[str, Any]]:
         who = event["who"]
@@ -165,7 +182,7 @@ class Checker:
             leaked = [t for t in predicted.hidden_titles if t in str(hint.get("title", ""))]
             expect(
                 not leaked,
-                "REF-007",
+                REF_007,
                 f"a hint shows {leaked[0]!r}, a document outside the account's scope" if leaked else "",
             )
         self.model.hints_issued(who, event["run"], [h["ref"] for h in body["hints"]])
@@ -194,7 +211,7 @@ class Checker:
         if response.status_code != 200:
             expect(
                 predicted.verdict != "page",
-                "READ-001" if event.get("identify") else "REF-002",
+                READ_001 if event.get("identify") else REF_002,
                 f"a valid reference ({predicted.age:g} s old) was refused: HTTP {response.status_code} {clip(response.text, 200)}",
             )
             self._refusal(predicted, response)
@@ -203,9 +220,9 @@ class Checker:
             return None
         expect(predicted.verdict != "refused", predicted.rule, f"the target served a page although {predicted.why()}")
         max_bytes = event.get("max_bytes")
-        bound = "READ-004" if max_bytes is None else "READ-005"
+        bound = READ_004 if max_bytes is None else READ_005
         body = checks.page(response, ref=event["ref"], max_bytes=max_bytes, requirement_bound=bound)
-        self.exercised |= {bound, "READ-002", "READ-003"}
+        self.exercised |= {bound, READ_002, READ_003}
         if predicted.page is None:
             raise ModelError("a page where the model expected none")
         found, outcome = self.model.judge_page(event["who"], predicted.page, body)
@@ -213,7 +230,7 @@ class Checker:
             raise ContractViolation(found.rule, found.message)
         self.exercised |= outcome.exercised
         if predicted.verdict == "page" and predicted.age >= self.model.ttl - 1 - self.model.skew:
-            self.exercised.add("REF-002")  # valid up to the last second before the edge
+            self.exercised.add(REF_002)  # valid up to the last second before the edge
         return outcome
 
     def _refusal(self, predicted: Prediction, response: httpx.Response) -> None:
@@ -236,21 +253,21 @@ class Checker:
             if self.cfg.strict_codes and others == {"run_not_found"}:
                 expect(
                     code == self.cfg.code("run_not_found") and response.status_code == self.cfg.status("run_not_found"),
-                    "REF-011",
+                    REF_011,
                     f"refused with {response.status_code} {code!r}; strict expects a reference code or "
                     f"{self.cfg.status('run_not_found')} {self.cfg.code('run_not_found')!r}",
                 )
             leaked = self.text.leaked(envelope)
-            expect(leaked is None, "REF-014", f"the refusal carries document text: {leaked!r}")
+            expect(leaked is None, REF_014, f"the refusal carries document text: {leaked!r}")
             return
         references = kinds & REFERENCE_KINDS
         expect(
             references,
-            "REF-011",
+            REF_011,
             f"refused with the reference code {code!r}, but no reference cause holds ({predicted.why()})",
         )
         checks.reference_error(response, self.cfg, references, requirement=predicted.rule, text=self.text)
-        self.exercised |= {"REF-011", "REF-012", "REF-014"}
+        self.exercised |= {REF_011, REF_012, REF_014}
 
 
 def response_of(step: dict[str, Any]) -> httpx.Response:

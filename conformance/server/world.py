@@ -8,14 +8,14 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-import pytest
-
 from conformance.server import checks, corpus
 from conformance.server.checks import ok
 from conformance.server.leaks import DocumentText
+from conformance.server.rules import READ_001, READ_004, READ_005, READ_010, SRCH_001, TURN_003
 from conformance.server.wire import ControlWire, CoreWire
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
+from conformance.target.outcomes import NotVerified
 
 OTHER_HUB = "https://other-hub.knowledge-conformance.example"
 STALLED_PAGES = (
@@ -47,18 +47,18 @@ class World:
 
     def need_control(self, why: str) -> ControlWire:
         if self.control is None:
-            pytest.skip(f"not verified: needs the test-control extension to {why}")
+            raise NotVerified(f"not verified: needs the test-control extension to {why}")
         return self.control
 
     def need(self, name: str) -> Who:
         who = self.others.get(name)
         if who is None:
-            pytest.skip(f"not verified: needs a second identity [{name}] in the target configuration")
+            raise NotVerified(f"not verified: needs a second identity [{name}] in the target configuration")
         return who
 
     def need_doc(self, key: str) -> corpus.Doc:
         if key not in self.docs:
-            pytest.skip(f"not verified: needs the suite's own corpus (document {key!r}), seeded through control")
+            raise NotVerified(f"not verified: needs the suite's own corpus (document {key!r}), seeded through control")
         return self.docs[key]
 
     def document_text(self) -> DocumentText:
@@ -74,7 +74,7 @@ class World:
     # --------------------------------------------------------- conveniences
     def start_run(self, who: Who | None = None, delivery: str | None = "on_demand", text: str = "binding") -> str:
         who = who or self.primary
-        body = ok(self.core.turn(who.token, who.route, CoreWire.turn_body(text, delivery)), "TURN-003", "turn")
+        body = ok(self.core.turn(who.token, who.route, CoreWire.turn_body(text, delivery)), TURN_003, "turn")
         return str(body["run_id"])
 
     def search(self, query: str, run_id: str, who: Who | None = None, **extra: Any) -> Any:
@@ -89,7 +89,7 @@ class World:
         """A reference to ``doc`` (or to whatever the probe query finds) for this run."""
         query = doc.token if doc else self.cfg.probe_query
         response = self.search(query, run_id, who)
-        body = ok(response, "SRCH-001", "search")
+        body = ok(response, SRCH_001, "search")
         hints = body.get("hints") or []
         if doc is not None:
             hint = self.hint_for(hints, doc, run_id, who)
@@ -100,7 +100,9 @@ class World:
                 )
             return str(hint["ref"])
         if not hints:
-            pytest.skip(f"not verified: search for {query!r} found nothing to read (status {body.get('status')!r})")
+            raise NotVerified(
+                f"not verified: search for {query!r} found nothing to read (status {body.get('status')!r})"
+            )
         return str(hints[0]["ref"])
 
     # ------------------------------------------------ document identification
@@ -115,7 +117,7 @@ class World:
             key=lambda h: doc.token not in str(h.get("title", "")),
         )
         for hint in candidates:
-            page = ok(self.read(hint["ref"], run_id, who), "READ-001", "read of a hint the search just returned")
+            page = ok(self.read(hint["ref"], run_id, who), READ_001, "read of a hint the search just returned")
             if isinstance(page, dict) and doc.token in str(page.get("content", "")):
                 return dict(hint)
         return None
@@ -139,8 +141,8 @@ class World:
     def not_found(self, what: str) -> NoReturn:
         """The seed does not require search to find anything ("at most three" hints): a
         miss leaves what needed the document not verified, unless the run is strict."""
-        checks.expect(not self.cfg.strict_codes, "SRCH-001", f"strict: {what}")
-        pytest.skip(f"not verified: {what}")
+        checks.expect(not self.cfg.strict_codes, SRCH_001, f"strict: {what}")
+        raise NotVerified(f"not verified: {what}")
 
     def page(self, ref: str, run_id: str, max_bytes: int | None = None, cursor: str | None = None) -> dict[str, Any]:
         """One page, checked. A refusal of a ``max_bytes`` within 4096..32768 is READ-005's
@@ -148,14 +150,14 @@ class World:
         extra: dict[str, Any] = {"cursor": cursor} if cursor else {}
         sized: dict[str, Any] = {**extra, **({} if max_bytes is None else {"max_bytes": max_bytes})}
         response = self.read(ref, run_id, **sized)
-        accepted = "READ-001"
+        accepted = READ_001
         if response.status_code != 200 and max_bytes is not None and self.read(ref, run_id, **extra).status_code == 200:
-            accepted = "READ-005"
+            accepted = READ_005
         return checks.page(
             response,
             ref=ref,
             max_bytes=max_bytes,
-            requirement_bound="READ-004" if max_bytes is None else "READ-005",
+            requirement_bound=READ_004 if max_bytes is None else READ_005,
             accepted=accepted,
             strict=self.cfg.strict_codes,
         )
@@ -180,14 +182,14 @@ class World:
                 return pages
             checks.expect(
                 delivered <= C.READ_CHAIN_MAX_BYTES,
-                "READ-010",
+                READ_010,
                 f"the chain delivered {delivered} content bytes in "
                 f"{len(pages)} pages, over {C.READ_CHAIN_MAX_BYTES}, and still offers a next_cursor",
             )
             stalled = 0 if size else stalled + 1
             checks.expect(
                 stalled < STALLED_PAGES,
-                "READ-010",
+                READ_010,
                 f"{stalled} pages in a row carried no content and offered a next_cursor "
                 f"(after {delivered} content bytes): the chain makes no progress and never stops",
             )

@@ -8,10 +8,28 @@ from typing import Any
 import httpx
 import pytest
 
+from conformance.clients.rules import (
+    NEG_001,
+    NEG_002,
+    NEG_003,
+    NEG_004,
+    READ_012,
+    READ_017,
+    READ_018,
+    REF_010,
+    REF_013,
+    SRCH_012,
+    TURN_001,
+    TURN_002,
+    TURN_005,
+    TURN_009,
+    TURN_010,
+)
 from conformance.clients.session import Session, mapped, next_action, requests
-from conformance.server.checks import describe, expect
+from conformance.server.checks import describe
 from conformance.target import contract as C
 from conformance.target.outcomes import HarnessError
+from conformance.target.rules import expect
 
 requirement = pytest.mark.requirement
 
@@ -49,15 +67,15 @@ def test_an_old_endpoint_status_is_not_supported(sdk: Session, connection: str) 
     mark = sdk.wire.mark(route)
     answer = sdk.call("capabilities", connection=connection)
     asked = requests(sdk.wire.since(mark, route), "GET", "capabilities")
-    expect(asked, "NEG-001", "the client answered capabilities without asking the Core")
+    expect(asked, NEG_001, "the client answered capabilities without asking the Core")
     expect(
         answer.ok,
-        "NEG-001",
+        NEG_001,
         f"a legacy Core's HTTP {asked[-1]['status']} raised instead of supported false: {answer.describe()}",
     )
     expect(
         answer.value["supported"] is False,
-        "NEG-001",
+        NEG_001,
         f"a legacy Core's HTTP {asked[-1]['status']} gave {answer.describe()}",
     )
 
@@ -95,7 +113,7 @@ def test_authorization_failures_and_unknown_schemas_stay_errors(sdk: Session, ca
         raise HarnessError(f"{case}: the client sent no capabilities request to {route}")
     seen = asked[0]["status"]
     what = f"HTTP {seen}" + (" with an unknown schema version" if case == "unknown-schema-version" else "")
-    expect(not answer.ok, "NEG-002", f"{what} became a successful capabilities result: {answer.describe()}")
+    expect(not answer.ok, NEG_002, f"{what} became a successful capabilities result: {answer.describe()}")
 
 
 @requirement("NEG-003")
@@ -113,7 +131,7 @@ def test_support_needs_every_condition(sdk: Session, case: str) -> None:
     answer = sdk.call("capabilities", connection="canned")
     expect(
         not (answer.ok and answer.value["supported"] is True),
-        "NEG-003",
+        NEG_003,
         f"a capabilities answer with {case.replace('-', ' ')} was taken as supported: {answer.describe()}",
     )
 
@@ -124,18 +142,18 @@ def test_negotiate_then_on_demand_when_supported(sdk: Session) -> None:
     mark = sdk.wire.mark(route)
     answer = sdk.turn("main", "negotiate")
     wire = sdk.wire.since(mark, route)
-    expect(answer.ok, "NEG-004", f"the negotiated turn failed: {answer.describe()}")
+    expect(answer.ok, NEG_004, f"the negotiated turn failed: {answer.describe()}")
     order = [e for e in wire if e in requests(wire, "GET", "capabilities") + requests(wire, "POST", "turns")]
     expect(
         order and str(order[0]["path"]).endswith("/knowledge/capabilities"),
-        "NEG-004",
+        NEG_004,
         f"the turn was not preceded by capabilities: {[e['method'] + ' ' + str(e['path']).rsplit('/', 1)[-1] for e in order]}",
     )
     turns = requests(wire, "POST", "turns")
-    expect(turns, "NEG-004", "no turn reached the Core")
+    expect(turns, NEG_004, "no turn reached the Core")
     expect(
         (turns[0].get("body") or {}).get("knowledge_delivery") == "on_demand",
-        "TURN-002",
+        TURN_002,
         f"a supported Core got a turn without knowledge_delivery on_demand: {describe(turns[0].get('body'))}",
     )
 
@@ -146,13 +164,13 @@ def test_a_legacy_core_gets_a_turn_without_knowledge_delivery(sdk: Session) -> N
     mark = sdk.wire.mark(route)
     answer = sdk.turn("legacy404", "negotiate")
     turns = requests(sdk.wire.since(mark, route), "POST", "turns")
-    expect(turns, "NEG-004", "no turn reached the legacy Core")
+    expect(turns, NEG_004, "no turn reached the legacy Core")
     expect(
         "knowledge_delivery" not in (turns[0].get("body") or {}),
-        "NEG-004",
+        NEG_004,
         f"a Core that does not support knowledge got knowledge_delivery: {describe(turns[0].get('body'))}",
     )
-    expect(answer.ok, "NEG-004", f"the turn on a legacy Core failed: {answer.describe()}")
+    expect(answer.ok, NEG_004, f"the turn on a legacy Core failed: {answer.describe()}")
 
 
 @pytest.mark.parametrize(
@@ -162,14 +180,14 @@ def test_a_legacy_core_gets_a_turn_without_knowledge_delivery(sdk: Session) -> N
 def test_a_legacy_turns_inline_bodies_are_kept(sdk: Session, delivery: str) -> None:
     """inline: the legacy body is kept (TURN-009); negotiate, where on_demand was asked for locally: it is
     not stripped for that (TURN-010)."""
-    rule = "TURN-009" if delivery == "inline" else "TURN-010"
+    rule = TURN_009 if delivery == "inline" else TURN_010
     route = sdk.world.route("legacy404")
     mark = sdk.wire.mark(route)
     answer = sdk.turn("legacy404", delivery)
     turns = requests(sdk.wire.since(mark, route), "POST", "turns")
     expect(
         not any("knowledge_delivery" in (t.get("body") or {}) for t in turns),
-        "NEG-004",
+        NEG_004,
         "a Core that does not support knowledge got knowledge_delivery",
     )
     if not (answer.ok and turns):
@@ -196,17 +214,17 @@ def test_delivery_comes_from_the_host_option_only(sdk: Session) -> None:
     turns = requests(sdk.wire.since(mark, route), "POST", "turns")
     expect(
         on_demand.ok and inline.ok and len(turns) >= 2,
-        "TURN-002",
+        TURN_002,
         f"the turns failed: {on_demand.describe()} {inline.describe()}",
     )
     expect(
         turns[0]["body"].get("knowledge_delivery") == "on_demand",
-        "TURN-002",
+        TURN_002,
         f"the on_demand host option did not emit knowledge_delivery on_demand: {describe(turns[0]['body'])}",
     )
     expect(
         turns[-1]["body"].get("knowledge_delivery") in (None, "inline"),
-        "TURN-001",
+        TURN_001,
         f"a model's input chose the delivery: {describe(turns[-1]['body'])}",
     )
 
@@ -226,22 +244,20 @@ def test_delivery_is_pinned_across_a_lost_response(sdk: Session) -> None:
     if not lost:
         raise HarnessError("the lose-response fault did not fire: nothing to compare the retry with")
     bodies = [t.get("body") for t in turns]
-    expect(
-        len(turns) >= 2, "TURN-005", f"the turn was not retried after its response was lost ({len(turns)} request(s))"
-    )
+    expect(len(turns) >= 2, TURN_005, f"the turn was not retried after its response was lost ({len(turns)} request(s))")
     expect(
         all(b == bodies[0] for b in bodies),
-        "TURN-005",
+        TURN_005,
         f"a retry of the same turn changed its payload: {[describe(b) for b in bodies]}",
     )
     expect(
         answer.ok and answer.value["run_id"] == lost[-1]["body"]["run_id"],
-        "TURN-005",
+        TURN_005,
         f"the retried turn did not return the committed run: {answer.describe()}",
     )
     expect(
         again.ok and again.value["run_id"] == answer.value["run_id"],
-        "TURN-005",
+        TURN_005,
         f"the same turn asked again with inline answered another run or failed: {again.describe()}",
     )
 
@@ -266,26 +282,26 @@ def test_run_id_and_max_bytes_map_to_the_wire(sdk: Session) -> None:
     searches, reads = requests(wire, "POST", "search"), requests(wire, "POST", "read")
     expect(
         searches and reads,
-        "READ-018",
+        READ_018,
         f"search and read did not both reach the Core: {found.describe()} {page.describe()}",
     )
     s, r = searches[0].get("body") or {}, reads[0].get("body") or {}
     expect(
         s.get("run_id") == run and "runId" not in s,
-        "READ-018",
+        READ_018,
         f"runId did not become run_id on the wire: {describe(s)}",
     )
     expect(
         r.get("run_id") == run and "runId" not in r,
-        "READ-018",
+        READ_018,
         f"runId did not become run_id on the wire: {describe(r)}",
     )
     expect(
         r.get("max_bytes") == 4096 and "maxBytes" not in r,
-        "READ-018",
+        READ_018,
         f"maxBytes did not become max_bytes on the wire: {describe(r)}",
     )
-    expect(found.ok and page.ok, "READ-018", f"the mapped calls failed: {found.describe()} {page.describe()}")
+    expect(found.ok and page.ok, READ_018, f"the mapped calls failed: {found.describe()} {page.describe()}")
 
 
 @requirement("READ-017")
@@ -300,7 +316,7 @@ def test_one_read_is_one_page(sdk: Session) -> None:
         )
     expect(
         len(reads) == 1,
-        "READ-017",
+        READ_017,
         f"one read of a longer document sent {len(reads)} read requests: pages are followed only when needed",
     )
 
@@ -320,7 +336,7 @@ def test_unavailability_is_not_an_empty_corpus(sdk: Session, how: str) -> None:
     expected = "partial" if how == "partial" else "unavailable"
     expect(
         not answer.ok or answer.value["status"] == expected,
-        "SRCH-012",
+        SRCH_012,
         f"a search the Core answered {expected} was given back as {answer.describe()}",
     )
 
@@ -333,15 +349,15 @@ def test_a_budget_exhausted_chain_is_not_a_full_read(sdk: Session) -> None:
     mapped(reads)
     if not answer.ok:
         raise HarnessError(f"read_all failed, so nothing says how much was read: {answer.describe()}")
-    expect(reads, "READ-012", "read_all answered without reading")
+    expect(reads, READ_012, "read_all answered without reading")
     expect(
         answer.value["complete"] is False,
-        "READ-012",
+        READ_012,
         f"a chain over the {C.READ_CHAIN_MAX_BYTES}-byte budget was called complete after {len(reads)} page(s): {answer.describe()}",
     )
     expect(
         answer.value["budget_exhausted"] is True or answer.value["truncated"] is True,
-        "READ-012",
+        READ_012,
         f"a chain stopped by the budget says neither budget_exhausted nor truncated: {answer.describe()}",
     )
 
@@ -367,18 +383,18 @@ def test_after_a_reference_error_search_again(sdk: Session, what: str) -> None:
     found = sdk.call("search", connection="expiry", input={"query": "homepage binding", "runId": run})
     reads, turns = requests(after, "POST", "read"), requests(after, "POST", "turns")
     mapped(reads + requests(sdk.wire.since(mark, route), "POST", "search"))
-    expect(not answer.ok, "REF-013", f"an expired {what} was given back as a result: {answer.describe()}")
+    expect(not answer.ok, REF_013, f"an expired {what} was given back as a result: {answer.describe()}")
     expect(
         next_action(answer) == "search_knowledge",
-        "REF-013",
+        REF_013,
         f"the reference error does not say to search again (next_action {next_action(answer)!r}): {answer.describe()}",
     )
     expect(
         len(reads) == 1 and not turns,
-        "REF-013",
+        REF_013,
         f"after the reference error the client replayed: {len(reads)} read(s), {len(turns)} turn(s)",
     )
-    expect(found.ok, "REF-013", f"searching again on the same target failed: {found.describe()}")
+    expect(found.ok, REF_013, f"searching again on the same target failed: {found.describe()}")
 
 
 @requirement("REF-010")
@@ -401,13 +417,13 @@ def test_no_reference_moves_to_another_account(sdk: Session) -> None:
     searches = [e for e in requests(wire, "POST", "search") if e.get("account") == bob]
     expect(
         searches,
-        "REF-010",
+        REF_010,
         "the other account's search never reached the Core under its own account (a cached answer?)",
     )
-    expect(not (a_refs & set(b_refs)), "REF-010", "the other account was given a reference the first account received")
+    expect(not (a_refs & set(b_refs)), REF_010, "the other account was given a reference the first account received")
     moved = [
         e
         for e in requests(wire, "POST", "read")
         if e.get("account") == bob and (e.get("body") or {}).get("ref") in a_refs
     ]
-    expect(not moved, "REF-010", "a reference of one account was sent under another account")
+    expect(not moved, REF_010, "a reference of one account was sent under another account")

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from conformance.clients.rules import HOST_001, HOST_002, HOST_003, HOST_004, HOST_005
 from conformance.clients.session import Session, hints, mapped, requests
-from conformance.server.checks import describe, expect
+from conformance.server.checks import describe
 from conformance.target.outcomes import HarnessError
+from conformance.target.rules import expect
 
 requirement = pytest.mark.requirement
 
@@ -40,24 +42,24 @@ def test_three_calls_on_the_explicit_connection(host: Session) -> None:
     mark = host.wire.mark(route)
     caps = host.host("getKnowledgeCapabilities", {}, "host")
     found = host.host("searchKnowledge", {"query": "homepage binding", "limit": 3}, "host")
-    expect(caps.ok and caps.value["supported"] is True, "HOST-001", f"getKnowledgeCapabilities: {caps.describe()}")
+    expect(caps.ok and caps.value["supported"] is True, HOST_001, f"getKnowledgeCapabilities: {caps.describe()}")
     mapped(requests(host.wire.since(mark, route), "POST", "search"))
-    expect(found.ok, "HOST-001", f"searchKnowledge: {found.describe()}")
+    expect(found.ok, HOST_001, f"searchKnowledge: {found.describe()}")
     page = host.host("readKnowledge", {"ref": hints(host, found, mark, route)[0]["ref"]}, "host")
-    expect(page.ok, "HOST-001", f"readKnowledge: {page.describe()}")
+    expect(page.ok, HOST_001, f"readKnowledge: {page.describe()}")
     wire = host.wire.since(mark, route)
     sent = requests(wire, "GET", "capabilities") + requests(wire, "POST", "search") + requests(wire, "POST", "read")
-    expect(len(sent) == 3, "HOST-001", f"the three calls sent {len(sent)} request(s) to the connection's workspace")
+    expect(len(sent) == 3, HOST_001, f"the three calls sent {len(sent)} request(s) to the connection's workspace")
     alice = host.world.accounts["host"]
     expect(
         all(e.get("account") == alice for e in sent),
-        "HOST-003",
+        HOST_003,
         "a call went out under another identity than its connection's",
     )
     runs = {(e.get("body") or {}).get("run_id") for e in sent if e["method"] == "POST"}
     expect(
         runs == {run},
-        "HOST-003",
+        HOST_003,
         f"the reads did not bind the connection's current run {run}: {sorted(map(str, runs))}",
     )
 
@@ -71,10 +73,10 @@ def test_inputs_accept_snake_case_aliases(host: Session) -> None:
     mark = host.wire.mark(route)
     page = host.host("readKnowledge", {"ref": ref, "max_bytes": 4096}, "host")
     reads = requests(host.wire.since(mark, route), "POST", "read")
-    expect(page.ok and reads, "HOST-002", f"readKnowledge with max_bytes failed: {page.describe()}")
+    expect(page.ok and reads, HOST_002, f"readKnowledge with max_bytes failed: {page.describe()}")
     expect(
         (reads[0].get("body") or {}).get("max_bytes") == 4096,
-        "HOST-002",
+        HOST_002,
         f"the max_bytes alias did not reach the wire: {describe(reads[0].get('body'))}",
     )
 
@@ -87,10 +89,10 @@ def test_the_connection_key_chooses_the_identity(host: Session) -> None:
     found = host.host("searchKnowledge", {"query": "billing notes"}, "host2")
     sent = requests(host.wire.since(mark, route), "POST", "search")
     mapped(sent)
-    expect(found.ok and sent, "HOST-003", f"a search on the second connection failed: {found.describe()}")
+    expect(found.ok and sent, HOST_003, f"a search on the second connection failed: {found.describe()}")
     expect(
         all(e.get("account") == host.world.accounts["host2"] for e in sent),
-        "HOST-003",
+        HOST_003,
         "the call went out under another connection than its connectionKey",
     )
 
@@ -106,10 +108,10 @@ def test_a_cancelled_signal_sends_nothing(host: Session) -> None:
     sent = host.wire.since(mark, route)
     expect(
         not answer.ok and answer.kind == "cancelled",
-        "HOST-003",
+        HOST_003,
         f"a call with an aborted signal answered {answer.describe()}",
     )
-    expect(not sent, "HOST-003", f"a call with an aborted signal still sent {len(sent)} request(s)")
+    expect(not sent, HOST_003, f"a call with an aborted signal still sent {len(sent)} request(s)")
 
 
 @requirement("HOST-004")
@@ -122,10 +124,10 @@ def test_the_binding_is_checked_before_the_request(host: Session) -> None:
     sent = host.wire.since(mark, route)
     expect(
         not answer.ok and answer.kind == "binding_changed",
-        "HOST-004",
+        HOST_004,
         f"a call whose expectedBinding is not the connection's answered {answer.describe()}",
     )
-    expect(not sent, "HOST-004", f"a call with another binding still sent {len(sent)} request(s)")
+    expect(not sent, HOST_004, f"a call with another binding still sent {len(sent)} request(s)")
 
 
 @requirement("HOST-004")
@@ -146,7 +148,7 @@ def test_the_binding_is_checked_again_after_the_request(host: Session, call: str
         raise HarnessError("the call sent no request, so its binding never changed underneath it")
     expect(
         not answer.ok and answer.kind == "binding_changed",
-        "HOST-004",
+        HOST_004,
         f"the binding changed during the request and the call still answered {answer.describe()}",
     )
 
@@ -175,16 +177,16 @@ def test_model_arguments_choose_no_identity_route_connection_or_run(host: Sessio
     mark, mark_elsewhere = host.wire.mark(route), host.wire.mark(elsewhere)
     answer = host.host(call, {**own, **hostile}, "host")
     sent = host.wire.since(mark, route)
-    expect(not host.wire.since(mark_elsewhere, elsewhere), "HOST-005", "a model argument chose the route")
+    expect(not host.wire.since(mark_elsewhere, elsewhere), HOST_005, "a model argument chose the route")
     expect(
         all(e.get("account") == world.accounts["host"] for e in sent),
-        "HOST-005",
+        HOST_005,
         "a model argument chose the identity or connection",
     )
     runs = {(e.get("body") or {}).get("run_id") for e in sent}
-    expect(runs <= {run}, "HOST-005", f"a model argument chose the run: {sorted(map(str, runs))}")
+    expect(runs <= {run}, HOST_005, f"a model argument chose the run: {sorted(map(str, runs))}")
     expect(
         answer.ok or answer.kind in ("invalid_input", "core_error"),
-        "HOST-005",
+        HOST_005,
         f"the call neither ignored nor refused the model's arguments: {answer.describe()}",
     )

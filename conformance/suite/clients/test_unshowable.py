@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.report.client_scope import UNSHOWABLE
+from conformance.clients.scope import UNSHOWABLE
 
 
 @pytest.mark.parametrize("rule", [pytest.param(r, marks=pytest.mark.requirement(r), id=r) for r in sorted(UNSHOWABLE)])

@@ -20,13 +20,15 @@ import pytest
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from conformance.clients.rules import MCP_007
 from conformance.mcp.endpoints import skipped
+from conformance.mcp.rules import MCP_001, MCP_002, MCP_004, MCP_005, MCP_006, MCP_008, MCP_009, MCP_010, MCP_011
 from conformance.mcp.session import McpSession, ToolResult, connect
 from conformance.plugin.options import option
 from conformance.server import checks
-from conformance.server.checks import expect
 from conformance.target import contract as C
 from conformance.target.outcomes import ContractViolation
+from conformance.target.rules import expect
 from knowledge_schemas import load_registry
 from knowledge_schemas.mcp import IDENTITY_ARGUMENTS, JOB_TOOLS, KNOWLEDGE_TOOLS
 
@@ -50,7 +52,7 @@ class Agent:
 
     def start_turn(self, text: str) -> ToolResult:
         result = self.session.call(TURN, {"user_input": text})
-        expect(not result.is_error, "MCP-004", f"{TURN} failed: {_clip(result)}")
+        expect(not result.is_error, MCP_004, f"{TURN} failed: {_clip(result)}")
         return result
 
 
@@ -103,12 +105,12 @@ def agent(request: pytest.FixtureRequest, mcp_agents: dict[str, Agent]) -> Agent
 def _flags(result: ToolResult, what: str) -> dict[str, Any]:
     body = _body(result)
     expect(
-        isinstance(body, dict), "MCP-006", f"{what}: no JSON object to carry dispatch and business_operation_performed"
+        isinstance(body, dict), MCP_006, f"{what}: no JSON object to carry dispatch and business_operation_performed"
     )
-    expect(body.get("dispatch") == "not_dispatched", "MCP-006", f"{what}: dispatch is {body.get('dispatch')!r}")
+    expect(body.get("dispatch") == "not_dispatched", MCP_006, f"{what}: dispatch is {body.get('dispatch')!r}")
     expect(
         body.get("business_operation_performed") is False,
-        "MCP-006",
+        MCP_006,
         f"{what}: business_operation_performed is {body.get('business_operation_performed', '<missing>')!r}",
     )
     return dict(body)
@@ -116,41 +118,39 @@ def _flags(result: ToolResult, what: str) -> dict[str, Any]:
 
 def _tool(agent: Agent, name: str) -> Any:
     tools = {t.name: t for t in agent.session.tools()}
-    expect(name in tools, "MCP-001", f"the Agent Session MCP path does not list {name}")
+    expect(name in tools, MCP_001, f"the Agent Session MCP path does not list {name}")
     return tools[name]
 
 
 def _success(agent: Agent, name: str, result: ToolResult, stem: str) -> dict[str, Any]:
     """A success: both flags, structuredContent valid against the declared outputSchema and
     this project's schema of the result, and a text block with the same JSON."""
-    expect(not result.is_error, "MCP-001", f"{name} failed: {_clip(result)}")
+    expect(not result.is_error, MCP_001, f"{name} failed: {_clip(result)}")
     body = _flags(result, name)
-    expect(result.has_structured, "MCP-009", f"{name} succeeded without structuredContent")
+    expect(result.has_structured, MCP_009, f"{name} succeeded without structuredContent")
     declared = _tool(agent, name).output_schema
-    expect(isinstance(declared, dict), "MCP-009", f"{name} declares no outputSchema")
+    expect(isinstance(declared, dict), MCP_009, f"{name} declares no outputSchema")
     try:
         errors = sorted(e.message for e in Draft202012Validator(declared).iter_errors(result.structured))
     except SchemaError as exc:
         errors = [f"the outputSchema itself is invalid: {exc.message}"]
-    expect(not errors, "MCP-009", f"{name} structuredContent does not match its outputSchema: {errors[:3]}")
+    expect(not errors, MCP_009, f"{name} structuredContent does not match its outputSchema: {errors[:3]}")
     errors = load_registry().errors(stem, result.structured)
-    expect(not errors, "MCP-009", f"{name} structuredContent is not a {stem}: {errors[:3]}")
-    expect(result.text_json() == result.structured, "MCP-009", f"{name} has no text block carrying the same JSON")
+    expect(not errors, MCP_009, f"{name} structuredContent is not a {stem}: {errors[:3]}")
+    expect(result.text_json() == result.structured, MCP_009, f"{name} has no text block carrying the same JSON")
     return body
 
 
 def _failure(name: str, result: ToolResult, *, reference: bool = False) -> dict[str, Any]:
-    expect(result.is_error, "MCP-010", f"{name} answered a failing call without isError: {_clip(result)}")
+    expect(result.is_error, MCP_010, f"{name} answered a failing call without isError: {_clip(result)}")
     body = _flags(result, name)
     feedback = body.get("feedback", body)
     errors = load_registry().errors("feedback", feedback)
-    expect(
-        not errors, "MCP-010", f"{name} failure carries no feedback object (bailing.agent-feedback.v1): {errors[:3]}"
-    )
+    expect(not errors, MCP_010, f"{name} failure carries no feedback object (bailing.agent-feedback.v1): {errors[:3]}")
     if reference:
         expect(
             feedback.get("next_action") == "search_knowledge",
-            "MCP-010",
+            MCP_010,
             f"{name} reference failure says next_action {feedback.get('next_action')!r}, expected search_knowledge",
         )
     return dict(feedback)
@@ -166,15 +166,13 @@ def _hits(agent: Agent, query: str) -> list[dict[str, Any]]:
 @R("MCP-001", "MCP-005")
 def test_the_knowledge_tools_are_listed_before_and_after_the_turn(agent: Agent) -> None:
     before = {t.name for t in agent.tools_before}
+    listed = {t.name for t in agent.session.tools()}
     for name in KNOWLEDGE_TOOLS:
-        expect(
-            name in before,
-            "MCP-005" if name in {t.name for t in agent.session.tools()} else "MCP-001",
-            f"{name} is not listed before the turn",
-        )
+        expect(name in before or name in listed, MCP_001, f"the Agent Session MCP path does not list {name}")
+        expect(name in before, MCP_005, f"{name} is not listed before the turn")
     agent.start_turn("zz-no-such-capability-" + uuid.uuid4().hex[:8])  # a turn that hits nothing
     after = {t.name for t in agent.session.tools()}
-    expect(set(KNOWLEDGE_TOOLS) <= after, "MCP-005", f"after a turn without hits the tools are {sorted(after)}")
+    expect(set(KNOWLEDGE_TOOLS) <= after, MCP_005, f"after a turn without hits the tools are {sorted(after)}")
 
 
 @R("MCP-008")
@@ -184,7 +182,7 @@ def test_inputs_admit_no_identity_route_connection_or_run(agent: Agent, kc_confi
             continue
         declared = set((tool.input_schema or {}).get("properties", {}))
         chosen = sorted(declared & set(IDENTITY_ARGUMENTS))
-        expect(not chosen, "MCP-008", f"{tool.name} lets a model choose {chosen}")
+        expect(not chosen, MCP_008, f"{tool.name} lets a model choose {chosen}")
     injected = agent.session.call(
         SEARCH, {"query": kc_config.probe_query, "run_id": str(uuid.uuid4()), "route": "kc-elsewhere"}
     )
@@ -198,7 +196,7 @@ def test_inputs_admit_no_identity_route_connection_or_run(agent: Agent, kc_confi
         page = agent.session.call(READ, {"ref": hints[0]["ref"]})
         expect(
             not page.is_error,
-            "MCP-008",
+            MCP_008,
             f"a ref from a search with an injected run/route is not the session's: {_clip(page)}",
         )
 
@@ -208,7 +206,7 @@ def test_knowledge_calls_before_the_turn_are_refused(agent: Agent) -> None:
     if not agent.fresh:
         pytest.skip("not verified: this MCP session may share its current run (no fresh Agent Session without control)")
     for name, result in ((SEARCH, agent.search_before), (READ, agent.read_before)):
-        expect(result.is_error, "MCP-004", f"{name} before any turn was accepted: {_clip(result)}")
+        expect(result.is_error, MCP_004, f"{name} before any turn was accepted: {_clip(result)}")
         _failure(name, result)
 
 
@@ -236,7 +234,7 @@ def test_reads_bind_the_current_run(agent: Agent, world: Any, kc_config: Any) ->
         pytest.skip("not verified: the search found nothing to read")
     agent.start_turn("a later turn")
     stale = agent.session.call(READ, {"ref": hints[0]["ref"]})
-    expect(stale.is_error, "MCP-004", "a reference of the previous turn's run was read in the current run")
+    expect(stale.is_error, MCP_004, "a reference of the previous turn's run was read in the current run")
     _failure(READ, stale, reference=True)
 
 
@@ -251,7 +249,7 @@ def test_mcp_and_http_read_chains_agree(agent: Agent, world: Any) -> None:
         (unparseable JSON-RPC, a dropped or hung session) is a disagreement, not a harness error."""
         answer = _call(agent.session, READ, args)
         if isinstance(answer, str):
-            raise ContractViolation("MCP-011", f"the MCP read of a document HTTP delivers got no result: {answer}")
+            raise ContractViolation(MCP_011, f"the MCP read of a document HTTP delivers got no result: {answer}")
         return answer
 
     found: dict[str, Any] | None = None
@@ -276,19 +274,19 @@ def test_mcp_and_http_read_chains_agree(agent: Agent, world: Any) -> None:
     mcp_text, http_text = "".join(p["content"] for p in pages), "".join(p["content"] for p in http_pages)
     expect(
         mcp_text == http_text,
-        "MCP-011",
+        MCP_011,
         f"the MCP read chain ({len(mcp_text)} characters) differs from the HTTP chain "
         f"({len(http_text)} characters) of the same document",
     )
     expect(
-        [p["revision"] for p in pages][:1] == [p["revision"] for p in http_pages][:1], "MCP-011", "the revisions differ"
+        [p["revision"] for p in pages][:1] == [p["revision"] for p in http_pages][:1], MCP_011, "the revisions differ"
     )
     expect(
         len(pages) == len(http_pages),
-        "MCP-011",
+        MCP_011,
         f"{len(pages)} MCP pages, {len(http_pages)} HTTP pages at the same size",
     )
-    checks.expect(mcp_text == doc.content, "MCP-011", "the MCP chain does not rebuild the stored document")
+    checks.expect(mcp_text == doc.content, MCP_011, "the MCP chain does not rebuild the stored document")
 
 
 def _call(session: McpSession, name: str, arguments: dict[str, Any]) -> ToolResult | str:
@@ -333,10 +331,10 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
     with connect(endpoint, kc_config.timeout_seconds) as session:  # judged after the block: a check failing inside
         listed = {t.name for t in session.tools()}  # would reach pytest wrapped in a task group
         results = [(name, _call(session, name, arguments)) for name, arguments in calls]
-    expect(set(KNOWLEDGE_TOOLS) <= listed, "MCP-005", f"{what} the tools are {sorted(listed)}")
+    expect(set(KNOWLEDGE_TOOLS) <= listed, MCP_005, f"{what} the tools are {sorted(listed)}")
     for name, result in results:
         if isinstance(result, str):
-            expect(False, "MCP-010", f"{what} {name} crashed instead of answering isError with feedback ({result})")
+            MCP_010.fail(f"{what} {name} crashed instead of answering isError with feedback ({result})")
             continue
         if name == TURN:
             if result.is_error:  # a turn the old Core refused is a failure like any other
@@ -344,7 +342,7 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
             continue
         expect(
             result.is_error,
-            "MCP-007",
+            MCP_007,
             f"{what} {name} answered as a success, taking the tools' presence as knowledge support: {_clip(result)}",
         )
         _failure(name, result)
@@ -365,9 +363,9 @@ def test_client_token_stdio_exposes_exactly_the_job_tools(
     with connect(endpoint, kc_config.timeout_seconds) as session:
         names = sorted(t.name for t in session.tools())
     knowledge = sorted(set(names) & {*KNOWLEDGE_TOOLS, TURN})
-    expect(not knowledge, "MCP-002", f"the Client Token path lists knowledge tools {knowledge}")
+    expect(not knowledge, MCP_002, f"the Client Token path lists knowledge tools {knowledge}")
     expect(
         names == sorted(JOB_TOOLS),
-        "MCP-002",
+        MCP_002,
         f"the Client Token path lists {names}, expected exactly {sorted(JOB_TOOLS)}",
     )

@@ -44,7 +44,34 @@ from conformance.search_knowledge.answers import (
     utf16_len,
     utf16_slice,
 )
-from conformance.server.checks import expect
+from conformance.search_knowledge.rules import (
+    SK_001,
+    SK_002,
+    SK_003,
+    SK_004,
+    SK_005,
+    SK_007,
+    SK_008,
+    SK_009,
+    SK_010,
+    SK_011,
+    SK_012,
+    SK_013,
+    SK_014,
+    SK_015,
+    SK_016,
+    SK_017,
+    SK_018,
+    SK_019,
+    SK_020,
+    SK_021,
+    SK_022,
+    SK_023,
+    SK_024,
+    SK_025,
+    SK_026,
+)
+from conformance.target.rules import expect
 from knowledge_schemas import load_registry
 
 R = pytest.mark.requirement
@@ -76,16 +103,16 @@ class SkWorld:
 
     def search(self, query: str, who: str = "alice", **extra: Any) -> Answer:
         answer = self.ask({"query": query, **extra}, who)
-        expect(answer.ok, "SK-001", f"query search {extra} failed: {answer.raw}")
+        expect(answer.ok, SK_001, f"query search {extra} failed: {answer.raw}")
         errors = load_registry().errors("search-knowledge-search-result", answer.body)
-        expect(not errors, "SK-017", f"the query result is not knowledge_search: {errors[:3]}")
+        expect(not errors, SK_017, f"the query result is not knowledge_search: {errors[:3]}")
         return answer
 
     def read(self, who: str = "alice", **arguments: Any) -> dict[str, Any]:
         answer = self.ask(arguments, who)
-        expect(answer.ok, "SK-001", f"addressed read {arguments} failed: {answer.raw}")
+        expect(answer.ok, SK_001, f"addressed read {arguments} failed: {answer.raw}")
         errors = load_registry().errors("search-knowledge-read-result", answer.body)
-        expect(not errors, "SK-018", f"the addressed result is not type knowledge: {errors[:3]}")
+        expect(not errors, SK_018, f"the addressed result is not type knowledge: {errors[:3]}")
         assert answer.body is not None
         return answer.body
 
@@ -153,29 +180,29 @@ def _rank(order: list[str], item: str) -> float:
 
 
 # ----------------------------------------------------------------- shapes and bounds
-@R("SK-005", "SK-021", "SK-002", "SK-022")
+@R("SK-005", "SK-002", "SK-022")
 def test_mixed_and_missing_shapes(sk: SkWorld) -> None:
-    _code(sk.ask({"query": "x", "knowledge_item_id": "sk-window"}), {INVALID}, "SK-005", "query with knowledge_item_id")
+    _code(sk.ask({"query": "x", "knowledge_item_id": "sk-window"}), {INVALID}, SK_005, "query with knowledge_item_id")
     _code(
         sk.ask({"query": "x", "knowledge_item_id": "sk-window", "knowledge_revision_id": "r"}),
         {INVALID},
-        "SK-005",
+        SK_005,
         "query with both addressed IDs",
     )
     _code(
         sk.ask({"query": "x", "knowledge_revision_id": "r"}),
         {INVALID, *REQUIRED},
-        "SK-005",
+        SK_005,
         "query with a revision ID",
         INVALID,
         sk=sk,
     )
-    _code(sk.ask({}), REQUIRED, "SK-022", "no query and no item", "knowledge_query_required", sk=sk)
-    _code(sk.ask({"query": "", "knowledge_item_id": ""}), REQUIRED, "SK-022", "an empty query and an empty item")
+    _code(sk.ask({}), REQUIRED, SK_022, "no query and no item", "knowledge_query_required", sk=sk)
+    _code(sk.ask({"query": "", "knowledge_item_id": ""}), REQUIRED, SK_022, "an empty query and an empty item")
     _code(
         sk.ask({"knowledge_revision_id": "rev-x"}),
         REQUIRED,
-        "SK-002",
+        SK_002,
         "a revision without an item",
         "knowledge_item_required",
         sk=sk,
@@ -187,26 +214,26 @@ def test_max_results_bounds(sk: SkWorld) -> None:
     query = sk.corpus.token("many")
     for value in (1, 2, 49, 50):
         found = sk.search(query, max_results=value, mode="lexical")
-        expect(len(found.hits()) <= value, "SK-014", f"max_results {value} gave {len(found.hits())} results")
+        expect(len(found.hits()) <= value, SK_014, f"max_results {value} gave {len(found.hits())} results")
     if sk.control is not None:  # twelve documents hold the token: a maximum shows when it is below twelve
         default = sk.search(query, mode="lexical").hits()
-        expect(len(default) <= 10, "SK-014", f"the default max_results gave {len(default)} results")
+        expect(len(default) <= 10, SK_014, f"the default max_results gave {len(default)} results")
         if sk.strict:  # the seed says maximum; this project returns every match up to it
             expect(
                 len(default) == 10,
-                "SK-014",
+                SK_014,
                 f"the default over twelve matches gave {len(default)}, expected 10 (strict)",
             )
             expect(
                 len(sk.search(query, max_results=2, mode="lexical").hits()) == 2,
-                "SK-014",
+                SK_014,
                 "max_results 2 over twelve matching documents did not give two results (strict)",
             )
     for value in (0, 51, -1, 1000):
-        _code(sk.ask({"query": query, "max_results": value}), {INVALID}, "SK-021", f"max_results {value}")
+        _code(sk.ask({"query": query, "max_results": value}), {INVALID}, SK_021, f"max_results {value}")
 
 
-@R("SK-013", "SK-012", "SK-021")
+@R("SK-013", "SK-021")
 def test_window_bounds(sk: SkWorld) -> None:
     sk.need_control()
     text = sk.corpus.texts["sk-window"]
@@ -214,20 +241,20 @@ def test_window_bounds(sk: SkWorld) -> None:
         body = sk.read(knowledge_item_id="sk-window", limit_chars=limit)
         expect(
             body["content"] in (text[:limit], utf16_slice(text, 0, limit)),
-            "SK-013",
+            SK_013,
             f"limit_chars {limit} gave {len(body['content'])} code points",
         )
     for limit in (0, 10001, -5):
         _code(
             sk.ask({"knowledge_item_id": "sk-window", "limit_chars": limit}),
             {INVALID},
-            "SK-021",
+            SK_021,
             f"limit_chars {limit}",
         )
     for offset in (0, 1):
         sk.read(knowledge_item_id="sk-window", offset=offset)
     for offset in (-1, -100):
-        _code(sk.ask({"knowledge_item_id": "sk-window", "offset": offset}), {INVALID}, "SK-021", f"offset {offset}")
+        _code(sk.ask({"knowledge_item_id": "sk-window", "offset": offset}), {INVALID}, SK_021, f"offset {offset}")
 
 
 @R("SK-024")
@@ -243,12 +270,12 @@ def test_malformed_values_fail_validation(sk: SkWorld) -> None:
         answer = sk.ask(arguments)
         expect(
             not answer.ok and (answer.is_error or answer.codes),
-            "SK-024",
+            SK_024,
             f"malformed {arguments} was accepted: {answer.raw}",
         )
     if sk.strict:
         answer = sk.ask({"query": "q" * 100_000})
-        expect(not answer.ok, "SK-024", "a 100000-character query was accepted (strict)")
+        expect(not answer.ok, SK_024, "a 100000-character query was accepted (strict)")
 
 
 # ----------------------------------------------------------------- modes
@@ -258,10 +285,8 @@ def test_unrecognised_modes_become_hybrid(sk: SkWorld) -> None:
     hybrid = sk.search(query, mode="hybrid", max_results=50).items()
     for mode in ("bm25-please", "vector", "HYBRID-ish"):
         answer = sk.ask({"query": query, "mode": mode, "max_results": 50})
-        expect(answer.ok, "SK-015", f"mode {mode!r} was refused instead of becoming hybrid: {answer.raw}")
-        expect(
-            answer.items() == hybrid, "SK-015", f"mode {mode!r} ranks {answer.items()[:5]}, hybrid ranks {hybrid[:5]}"
-        )
+        expect(answer.ok, SK_015, f"mode {mode!r} was refused instead of becoming hybrid: {answer.raw}")
+        expect(answer.items() == hybrid, SK_015, f"mode {mode!r} ranks {answer.items()[:5]}, hybrid ranks {hybrid[:5]}")
     for mode in ("lexical", "semantic", "rrf"):
         sk.search(query, mode=mode)
 
@@ -304,7 +329,7 @@ def test_alpha_is_the_lexical_weight(sk: SkWorld) -> None:
             judged += 1
             expect(
                 _rank(hybrid, first) < _rank(hybrid, second),
-                "SK-016",
+                SK_016,
                 f"hybrid alpha={alpha} ranks {second} before {first}, as {like} search does not "
                 f"({like}: {order[:6]}; hybrid: {hybrid[:6]}): alpha must be the lexical weight",
             )
@@ -325,10 +350,10 @@ def test_alpha_is_clamped(sk: SkWorld) -> None:
     for outside, edge in ((5.0, 1.0), (1.5, 1.0), (-3.0, 0.0), (-0.25, 0.0)):
         at_edge = sk.search(query, mode="hybrid", alpha=edge, max_results=50)
         answer = sk.ask({"query": query, "mode": "hybrid", "alpha": outside, "max_results": 50})
-        expect(answer.ok, "SK-016", f"alpha {outside} was refused instead of clamped: {answer.raw}")
+        expect(answer.ok, SK_016, f"alpha {outside} was refused instead of clamped: {answer.raw}")
         expect(
             answer.items() == at_edge.items(),
-            "SK-016",
+            SK_016,
             f"alpha {outside} ranks {answer.items()[:6]}, alpha {edge} ranks {at_edge.items()[:6]}: not clamped",
         )
         got, want = _scores(answer), _scores(at_edge)
@@ -338,7 +363,7 @@ def test_alpha_is_clamped(sk: SkWorld) -> None:
             or math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
             for (_, x), (_, y) in zip(got, want, strict=True)
         )
-        expect(same, "SK-016", f"alpha {outside} scores {got[:4]}, alpha {edge} scores {want[:4]}: not clamped")
+        expect(same, SK_016, f"alpha {outside} scores {got[:4]}, alpha {edge} scores {want[:4]}: not clamped")
 
 
 @R("SK-025")
@@ -351,23 +376,23 @@ def test_rrf_fuses_the_lexical_and_semantic_ranks(sk: SkWorld) -> None:
         for i in set(lexical) | set(semantic)
     }
     order = [i for i in fused.items() if i in expected]
-    expect(order, "SK-025", "rrf search returned none of the documents lexical and semantic search rank")
+    expect(order, SK_025, "rrf search returned none of the documents lexical and semantic search rank")
     for a, b in pairs(order):
         expect(
             expected[a] >= expected[b] - 1e-12,
-            "SK-025",
+            SK_025,
             f"rrf ranks {a} ({expected[a]:.6f}) before {b} ({expected[b]:.6f}); 1/(60+rank) sums say otherwise",
         )
     best = max(expected.values())
     top = [i for i, v in expected.items() if math.isclose(v, best, abs_tol=1e-12)]
-    expect(order[0] in top, "SK-025", f"rrf's first result is {order[0]}, the fused sums put {top} first")
+    expect(order[0] in top, SK_025, f"rrf's first result is {order[0]}, the fused sums put {top} first")
     for hit in fused.hits():
         value = (hit.get("scores") or {}).get("rrf")
         item = str(hit.get("knowledge_item_id"))
         if isinstance(value, (int, float)) and item in expected:
             expect(
                 math.isclose(value, expected[item], rel_tol=1e-6),
-                "SK-025",
+                SK_025,
                 f"{item} has rrf score {value}, 1/(60+rank) sums give {expected[item]:.8f}",
             )
 
@@ -381,10 +406,10 @@ def test_query_follows_the_current_revision_and_reads_address_revisions(sk: SkWo
     current = control.publish("sk-evolving", new_text)
     found = sk.search(sk.corpus.token("second"), mode="lexical")
     hits = [h for h in found.hits() if h.get("knowledge_item_id") == "sk-evolving"]
-    expect(hits, "SK-003", "a query for the new revision's text does not find the item")
+    expect(hits, SK_003, "a query for the new revision's text does not find the item")
     expect(
         all(h.get("knowledge_revision_id") == current for h in hits),
-        "SK-003",
+        SK_003,
         f"query search returned revision {[h.get('knowledge_revision_id') for h in hits]}, the current one is {current}",
     )
     for mode in ("lexical", "hybrid", "semantic", "rrf"):
@@ -394,17 +419,17 @@ def test_query_follows_the_current_revision_and_reads_address_revisions(sk: SkWo
             for h in old.hits()
             if h.get("knowledge_item_id") == "sk-evolving" and h.get("knowledge_revision_id") != current
         ]
-        expect(not stale, "SK-003", f"{mode} search returned the historical revision {stale} of sk-evolving")
+        expect(not stale, SK_003, f"{mode} search returned the historical revision {stale} of sk-evolving")
     body = sk.read(knowledge_item_id="sk-evolving")
     expect(
         body["knowledge_revision_id"] == current and body["content"] == new_text,
-        "SK-004",
+        SK_004,
         f"an addressed read without revision gave {body['knowledge_revision_id']}, the current one is {current}",
     )
     pinned = sk.read(knowledge_item_id="sk-evolving", knowledge_revision_id=first)
     expect(
         pinned["knowledge_revision_id"] == first and pinned["content"] == sk.corpus.texts["sk-evolving"],
-        "SK-004",
+        SK_004,
         "the addressed immutable revision did not read as it was published",
     )
 
@@ -415,25 +440,25 @@ def test_query_shows_only_visible_published_items_and_narrows_by_base(sk: SkWorl
     for mode in ("lexical", "hybrid", "rrf", "semantic"):
         hidden = sk.search(sk.corpus.token("hidden"), mode=mode, max_results=50).items()
         shown = sorted(set(hidden) & {"sk-archived", "sk-unpublished", "sk-private", "sk-in-archived-base"})
-        expect(not shown, "SK-003", f"{mode} search shows {shown}: archived, unpublished or unauthorized")
+        expect(not shown, SK_003, f"{mode} search shows {shown}: archived, unpublished or unauthorized")
     shared = sk.corpus.token("shared")
     both = sk.search(shared, mode="lexical").items()
-    expect({"sk-other", "sk-main-shared"} <= set(both), "SK-003", f"a query over both bases found {both}")
+    expect({"sk-other", "sk-main-shared"} <= set(both), SK_003, f"a query over both bases found {both}")
     narrowed = sk.search(shared, mode="lexical", knowledge_base_id=OTHER)
     expect(
         "sk-main-shared" not in narrowed.items() and "sk-other" in narrowed.items(),
-        "SK-011",
+        SK_011,
         f"knowledge_base_id {OTHER} gave {narrowed.items()}",
     )
     expect(
         all(h.get("knowledge_base_id", OTHER) == OTHER for h in narrowed.hits()),
-        "SK-011",
+        SK_011,
         "a narrowed hit names another base",
     )
     _code(
         sk.ask({"knowledge_item_id": "sk-window", "knowledge_base_id": OTHER}),
         {UNAVAILABLE},
-        "SK-011",
+        SK_011,
         "an addressed item validated against another base",
     )
     sk.read(knowledge_item_id="sk-window", knowledge_base_id=MAIN)
@@ -457,7 +482,7 @@ def test_unavailable_resources_are_indistinguishable(sk: SkWorld) -> None:
     seen: dict[str, tuple[Any, ...]] = {}
     for what, arguments in cases.items():
         answer = sk.ask(arguments)
-        _code(answer, {UNAVAILABLE}, "SK-023", what)
+        _code(answer, {UNAVAILABLE}, SK_023, what)
         text = message_of(answer)
         for value in arguments.values():
             text = text.replace(value, "<id>")
@@ -468,11 +493,11 @@ def test_unavailable_resources_are_indistinguishable(sk: SkWorld) -> None:
             tuple(sorted(answer.body or {})),
         )
     distinct = {v: k for k, v in seen.items()}
-    expect(len(distinct) == 1, "SK-023", f"unavailable resources answer differently: {sorted(distinct.values())}")
+    expect(len(distinct) == 1, SK_023, f"unavailable resources answer differently: {sorted(distinct.values())}")
     for base in (PRIVATE, ARCHIVED_BASE, "kb-no-such-base"):
         answer = sk.ask({"query": sk.corpus.token("hidden"), "knowledge_base_id": base})
-        expect(not answer.items(), "SK-023", f"a query narrowed to {base} returned {answer.items()}")
-        expect(answer.ok or answer.codes & {UNAVAILABLE}, "SK-023", f"a query narrowed to {base}: {answer.raw}")
+        expect(not answer.items(), SK_023, f"a query narrowed to {base} returned {answer.items()}")
+        expect(answer.ok or answer.codes & {UNAVAILABLE}, SK_023, f"a query narrowed to {base}: {answer.raw}")
 
 
 @R("SK-010")
@@ -480,12 +505,12 @@ def test_owner_and_scope_arguments_do_not_change_the_caller(sk: SkWorld) -> None
     sk.need_control()
     for extra in ({"owner": "carol"}, {"scope": "all"}, {"team": "all"}, {"owner_id": "carol"}):
         answer = sk.ask({"query": sk.corpus.token("private"), "mode": "lexical", **extra})
-        expect("sk-private" not in answer.items(), "SK-010", f"with {extra} the caller found an item outside its scope")
+        expect("sk-private" not in answer.items(), SK_010, f"with {extra} the caller found an item outside its scope")
         read = sk.ask({"knowledge_item_id": "sk-private", **extra})
-        expect(not read.ok, "SK-010", f"with {extra} the caller read an item outside its scope")
+        expect(not read.ok, SK_010, f"with {extra} the caller read an item outside its scope")
     expect(
         "sk-private" in sk.search(sk.corpus.token("private"), who="carol", mode="lexical").items(),
-        "SK-010",
+        SK_010,
         "carol, who sees every base, does not find the private item: the check shows nothing",
     )
 
@@ -497,7 +522,7 @@ def test_knowledge_read_is_required(sk: SkWorld) -> None:
         answer = sk.ask(arguments, who="bob")
         expect(
             not answer.ok and not answer.hits() and "content" not in (answer.body or {}),
-            "SK-008",
+            SK_008,
             f"a caller without knowledge:read got {answer.raw}",
         )
 
@@ -509,15 +534,15 @@ def test_runtime_switch_off_is_knowledge_unavailable(sk: SkWorld) -> None:
     try:
         for arguments in ({"query": sk.corpus.token("many")}, {"knowledge_item_id": "sk-window"}):
             answer = sk.ask(arguments)
-            expect(answer.has("knowledge_runtime_disabled"), "SK-020", f"runtime off answered {answer.raw}")
+            expect(answer.has("knowledge_runtime_disabled"), SK_020, f"runtime off answered {answer.raw}")
             expect(
                 "knowledge_unavailable" in envelope_types(answer),
-                "SK-020",
+                SK_020,
                 f"no knowledge_unavailable envelope: {answer.raw}",
             )
             expect(
                 not answer.hits() and "content" not in (answer.body or {}),
-                "SK-020",
+                SK_020,
                 "runtime off still returned knowledge",
             )
     finally:
@@ -539,20 +564,20 @@ def test_read_only_no_audit_event(sk: SkWorld) -> None:
     for answer in answers:
         expect(
             not {"audit", "audit_event", "audit_events"} & set(answer.body or {}),
-            "SK-019",
+            SK_019,
             "a result carries an audit envelope",
         )
     after = control.audit()
-    expect(after == before, "SK-007", f"search_knowledge wrote audit events: {(after or [])[len(before) :][:3]}")
+    expect(after == before, SK_007, f"search_knowledge wrote audit events: {(after or [])[len(before) :][:3]}")
 
 
 @R("SK-009")
 def test_hidden_but_callable(sk: SkWorld) -> None:
     answer = sk.ask({"query": "knowledge"})
-    expect(answer.ok, "SK-009", f"search_knowledge is not callable: {answer.raw}")
+    expect(answer.ok, SK_009, f"search_knowledge is not callable: {answer.raw}")
     if sk.strict:
         listed = {t.name for t in sk.sessions["alice"].tools()}
-        expect("search_knowledge" not in listed, "SK-009", "search_knowledge is in the minimal tool list (strict)")
+        expect("search_knowledge" not in listed, SK_009, "search_knowledge is in the minimal tool list (strict)")
 
 
 # ----------------------------------------------------------------- windows
@@ -565,7 +590,7 @@ def _unit(sk: SkWorld, text: str, body: dict[str, Any]) -> str:
         return "utf-16"
     expect(
         False,
-        "SK-026",
+        SK_026,
         f"content_total_chars is {total}; the text has {len(text)} code points"
         f"{'' if sk.strict else f' and {utf16_len(text)} UTF-16 units'} ({len(text.encode())} bytes)",
     )
@@ -583,7 +608,7 @@ def test_windows_count_characters(sk: SkWorld) -> None:
     first = sk.read(knowledge_item_id="sk-window")
     expect(
         first["content_offset"] == 0 and first["content"] == text,
-        "SK-012",
+        SK_012,
         f"a read without offset does not start at character 0 ({first['content_offset']})",
     )
     for offset, limit in ((1, 3), (2, 5), (3, 1), (7, 11), (len(text) - 2, 5)):
@@ -594,7 +619,7 @@ def test_windows_count_characters(sk: SkWorld) -> None:
         )
         expect(
             fits,
-            "SK-012",
+            SK_012,
             f"offset {offset}, limit_chars {limit} gave {body['content']!r}; "
             f"{limit} characters from character {offset} are {text[offset : offset + limit]!r}",
         )
@@ -603,7 +628,7 @@ def test_windows_count_characters(sk: SkWorld) -> None:
     unit = _unit(sk, long_text, body)
     expect(
         body["content"] == _slice(unit, long_text, 0, 4000) and body["content_truncated"] is True,
-        "SK-013",
+        SK_013,
         f"the default window is {len(body['content'])} code points, truncated {body['content_truncated']}; expected 4000 {unit}s",
     )
 
@@ -619,14 +644,14 @@ def test_paging_rebuilds_the_text_with_honest_truncation(sk: SkWorld) -> None:
         body = sk.read(knowledge_item_id="sk-window", offset=offset, limit_chars=7)
         expect(
             body["content_total_chars"] == total,
-            "SK-026",
+            SK_026,
             f"content_total_chars changed to {body['content_total_chars']}",
         )
-        expect(body["content"] == _slice(unit, text, offset, 7), "SK-026", f"the window at {offset} is not the text's")
+        expect(body["content"] == _slice(unit, text, offset, 7), SK_026, f"the window at {offset} is not the text's")
         size = len(body["content"]) if unit == "code point" else utf16_len(body["content"])
         expect(
             body["content_truncated"] == (offset + size < total),
-            "SK-026",
+            SK_026,
             f"content_truncated is {body['content_truncated']} at {offset}+{size} of {total}",
         )
         pieces.append(body["content"])
@@ -638,13 +663,13 @@ def test_paging_rebuilds_the_text_with_honest_truncation(sk: SkWorld) -> None:
         if unit == "code point"
         else "".join(pieces).encode("utf-16-le", "surrogatepass").decode("utf-16-le")
     )
-    expect(rebuilt == text, "SK-026", "the windows do not rebuild the revision's text")
+    expect(rebuilt == text, SK_026, "the windows do not rebuild the revision's text")
     past = sk.ask({"knowledge_item_id": "sk-window", "offset": total + 10})
     if past.ok:
         expect(
             past.body is not None and past.body.get("content") == "" and past.body.get("content_truncated") is False,
-            "SK-026",
+            SK_026,
             f"a window past the end: {past.raw}",
         )
     else:
-        expect(past.codes & {INVALID}, "SK-026", f"a window past the end: {past.raw}")
+        expect(past.codes & {INVALID}, SK_026, f"a window past the end: {past.raw}")

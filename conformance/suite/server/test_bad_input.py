@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from conformance.server import checks
-from conformance.server.checks import expect
+from conformance.server.rules import WIRE_001
+from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 
@@ -36,7 +37,7 @@ CASES: dict[str, bytes] = {
 def test_bad_input_gets_a_4xx_envelope(world: Any, operation: str, case: str) -> None:
     path = world.cfg.path(operation, world.route)
     response = world.core.raw("POST", path, world.primary.token, CASES[case], {"Content-Type": "application/json"})
-    checks.error_envelope(response, "WIRE-001", strict=world.cfg.strict_codes)
+    checks.error_envelope(response, WIRE_001, strict=world.cfg.strict_codes)
 
 
 @R("WIRE-001")
@@ -56,16 +57,16 @@ def test_json_under_another_content_type_is_read_or_refused(world: Any) -> None:
         status, code = world.cfg.status("unsupported_media_type"), world.cfg.code("unsupported_media_type")
         expect(
             response.status_code == status,
-            "WIRE-001",
+            WIRE_001,
             f"strict: JSON sent as text/plain answered HTTP {response.status_code}, configured {status} {code!r}",
         )
-        envelope = checks.error_envelope(response, "WIRE-001", strict=True)
+        envelope = checks.error_envelope(response, WIRE_001, strict=True)
         expect(
             envelope["error"] == code,
-            "WIRE-001",
+            WIRE_001,
             f"strict: JSON sent as text/plain got error {envelope['error']!r}, configured {code!r}",
         )
     elif response.status_code == 200:
         checks.search_response(response, what="a search sent as text/plain")
     else:
-        checks.error_envelope(response, "WIRE-001")
+        checks.error_envelope(response, WIRE_001)

@@ -19,16 +19,17 @@ from typing import Any
 import pytest
 
 from conformance.server import checks
+from conformance.server.rules import REF_003, REF_004, REF_005, REF_006, REF_009
 from conformance.target import contract as C
 
 R = pytest.mark.requirement
 
 # dimension -> (the identity that differs from the victim in that dimension only, the rule)
 DIMENSIONS = {
-    "hub": ("other_hub", "REF-003"),
-    "session": ("other_session", "REF-004"),
-    "route": ("other_route", "REF-005"),
-    "account": ("other_account", "REF-009"),
+    "hub": ("other_hub", REF_003),
+    "session": ("other_session", REF_004),
+    "route": ("other_route", REF_005),
+    "account": ("other_account", REF_009),
 }
 PRESENTED_RUN = ("victims_run", "strangers_run")
 
@@ -63,5 +64,5 @@ def test_one_differing_binding_is_refused(world: Any, dimension: str, what: str,
         run = run_id if presented == "victims_run" else world.start_run(stranger)
     extra = {"cursor": page["next_cursor"]} if what == "cursor" else {}
     response = world.read(ref, run, who=stranger, max_bytes=C.READ_MIN_MAX_BYTES, **extra)
-    rule = DIMENSIONS[dimension][1] if dimension in DIMENSIONS else "REF-006"
+    rule = DIMENSIONS[dimension][1] if dimension in DIMENSIONS else REF_006
     checks.binding_refused(world, response, rule, what, known=[page["content"]])

@@ -8,9 +8,25 @@ import pytest
 
 from conformance.clients.reference_client import ReferenceClient
 from conformance.server import checks
-from conformance.server.checks import expect
+from conformance.server.rules import (
+    AUTH_001,
+    AUTH_002,
+    CAP_001,
+    CAP_002,
+    CAP_003,
+    CAP_004,
+    CAP_005,
+    CAP_006,
+    CAP_007,
+    NEG_005,
+    SRCH_009,
+    TURN_003,
+    WIRE_001,
+    WIRE_003,
+)
 from conformance.server.wire import CoreWire
 from conformance.target import contract as C
+from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 
@@ -20,24 +36,24 @@ def test_capabilities_advertise_the_protocol(world: Any) -> None:
     """Members are looked up by their configured names ([wire.names.capabilities] / [wire.names.limits])."""
     names = world.cfg.names
     member, limit_name = names.capabilities, names.limits
-    body = checks.ok(world.core.capabilities(world.primary.token, world.route), "CAP-001", "capabilities")
+    body = checks.ok(world.core.capabilities(world.primary.token, world.route), CAP_001, "capabilities")
     strings = set(C.strings_in(body))
     expect(
         C.CAPABILITIES_SCHEMA in strings and C.KNOWLEDGE_SCHEMA in strings,
-        "CAP-002",
+        CAP_002,
         f"capabilities must name {C.CAPABILITIES_SCHEMA} and {C.KNOWLEDGE_SCHEMA}: {checks.describe(body)}",
     )
     route = body.get(member["route"])
-    expect(route == world.route, "CAP-003", f"{member['route']} {route!r}, asked for {world.route!r}")
+    expect(route == world.route, CAP_003, f"{member['route']} {route!r}, asked for {world.route!r}")
     modes = body.get(member["delivery_modes"])
     expect(
         isinstance(modes, list) and sorted(modes) == ["inline", "on_demand"],
-        "CAP-004",
+        CAP_004,
         f"{member['delivery_modes']} {modes!r}",
     )
     limits = body.get(member["limits"])
     expect(
-        isinstance(limits, dict), "CAP-005", f"capabilities carry no {member['limits']} object: {checks.describe(body)}"
+        isinstance(limits, dict), CAP_005, f"capabilities carry no {member['limits']} object: {checks.describe(body)}"
     )
     bounds = {
         "search_max_hints": C.SEARCH_MAX_HINTS,
@@ -51,7 +67,7 @@ def test_capabilities_advertise_the_protocol(world: Any) -> None:
         value = limits.get(name)
         expect(
             isinstance(value, int) and 0 < value <= bound,
-            "CAP-005",
+            CAP_005,
             f"limit {name} = {value!r}, contract bound is {bound}",
         )
     exact = {
@@ -61,7 +77,7 @@ def test_capabilities_advertise_the_protocol(world: Any) -> None:
     }
     for canonical, value in exact.items():
         name = limit_name[canonical]
-        expect(limits.get(name) == value, "CAP-005", f"limit {name} = {limits.get(name)!r}, contract value is {value}")
+        expect(limits.get(name) == value, CAP_005, f"limit {name} = {limits.get(name)!r}, contract value is {value}")
     checks.schema("capabilities-response", body, names=names)
 
 
@@ -74,15 +90,15 @@ def test_every_identity_gets_the_capabilities_of_its_own_route(world: Any) -> No
     if not routes:
         pytest.skip("not verified: every identity of the run shares the primary's route")
     for route, who in routes:
-        body = checks.ok(world.core.capabilities(who.token, route), "CAP-001", f"capabilities on route {route!r}")
-        expect(body.get(member) == route, "CAP-003", f"{member} {body.get(member)!r}, asked for {route!r}")
+        body = checks.ok(world.core.capabilities(who.token, route), CAP_001, f"capabilities on route {route!r}")
+        expect(body.get(member) == route, CAP_003, f"{member} {body.get(member)!r}, asked for {route!r}")
 
 
 @R("CAP-007", "AUTH-001")
 @pytest.mark.parametrize("token", [None, "bha_" + "0" * 44], ids=["no-token", "unknown-token"])
 def test_capabilities_need_a_valid_token(world: Any, token: str | None) -> None:
     _refused_for_its_token(
-        world, world.core.capabilities(token, world.route), "CAP-007", "capabilities without a valid token"
+        world, world.core.capabilities(token, world.route), CAP_007, "capabilities without a valid token"
     )
 
 
@@ -96,7 +112,7 @@ def test_knowledge_calls_need_a_valid_token(world: Any, operation: str) -> None:
         else {"ref": world.ref_for(run_id), "run_id": run_id}
     )
     _refused_for_its_token(
-        world, getattr(world.core, operation)(None, world.route, body), "AUTH-001", f"{operation} without a token"
+        world, getattr(world.core, operation)(None, world.route, body), AUTH_001, f"{operation} without a token"
     )
 
 
@@ -113,7 +129,7 @@ def _refused_for_its_token(world: Any, response: Any, requirement: str, what: st
         f"{'strict: ' if strict else ''}{what} answered HTTP {response.status_code}, "
         f"expected {' or '.join(map(str, allowed))}",
     )
-    checks.error_envelope(response, "AUTH-001", strict=strict)
+    checks.error_envelope(response, AUTH_001, strict=strict)
 
 
 @R("AUTH-002")
@@ -130,10 +146,10 @@ def test_a_token_of_another_workspace_gets_no_data(world: Any, direction: str) -
     ):
         expect(
             400 <= response.status_code < 500,
-            "AUTH-002",
+            AUTH_002,
             f"a token of route {who.route!r} got HTTP {response.status_code} on {route!r}",
         )
-        checks.error_envelope(response, "AUTH-002")
+        checks.error_envelope(response, AUTH_002)
 
 
 @R("WIRE-001")
@@ -146,10 +162,10 @@ def test_a_route_that_is_not_the_tokens_gets_an_error_envelope(world: Any, route
     response = world.core.capabilities(world.primary.token, route)
     expect(
         400 <= response.status_code < 500,
-        "WIRE-001",
+        WIRE_001,
         f"capabilities on route {route!r} answered HTTP {response.status_code}",
     )
-    checks.error_envelope(response, "WIRE-001", strict=world.cfg.strict_codes)
+    checks.error_envelope(response, WIRE_001, strict=world.cfg.strict_codes)
 
 
 @R("WIRE-003")
@@ -157,7 +173,7 @@ def test_responses_are_not_cacheable(world: Any) -> None:
     response = world.core.capabilities(world.primary.token, world.route)
     expect(
         "no-store" in response.headers.get("cache-control", ""),
-        "WIRE-003",
+        WIRE_003,
         f"Cache-Control is {response.headers.get('cache-control')!r}",
     )
 
@@ -166,10 +182,10 @@ def test_responses_are_not_cacheable(world: Any) -> None:
 def test_disabled_workspace_reports_enabled_false(fresh_world: Any) -> None:
     fresh_world.control.set_mode(fresh_world.route, "disabled")
     body = checks.ok(
-        fresh_world.core.capabilities(fresh_world.primary.token, fresh_world.route), "CAP-006", "capabilities"
+        fresh_world.core.capabilities(fresh_world.primary.token, fresh_world.route), CAP_006, "capabilities"
     )
     enabled = fresh_world.cfg.names.capabilities["enabled"]
-    expect(body.get(enabled) is False, "CAP-006", f"a disabled workspace reports {enabled} {body.get(enabled)!r}")
+    expect(body.get(enabled) is False, CAP_006, f"a disabled workspace reports {enabled} {body.get(enabled)!r}")
 
 
 @R("TURN-003")
@@ -181,9 +197,9 @@ def test_a_disabled_workspace_accepts_an_on_demand_turn(fresh_world: Any) -> Non
     world.control.set_mode(world.route, "disabled")
     response = world.core.turn(world.primary.token, world.route, CoreWire.turn_body("homepage binding", "on_demand"))
     if response.status_code != 200 and not world.cfg.strict_codes:
-        checks.error_envelope(response, "TURN-003")  # the seed does not say a disabled Core must take the turn
+        checks.error_envelope(response, TURN_003)  # the seed does not say a disabled Core must take the turn
         return
-    checks.ok(response, "TURN-003", "an on_demand turn while knowledge is disabled")
+    checks.ok(response, TURN_003, "an on_demand turn while knowledge is disabled")
 
 
 @R("CAP-006")
@@ -198,11 +214,11 @@ def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(fresh_world: Any, 
         world.route,
         CoreWire.turn_body("homepage binding", None if delivery == "unset" else delivery),
     )
-    body = checks.body_of(response, "WIRE-001")
+    body = checks.body_of(response, WIRE_001)
     leaked = world.document_text().leaked(body)
     expect(
         leaked is None,
-        "CAP-006",
+        CAP_006,
         f"a turn of a disabled workspace (delivery {delivery}) carries document text: {leaked!r}",
     )
 
@@ -215,7 +231,7 @@ def test_disabled_workspace_searches_with_status_disabled(fresh_world: Any) -> N
     found = checks.search_response(fresh_world.search("binding", run_id))
     expect(
         found["status"] == "disabled" and found["hints"] == [],
-        "SRCH-009",
+        SRCH_009,
         f"search while disabled: {checks.describe(found)}",
     )
 
@@ -237,7 +253,7 @@ def test_legacy_core_is_classified_unsupported(fresh_world: Any) -> None:
     for endpoint, response in answers.items():
         expect(
             response.status_code in unsupported,
-            "NEG-005",
+            NEG_005,
             f"a legacy Core's {endpoint} answered HTTP {response.status_code}; only {'/'.join(map(str, unsupported))} mean not supported",
         )
     client = ReferenceClient.from_wire(
@@ -245,6 +261,6 @@ def test_legacy_core_is_classified_unsupported(fresh_world: Any) -> None:
     )
     expect(
         client.get_knowledge_capabilities().supported is False,
-        "NEG-005",
+        NEG_005,
         "the reference client did not classify the legacy Core as unsupported",
     )

@@ -11,8 +11,22 @@ import httpx
 import pytest
 
 from conformance.server import checks
-from conformance.server.checks import expect
+from conformance.server.rules import (
+    READ_002,
+    READ_004,
+    READ_006,
+    READ_008,
+    READ_009,
+    READ_010,
+    READ_011,
+    READ_014,
+    READ_015,
+    READ_016,
+    READ_019,
+    READ_020,
+)
 from conformance.target import contract as C
+from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 
@@ -22,35 +36,23 @@ def _joined(pages: list[dict[str, Any]]) -> str:
 
 
 @R("READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "READ-015", "WIRE-002")
-def test_default_pages_fit_16384_bytes_and_rebuild_the_document(world: Any, record_exercised: Any) -> None:
+def test_default_pages_fit_16384_bytes_and_rebuild_the_document(world: Any) -> None:
     run_id = world.start_run()
     doc = world.docs.get("unicode")
     ref = world.ref_for(run_id, doc)
     pages = world.follow(ref, run_id)
     revisions = {p["revision"] for p in pages}
-    expect(len(revisions) == 1, "READ-002", f"one chain reported several revisions: {sorted(revisions)}")
+    expect(len(revisions) == 1, READ_002, f"one chain reported several revisions: {sorted(revisions)}")
     last = pages[-1]
-    # READ-014 is about optional fields: verified only when a page carried one of them.
-    optional = (
-        set()
-        if any(name in p for p in pages for name in ("total_content_bytes", "read_chain_max_bytes"))
-        else {"READ-014"}
-    )
     if doc is None:  # a live Core's own document: bounds and flags, but nothing to compare the chain with
-        record_exercised(
-            {"READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "WIRE-002"} - optional
-        )
         return
-    record_exercised(
-        {"READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "READ-015", "WIRE-002"} - optional
-    )
-    expect(len(pages) > 1, "READ-004", "a 60 KB document fit into one default page")
-    expect(_joined(pages) == doc.content, "READ-015", "the pages do not concatenate to the stored revision")
-    expect(last["truncated"] is False, "READ-009", "the page that completes the document says truncated true")
+    expect(len(pages) > 1, READ_004, "a 60 KB document fit into one default page")
+    expect(_joined(pages) == doc.content, READ_015, "the pages do not concatenate to the stored revision")
+    expect(last["truncated"] is False, READ_009, "the page that completes the document says truncated true")
     if "total_content_bytes" in last:
         expect(
             last["total_content_bytes"] == C.utf8_size(doc.content),
-            "READ-014",
+            READ_014,
             f"total_content_bytes {last['total_content_bytes']}, the revision has {C.utf8_size(doc.content)} bytes",
         )
 
@@ -61,8 +63,10 @@ def _continues_at(doc: str, position: int, piece: str, i: int) -> int:
     expected = doc[position : position + len(piece)]
     if piece != expected:
         split = checks.split_in(piece, expected)
-        expect(split is None, "READ-016", f"page {i} splits a character near character {position}: {split}")
-        expect(False, "READ-015", f"page {i} does not continue the document at character {position}")
+        expect(split is None, READ_016, f"page {i} splits a character near character {position}: {split}")
+        READ_015.fail(f"page {i} does not continue the document at character {position}")
+    READ_015.held()  # the page is the document's next characters, so no character was split either
+    READ_016.held()
     return position + len(piece)
 
 
@@ -76,19 +80,16 @@ def _continues(doc: str, pages: list[dict[str, Any]]) -> int:
 
 @R("READ-005", "READ-015", "READ-016")
 @pytest.mark.parametrize("max_bytes", [C.READ_MIN_MAX_BYTES, 5001, C.READ_DEFAULT_MAX_BYTES, C.READ_MAX_MAX_BYTES])
-def test_requested_max_bytes_bounds_every_page(world: Any, max_bytes: int, record_exercised: Any) -> None:
+def test_requested_max_bytes_bounds_every_page(world: Any, max_bytes: int) -> None:
     """Both ends of the range and the default, asked for explicitly: accepted, and every page's
     complete JSON within it. Rebuilding the document exactly needs the suite's own corpus."""
     doc = world.docs.get("unicode")
     run_id = world.start_run()
     pages = world.follow(world.ref_for(run_id, doc), run_id, max_bytes=max_bytes)
     if doc is None:
-        record_exercised({"READ-005"})
         return
     position = _continues(doc.content, pages)
-    expect(
-        position == len(doc.content), "READ-015", f"the chain ended after {position} of {len(doc.content)} characters"
-    )
+    expect(position == len(doc.content), READ_015, f"the chain ended after {position} of {len(doc.content)} characters")
 
 
 @R("READ-009", "READ-015", "READ-016")
@@ -111,10 +112,8 @@ def test_pages_cut_next_to_escapes_astral_characters_and_combining_marks(world: 
     run_id = world.start_run()
     pages = world.follow(world.ref_for(run_id, doc), run_id, max_bytes=max_bytes)
     position = _continues(doc.content, pages)
-    expect(
-        position == len(doc.content), "READ-015", f"the chain ended after {position} of {len(doc.content)} characters"
-    )
-    expect(pages[-1]["truncated"] is False, "READ-009", "the page that completes the document says truncated true")
+    expect(position == len(doc.content), READ_015, f"the chain ended after {position} of {len(doc.content)} characters")
+    expect(pages[-1]["truncated"] is False, READ_009, "the page that completes the document says truncated true")
 
 
 @R("READ-006")
@@ -128,18 +127,18 @@ def test_out_of_range_max_bytes_is_refused_or_clamped(world: Any, max_bytes: int
     response = world.read(ref, run_id, max_bytes=max_bytes)
     strict = world.cfg.strict_codes
     if strict or response.status_code != 200:
-        envelope = checks.error_envelope(response, "READ-006", strict=strict)
+        envelope = checks.error_envelope(response, READ_006, strict=strict)
         if strict:
             expect(
                 response.status_code == world.cfg.status("invalid_request")
                 and envelope["error"] == world.cfg.code("invalid_request"),
-                "READ-006",
+                READ_006,
                 f"strict: max_bytes {max_bytes} answered HTTP {response.status_code} {envelope['error']!r}, "
                 f"configured {world.cfg.status('invalid_request')} {world.cfg.code('invalid_request')!r}",
             )
         return
     clamped = C.READ_MIN_MAX_BYTES if max_bytes < C.READ_MIN_MAX_BYTES else C.READ_MAX_MAX_BYTES
-    checks.page(response, ref=ref, max_bytes=clamped, requirement_bound="READ-006")
+    checks.page(response, ref=ref, max_bytes=clamped, requirement_bound=READ_006)
 
 
 def _budget_chain(world: Any, key: str) -> tuple[str, list[dict[str, Any]]]:
@@ -161,7 +160,7 @@ def test_read_chain_delivers_at_most_131072_content_bytes(world: Any, key: str) 
     read = sum(C.utf8_size(p["content"]) for p in pages)
     expect(
         read <= C.READ_CHAIN_MAX_BYTES,
-        "READ-010",
+        READ_010,
         f"the chain delivered {read} content bytes of a {C.utf8_size(content)}-byte "
         f"revision, over {C.READ_CHAIN_MAX_BYTES}",
     )
@@ -183,7 +182,7 @@ def test_the_page_that_exhausts_the_budget_says_so(world: Any, key: str) -> None
         if rest and C.utf8_size(rest) > C.READ_CHAIN_MAX_BYTES - delivered:
             expect(
                 page.get("budget_exhausted") is True and page["truncated"] is True and page["next_cursor"] is None,
-                "READ-011",
+                READ_011,
                 f"page {i} brought the chain to {delivered} content bytes and the next character ({C.utf8_size(rest)} bytes) "
                 f"no longer fits {C.READ_CHAIN_MAX_BYTES}, yet it says {_flags(page)}",
             )
@@ -191,12 +190,12 @@ def test_the_page_that_exhausts_the_budget_says_so(world: Any, key: str) -> None
     last = pages[-1]
     expect(
         position < len(content),
-        "READ-011",
+        READ_011,
         f"a {C.utf8_size(content)}-byte revision was read completely, past the budget",
     )
     expect(
         last.get("budget_exhausted") is True,
-        "READ-011",
+        READ_011,
         f"the chain stopped after {delivered} content bytes of "
         f"{C.utf8_size(content)} without budget_exhausted: {_flags(last)}",
     )
@@ -219,7 +218,7 @@ def test_a_chain_reads_up_to_its_budget(world: Any, key: str) -> None:
     if last.get("budget_exhausted") is True and not strict:
         expect(
             delivered > C.READ_CHAIN_MAX_BYTES - C.READ_MAX_MAX_BYTES,
-            "READ-020",
+            READ_020,
             f"the chain of a {C.utf8_size(content)}-byte revision stopped budget_exhausted after only {delivered} content bytes "
             f"(more than {C.READ_CHAIN_MAX_BYTES - C.READ_MAX_MAX_BYTES} were expected before the budget runs out)",
         )
@@ -227,25 +226,25 @@ def test_a_chain_reads_up_to_its_budget(world: Any, key: str) -> None:
         rest = content[len(joined) : len(joined) + 1]
         expect(
             rest and C.utf8_size(rest) > C.READ_CHAIN_MAX_BYTES - delivered,
-            "READ-020",
+            READ_020,
             f"the chain of a {C.utf8_size(content)}-byte revision stopped budget_exhausted after {delivered} content bytes, "
             f"though its next character ({C.utf8_size(rest)} bytes) still fits {C.READ_CHAIN_MAX_BYTES}",
         )
     elif C.utf8_size(content) > C.READ_CHAIN_MAX_BYTES:  # never pass without judging where the chain stopped
         expect(
             False,
-            "READ-010" if joined == content else "READ-011",
+            READ_010 if joined == content else READ_011,
             f"the chain of a {C.utf8_size(content)}-byte revision, over "
             f"the budget, ended after {delivered} content bytes without budget_exhausted: {_flags(last)}",
         )
     if C.utf8_size(content) <= C.READ_CHAIN_MAX_BYTES and (strict or last.get("budget_exhausted") is not True):
         expect(
             joined == content,
-            "READ-020",
+            READ_020,
             f"a {C.utf8_size(content)}-byte revision, within the budget, was not read "
             f"completely: the chain ended after {delivered} bytes with {_flags(last)}",
         )
-        expect(last["truncated"] is False, "READ-009", "the page that completes the document says truncated true")
+        expect(last["truncated"] is False, READ_009, "the page that completes the document says truncated true")
 
 
 def _padded(token: str, size: int, unit: str = "A") -> str:
@@ -282,22 +281,22 @@ def test_oversized_reference_or_cursor_is_refused(world: Any, field: str, paddin
     response = _send(world, field, run_id, ref, oversized)
     expect(
         response.status_code != 200,
-        "READ-008",
+        READ_008,
         f"a {field} of {C.utf8_size(oversized)} bytes ({len(oversized)} characters), "
         f"over {C.REFERENCE_MAX_BYTES}, was accepted",
     )
-    body = checks.body_of(response, "READ-008")
+    body = checks.body_of(response, READ_008)
     if (
         response.status_code == 400
         and isinstance(body, dict)
         and body.get("error") in ("invalid_request", world.cfg.code("invalid_request"))
     ):
         checks.error_envelope(
-            response, "READ-008", strict=world.cfg.strict_codes
+            response, READ_008, strict=world.cfg.strict_codes
         )  # refused by request validation: acceptable
     else:
         checks.reference_error(
-            response, world.cfg, "reference_invalid", requirement="READ-008", text=world.document_text()
+            response, world.cfg, "reference_invalid", requirement=READ_008, text=world.document_text()
         )
 
 
@@ -322,7 +321,7 @@ def test_a_reference_or_cursor_of_4096_bytes_is_not_refused_for_its_size(world: 
     at = _answer(_send(world, field, run_id, ref, _padded(token, C.REFERENCE_MAX_BYTES)))
     expect(
         at == below,
-        "READ-019",
+        READ_019,
         f"a {field} padded to {C.REFERENCE_MAX_BYTES} bytes answered HTTP {at[0]} {at[1]!r}, the same "
         f"{field} padded to {C.REFERENCE_MAX_BYTES - 1} bytes HTTP {below[0]} {below[1]!r}: a token within the bound was refused for its size",
     )

@@ -10,12 +10,26 @@ from typing import Any
 import pytest
 
 from conformance.server import checks, corpus
-from conformance.server.checks import expect
+from conformance.server.rules import (
+    READ_002,
+    READ_004,
+    READ_005,
+    REF_001,
+    REF_002,
+    REF_007,
+    REF_008,
+    REF_011,
+    REF_012,
+    REF_014,
+    REF_015,
+    REF_016,
+)
 from conformance.target import contract as C
+from conformance.target.rules import expect
 from conformance.target.secrets import clip
 
 R = pytest.mark.requirement
-ERROR_RULES = ("REF-011", "REF-012", "REF-014")
+ERROR_RULES = (REF_011, REF_012, REF_014)
 
 
 STEP = 0.1  # seconds either side of the edge: a Core that rounds or truncates ages to whole seconds is off by more
@@ -37,7 +51,7 @@ def _can_age(world: Any) -> None:
 
 def _secret_of(world: Any, ref: str, run_id: str) -> str:
     """A slice of the document, to prove that errors do not carry it."""
-    return str(checks.page(world.read(ref, run_id), ref=ref, max_bytes=None, requirement_bound="READ-004")["content"])
+    return str(checks.page(world.read(ref, run_id), ref=ref, max_bytes=None, requirement_bound=READ_004)["content"])
 
 
 def _issued(world: Any, what: str) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
@@ -65,7 +79,7 @@ def test_references_and_cursors_are_expired_just_after_300_seconds(world: Any, w
         response,
         world.cfg,
         "reference_expired",
-        requirement="REF-001",
+        requirement=REF_001,
         secret=first["content"],
         text=world.document_text(),
     )
@@ -80,14 +94,14 @@ def test_references_and_cursors_stay_valid_just_before_300_seconds(world: Any, w
     response = world.read(ref, run_id, **extra)
     expect(
         response.status_code == 200,
-        "REF-002",
+        REF_002,
         f"a {what} {age:g} s old was refused: HTTP {response.status_code} {clip(response.text, 200)}",
     )
 
 
 @R("REF-016", *ERROR_RULES)
 @pytest.mark.parametrize("what", ["ref", "cursor"])
-def test_at_exactly_300_seconds_a_reference_is_read_or_expired(world: Any, what: str, record_exercised: Any) -> None:
+def test_at_exactly_300_seconds_a_reference_is_read_or_expired(world: Any, what: str) -> None:
     """The edge itself: "expire after 300 seconds" does not say on which side of the instant.
     By default a page and an expired-reference error both pass (each checked as such);
     strict holds the Core to this project's reading, expired from 300 s on (CHOICES.md)."""
@@ -98,14 +112,13 @@ def test_at_exactly_300_seconds_a_reference_is_read_or_expired(world: Any, what:
     _age(world, C.REFERENCE_TTL_SECONDS)
     response = world.read(ref, run_id, **extra)
     if response.status_code == 200 and not strict:
-        checks.page(response, ref=ref, max_bytes=None, requirement_bound="READ-004")
-        record_exercised({"REF-016"})  # read, not refused: no error to judge
+        checks.page(response, ref=ref, max_bytes=None, requirement_bound=READ_004)
         return
     checks.reference_error(
         response,
         world.cfg,
         "reference_expired",
-        requirement="REF-016",
+        requirement=REF_016,
         secret=first["content"],
         text=world.document_text(),
     )
@@ -133,7 +146,7 @@ def test_a_scope_change_invalidates_references(fresh_world: Any, what: str) -> N
         response,
         fresh_world.cfg,
         "scope_changed",
-        requirement="REF-007",
+        requirement=REF_007,
         secret=first["content"],
         text=fresh_world.document_text(),
     )
@@ -151,7 +164,7 @@ def test_a_new_revision_invalidates_references(fresh_world: Any) -> None:
         response,
         fresh_world.cfg,
         "revision_changed",
-        requirement="REF-008",
+        requirement=REF_008,
         secret=secret,
         text=fresh_world.document_text(),
     )
@@ -178,7 +191,7 @@ def test_tampered_references_are_refused(world: Any, how: str) -> None:
         bad = "not-a-reference"
     response = world.read(bad, run_id)
     checks.reference_error(
-        response, world.cfg, "reference_invalid", requirement="REF-015", secret=secret, text=world.document_text()
+        response, world.cfg, "reference_invalid", requirement=REF_015, secret=secret, text=world.document_text()
     )
 
 
@@ -210,7 +223,7 @@ def test_references_cut_short_or_extended_at_a_separator_are_refused(world: Any)
             world.read(bad, run_id),
             world.cfg,
             "reference_invalid",
-            requirement="REF-015",
+            requirement=REF_015,
             secret=secret,
             text=world.document_text(),
         )
@@ -234,7 +247,7 @@ def test_a_removed_document_invalidates_its_reference(fresh_world: Any, scope: s
         world.read(ref, run_id),
         world.cfg,
         ("revision_changed", "reference_invalid", "scope_changed"),
-        requirement="REF-008",
+        requirement=REF_008,
         secret=secret,
         text=world.document_text(),
     )
@@ -258,13 +271,13 @@ def test_a_cursor_continues_only_its_own_reference(world: Any) -> None:
     for mine, theirs in ((0, 1), (1, 0)):
         response = world.read(refs[mine], run_id, cursor=pages[theirs]["next_cursor"], max_bytes=C.READ_MIN_MAX_BYTES)
         if response.status_code == 200 and not world.cfg.strict_codes:
-            named = checks.body_of(response, "READ-002")
+            named = checks.body_of(response, READ_002)
             shown = named.get("ref") if isinstance(named, dict) and named.get("ref") in refs else refs[theirs]
-            page = checks.page(response, ref=str(shown), max_bytes=C.READ_MIN_MAX_BYTES, requirement_bound="READ-005")
+            page = checks.page(response, ref=str(shown), max_bytes=C.READ_MIN_MAX_BYTES, requirement_bound=READ_005)
             chain = docs[theirs].content
             expect(
                 chain.startswith(str(pages[theirs]["content"]) + str(page["content"])),
-                "REF-008",
+                REF_008,
                 "a cursor presented beside another document's reference was answered with a page that does not continue "
                 "the cursor's own chain",
             )
@@ -273,7 +286,7 @@ def test_a_cursor_continues_only_its_own_reference(world: Any) -> None:
             response,
             world.cfg,
             ("reference_invalid", "revision_changed", "reference_mismatch"),
-            requirement="REF-008",
+            requirement=REF_008,
             secret=pages[theirs]["content"],
             text=text,
         )

@@ -9,32 +9,41 @@ import pytest
 
 from conformance.clients.reference_client import ReferenceClient
 from conformance.server import checks, corpus
-from conformance.server.checks import expect
+from conformance.server.rules import (
+    AUTH_003,
+    SRCH_001,
+    SRCH_002,
+    SRCH_003,
+    SRCH_005,
+    SRCH_006,
+    SRCH_010,
+    SRCH_011,
+    WIRE_001,
+)
 from conformance.target import contract as C
+from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 
 
-@R("SRCH-001", "SRCH-002", "SRCH-003", "SRCH-004", "SRCH-005", "SRCH-007", "SRCH-008", "READ-007", "WIRE-002")
+@R("SRCH-001", "SRCH-003", "SRCH-004", "SRCH-005", "SRCH-007", "SRCH-008", "READ-007", "WIRE-002")
 @pytest.mark.parametrize("limit", [None, 3])
-def test_search_returns_at_most_three_bounded_hints(world: Any, limit: int | None, record_exercised: Any) -> None:
+def test_search_returns_at_most_three_bounded_hints(world: Any, limit: int | None) -> None:
     """The seed says "at most three": 0..3 hints pass; strict also expects 3 where more than three documents match.
     The rules about hints and references are verified only when a hint was there to check."""
     run_id = world.start_run()
     extra = {} if limit is None else {"limit": limit}
     body = checks.search_response(world.search("binding" if world.docs else world.cfg.probe_query, run_id, **extra))
-    reached = {"SRCH-001", "SRCH-002", "SRCH-003", "SRCH-005", "SRCH-007", "SRCH-008", "WIRE-002"}
-    record_exercised(reached | ({"SRCH-004", "READ-007"} if body["hints"] else set()))
     if world.docs and world.cfg.strict_codes:
         expect(
             body["status"] == "ok" and len(body["hints"]) == C.SEARCH_MAX_HINTS,
-            "SRCH-003",
+            SRCH_003,
             f"strict: more than three documents of the suite's corpus match 'binding'; expected status ok with 3 hints, got {body['status']!r} with {len(body['hints'])}",
         )
 
 
 @R("SRCH-003")
-def test_a_limit_above_three_yields_at_most_three_hints_or_a_refusal(world: Any, record_exercised: Any) -> None:
+def test_a_limit_above_three_yields_at_most_three_hints_or_a_refusal(world: Any) -> None:
     """The seed's example asks for 3 and says nothing of more: a Core may clamp (at most 3 hints) or
     refuse with a 4xx error envelope; strict expects this project's clamp (CHOICES.md)."""
     run_id = world.start_run()
@@ -42,12 +51,11 @@ def test_a_limit_above_three_yields_at_most_three_hints_or_a_refusal(world: Any,
     if 400 <= response.status_code < 500:
         expect(
             not world.cfg.strict_codes,
-            "SRCH-003",
+            SRCH_003,
             f"strict: a search with limit 10 was refused (HTTP {response.status_code}); "
             "the configured choice is to clamp the limit to 3",
         )
-        checks.error_envelope(response, "WIRE-001")
-        record_exercised(set())  # a refusal says nothing about the hint bound
+        checks.error_envelope(response, WIRE_001)
         return
     checks.search_response(response)
 
@@ -82,7 +90,7 @@ def test_search_stays_within_4096_bytes_with_three_worst_case_hints_at_once(worl
 @R("SRCH-005")
 def test_search_without_hits_has_a_contract_status(world: Any) -> None:
     body = checks.search_response(world.search("zqxwvjkdoesnotexist", world.start_run()))
-    expect(body["status"] in ("ok", "partial"), "SRCH-005", f"a search with no hits has status {body['status']!r}")
+    expect(body["status"] in ("ok", "partial"), SRCH_005, f"a search with no hits has status {body['status']!r}")
 
 
 @R("SRCH-006")
@@ -93,7 +101,7 @@ def test_hints_never_carry_the_full_document(world: Any) -> None:
     run_id = world.start_run()
     client = ReferenceClient.from_wire(world.core.http, world.route, world.primary.token, world.cfg.wire)
     response = world.search("binding" if world.docs else world.cfg.probe_query, run_id)
-    body = checks.ok(response, "SRCH-001", "search")  # content first: a full body also breaks the bounds checked below
+    body = checks.ok(response, SRCH_001, "search")  # content first: a full body also breaks the bounds checked below
     hints = body.get("hints") if isinstance(body.get("hints"), list) else []
     seeded = world.document_text()
     checked = 0
@@ -101,7 +109,7 @@ def test_hints_never_carry_the_full_document(world: Any) -> None:
         whole = seeded.whole(hint)
         expect(
             whole is None,
-            "SRCH-006",
+            SRCH_006,
             f"hint {i} carries a seeded document whole ({len(whole or '')} characters): {_carriers(hint, whole or '')}",
         )
         checked += 1 if len(seeded) else 0  # compared with every seeded text
@@ -112,7 +120,7 @@ def test_hints_never_carry_the_full_document(world: Any) -> None:
             continue
         checked += 1
         carriers = _carriers(hint, text)
-        expect(not carriers, "SRCH-006", f"hint {i} carries the full document ({len(text)} characters) in {carriers}")
+        expect(not carriers, SRCH_006, f"hint {i} carries the full document ({len(text)} characters) in {carriers}")
     if not checked:
         pytest.skip(
             f"not verified: the search returned {len(hints)} hints, none leading to a document of at least 32 characters"
@@ -132,10 +140,10 @@ def test_search_refuses_a_run_that_was_never_started(world: Any) -> None:
     unknown = world.search("binding", str(uuid.uuid4()))
     expect(
         400 <= unknown.status_code < 500,
-        "SRCH-002",
+        SRCH_002,
         f"search with a run that was never started answered HTTP {unknown.status_code}",
     )
-    checks.error_envelope(unknown, "SRCH-002", strict=world.cfg.strict_codes)
+    checks.error_envelope(unknown, SRCH_002, strict=world.cfg.strict_codes)
 
 
 @R("AUTH-003")
@@ -152,11 +160,11 @@ def test_search_refuses_another_sessions_run(world: Any, other: str, direction: 
         foreign = world.search("binding", world.start_run(), stranger)
     expect(
         400 <= foreign.status_code < 500,
-        "AUTH-003",
+        AUTH_003,
         f"search with a run of another {other.removeprefix('other_')} "
         f"({direction.replace('_', ' ')}) answered HTTP {foreign.status_code}",
     )
-    checks.error_envelope(foreign, "AUTH-003", strict=world.cfg.strict_codes)
+    checks.error_envelope(foreign, AUTH_003, strict=world.cfg.strict_codes)
 
 
 @R("SRCH-010", "SRCH-005")
@@ -166,13 +174,13 @@ def test_unavailable_is_reported_never_ok_and_empty(fresh_world: Any) -> None:
     body = checks.search_response(fresh_world.search("binding", run_id))
     expect(
         body["status"] == "unavailable",
-        "SRCH-010",
+        SRCH_010,
         f"an unavailable search reported {body['status']!r} with {len(body['hints'])} hints",
     )
     fresh_world.control.set_mode(fresh_world.route, "unavailable")
     body = checks.search_response(fresh_world.search("binding", run_id))
     expect(
-        body["status"] == "unavailable", "SRCH-010", f"an unavailable workspace searched with status {body['status']!r}"
+        body["status"] == "unavailable", SRCH_010, f"an unavailable workspace searched with status {body['status']!r}"
     )
 
 
@@ -181,4 +189,4 @@ def test_partly_searchable_corpus_reports_partial(fresh_world: Any) -> None:
     run_id = fresh_world.start_run()
     fresh_world.control.set_mode(fresh_world.route, "partial")
     body = checks.search_response(fresh_world.search("binding", run_id))
-    expect(body["status"] == "partial", "SRCH-011", f"a partly searchable corpus reported {body['status']!r}")
+    expect(body["status"] == "partial", SRCH_011, f"a partly searchable corpus reported {body['status']!r}")

@@ -16,13 +16,14 @@ from hypothesis.stateful import run_state_machine_as_test
 from conformance.plugin.options import option, walk_size
 from conformance.server.stateful import CLAIMS, WALK_SEED, machine, tour, walk_settings
 from conformance.server.world import provision
+from conformance.target.rules import held, recording
 
 R = pytest.mark.requirement
 
 
 @R(*CLAIMS)
 def test_stateful_model_agrees_with_the_target(
-    kc_config: Any, core: Any, control: Any, pytestconfig: pytest.Config, record_exercised: Any
+    kc_config: Any, core: Any, control: Any, pytestconfig: pytest.Config
 ) -> None:
     """A scripted tour through the rules first (it reaches every claimed rule, whatever the walk draws),
     then the random walk. Only the IDs whose checks ran on a definite prediction count as verified."""
@@ -36,8 +37,9 @@ def test_stateful_model_agrees_with_the_target(
         exercised,
         walk_seed=option(pytestconfig, "--stateful-seed") or WALK_SEED,
     )
-    record_exercised(exercised)
-    tour(walk)
-    run_state_machine_as_test(
-        walk, settings=walk_settings(examples, steps, shrink=not option(pytestconfig, "--no-shrink"))
-    )
+    with recording():  # the model's own account of what it checked on a definite prediction counts, below
+        tour(walk)
+        run_state_machine_as_test(
+            walk, settings=walk_settings(examples, steps, shrink=not option(pytestconfig, "--no-shrink"))
+        )
+    held(exercised)

@@ -11,10 +11,11 @@ import pytest
 
 from conformance.clients.reference_client import KnowledgeError, ReferenceClient
 from conformance.server import checks, corpus
-from conformance.server.checks import expect
+from conformance.server.rules import TURN_003, TURN_004, TURN_007, TURN_011, TURN_012
 from conformance.server.wire import CoreWire
 from conformance.target import contract as C
 from conformance.target.outcomes import HarnessError
+from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 
@@ -24,7 +25,7 @@ def _on_demand_context(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(turn body, its context)`` of a fresh on_demand turn."""
     response = world.core.turn(world.primary.token, world.route, CoreWire.turn_body(text))
-    body = checks.ok(response, "TURN-003", "an on_demand turn")
+    body = checks.ok(response, TURN_003, "an on_demand turn")
     context = body.get("context")
     return body, context if isinstance(context, dict) else {}
 
@@ -48,7 +49,7 @@ def test_on_demand_turn_keeps_knowledge_and_refs_present_and_empty(world: Any) -
 
 
 @R("TURN-007", "TURN-003")
-def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: Any, record_exercised: Any) -> None:
+def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: Any) -> None:
     """The turn's own hints for a message that finds the three worst-case documents of the
     corpus (see test_search): the delivery object stays within a search response's bound."""
     docs = [world.need_doc(key) for key in corpus.WORST_KEYS]
@@ -56,11 +57,11 @@ def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: Any, r
     body, context = _on_demand_context(world, corpus.WORST_WORD)
     sent = context.get(field)
     if not isinstance(sent, dict):
-        raise checks.ContractViolation("TURN-003", f"an on_demand turn has no context.{field}")
+        raise checks.ContractViolation(TURN_003, f"an on_demand turn has no context.{field}")
     size = len(C.canonical(sent).encode())
     expect(
         size <= C.SEARCH_MAX_BYTES,
-        "TURN-007",
+        TURN_007,
         f"context.{field} is {size} bytes as compact JSON, over {C.SEARCH_MAX_BYTES}",
     )
     delivery = world.cfg.names.delivery(context)
@@ -68,20 +69,19 @@ def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: Any, r
     found = [d.key for d in docs if world.hint_for(hints, d, str(body.get("run_id"))) is not None]
     if len(found) < len(docs):  # the seed does not say which hints a turn carries: the worst case was not reached
         pytest.skip(f"not verified: the turn's {len(hints)} hints read as {found}, not the three worst-case documents")
-    record_exercised({"TURN-007", "TURN-003"})
 
 
 @R("TURN-004")
 def test_same_turn_identity_and_payload_replays_the_run(world: Any) -> None:
     body = CoreWire.turn_body("homepage binding", "on_demand")
-    first = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-004", "turn")
-    again = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-004", "the replayed turn")
+    first = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_004, "turn")
+    again = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_004, "the replayed turn")
     expect(
-        again.get("run_id") == first.get("run_id"), "TURN-004", "the same turn identity and payload started another run"
+        again.get("run_id") == first.get("run_id"), TURN_004, "the same turn identity and payload started another run"
     )
     expect(
         C.canonical(again.get("context")) == C.canonical(first.get("context")),
-        "TURN-004",
+        TURN_004,
         "the replayed turn's context is not the frozen original",
     )
 
@@ -92,25 +92,25 @@ def test_a_replay_with_reordered_members_never_starts_another_run(world: Any) ->
     order is the same payload. Pinning forbids only another run: by default the Core may replay
     the committed run (with its frozen context) or refuse; strict expects the replay."""
     body = CoreWire.turn_body("homepage binding", "on_demand")
-    first = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-004", "turn")
+    first = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_004, "turn")
     response = world.core.turn(world.primary.token, world.route, dict(reversed(list(body.items()))))
     if response.status_code != 200:
         expect(
             not world.cfg.strict_codes,
-            "TURN-004",
+            TURN_004,
             f"strict: the replay with reordered members was refused: HTTP {response.status_code}",
         )
-        checks.error_envelope(response, "TURN-004")
+        checks.error_envelope(response, TURN_004)
         return
-    again = checks.body_of(response, "TURN-004")
+    again = checks.body_of(response, TURN_004)
     expect(
         isinstance(again, dict) and again.get("run_id") == first.get("run_id"),
-        "TURN-004",
+        TURN_004,
         "the same turn identity and payload, members reordered, started another run",
     )
     expect(
         C.canonical(again.get("context")) == C.canonical(first.get("context")),
-        "TURN-004",
+        TURN_004,
         "the replay with reordered members answered another context than the frozen original",
     )
 
@@ -130,9 +130,9 @@ def test_same_turn_identity_with_another_payload_keeps_the_pinned_run(world: Any
     Several changed payloads, not one: a Core that compares payloads by an ordering (or by a
     prefix, or by length) instead of equality lets some changes through."""
     body = CoreWire.turn_body("homepage binding", "on_demand", key=f"changed-{change}")
-    first = checks.ok(world.core.turn(world.primary.token, world.route, body), "TURN-003", "turn")
+    first = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_003, "turn")
     other = world.core.turn(world.primary.token, world.route, CHANGED_PAYLOADS[change](body))
-    _refused_or_pinned(world, other, first, "TURN-011")
+    _refused_or_pinned(world, other, first, TURN_011)
 
 
 def _refused_or_pinned(world: Any, response: Any, committed: dict[str, Any], requirement: str) -> None:
@@ -147,11 +147,11 @@ def _refused_or_pinned(world: Any, response: Any, committed: dict[str, Any], req
         status = cfg.status("turn_conflict")
         expect(
             response.status_code == status,
-            "TURN-011",
+            TURN_011,
             f"the same turn identity with another delivery mode answered HTTP {response.status_code}, strict expects {status}",
         )
-        envelope = checks.error_envelope(response, "TURN-011", statuses=range(status, status + 1))
-        expect(envelope["error"] == cfg.code("turn_conflict"), "TURN-011", f"conflict code {envelope['error']!r}")
+        envelope = checks.error_envelope(response, TURN_011, statuses=range(status, status + 1))
+        expect(envelope["error"] == cfg.code("turn_conflict"), TURN_011, f"conflict code {envelope['error']!r}")
         return
     if response.status_code != 200:
         checks.error_envelope(response, requirement)
@@ -189,23 +189,21 @@ def test_retry_after_a_lost_response_gets_the_committed_run(fresh_world: Any) ->
         retried = client.start_turn(ids["user_input"], ids, knowledge_delivery="on_demand")
     except KnowledgeError as exc:
         raise checks.ContractViolation(
-            "TURN-012", f"the retry with the same identity and payload failed: {exc}"
+            TURN_012, f"the retry with the same identity and payload failed: {exc}"
         ) from None
     again = checks.ok(
-        fresh_world.core.turn(fresh_world.primary.token, fresh_world.route, ids), "TURN-012", "a second replay"
+        fresh_world.core.turn(fresh_world.primary.token, fresh_world.route, ids), TURN_012, "a second replay"
     )
-    expect(
-        retried["run_id"] == again["run_id"], "TURN-012", "two replays of one committed turn returned different runs"
-    )
+    expect(retried["run_id"] == again["run_id"], TURN_012, "two replays of one committed turn returned different runs")
     expect(
         (fresh_world.cfg.names.delivery(retried.get("context")) or {}).get("mode") == "on_demand",
-        "TURN-004",
+        TURN_004,
         "the retried turn lost its pinned on_demand delivery",
     )
     conflict = fresh_world.core.turn(
         fresh_world.primary.token, fresh_world.route, {**ids, "knowledge_delivery": "inline"}
     )
-    _refused_or_pinned(fresh_world, conflict, retried, "TURN-012")
+    _refused_or_pinned(fresh_world, conflict, retried, TURN_012)
 
 
 def _committed(world: Any) -> dict[str, Any]:
@@ -239,19 +237,19 @@ def test_a_retry_after_a_lost_response_resolves_to_the_committed_run(fresh_world
             fresh_world,
             core.turn(who.token, fresh_world.route, {**ids, "knowledge_delivery": "inline"}),
             committed,
-            "TURN-004",
+            TURN_004,
         )
     for attempt in ("the retry", "a second replay"):
         replay = checks.ok(
-            core.turn(who.token, fresh_world.route, ids), "TURN-012", f"{attempt} with the same identity and payload"
+            core.turn(who.token, fresh_world.route, ids), TURN_012, f"{attempt} with the same identity and payload"
         )
         expect(
             replay.get("run_id") == committed["run_id"],
-            "TURN-012",
+            TURN_012,
             f"{attempt} returned run {replay.get('run_id')!r}; the Core committed {committed['run_id']!r} before the response was lost",
         )
         expect(
             C.canonical(replay.get("context")) == C.canonical(committed.get("context")),
-            "TURN-012",
+            TURN_012,
             f"{attempt} returned another context than the one committed with the lost response",
         )

@@ -1,0 +1,27 @@
+"""The client (SDK) and host transport rules: each registered once, by its catalogue ID (see conformance.target.rules)."""
+
+from conformance.target.rules import rule
+
+DSH_002 = rule("DSH-002")
+DSH_004 = rule("DSH-004")
+HOST_001 = rule("HOST-001")
+HOST_002 = rule("HOST-002")
+HOST_003 = rule("HOST-003")
+HOST_004 = rule("HOST-004")
+HOST_005 = rule("HOST-005")
+MCP_007 = rule("MCP-007")
+NEG_001 = rule("NEG-001")
+NEG_002 = rule("NEG-002")
+NEG_003 = rule("NEG-003")
+NEG_004 = rule("NEG-004")
+READ_012 = rule("READ-012")
+READ_017 = rule("READ-017")
+READ_018 = rule("READ-018")
+REF_010 = rule("REF-010")
+REF_013 = rule("REF-013")
+SRCH_012 = rule("SRCH-012")
+TURN_001 = rule("TURN-001")
+TURN_002 = rule("TURN-002")
+TURN_005 = rule("TURN-005")
+TURN_009 = rule("TURN-009")
+TURN_010 = rule("TURN-010")

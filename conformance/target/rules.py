@@ -1,0 +1,115 @@
+"""Requirements as registered rules: a check names its catalogue ID once, where it is registered.
+
+Each surface keeps its registrations in its own ``rules.py`` (``READ_002 = rule("READ-002")``);
+an ID the catalogue does not have is an error when that module is imported, never after a run.
+Checks name the handle (``expect(cond, READ_002, message)``), so a misspelt handle is a name
+error that ruff and mypy see before anything runs.
+
+What a test verifies follows from the checks that ran in it: every check that passes records
+its rule in the active :class:`Ledger`, and the plugin keeps one ledger per test. A check that
+only raises (``raise READ_002.violated(...)``) records nothing; :meth:`Rule.held` records a rule
+whose check is not one condition (a comparison the caller made itself, a model's judgement).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import NoReturn
+
+from conformance.target.outcomes import ContractViolation
+from knowledge_schemas import load_catalogue
+
+
+class Rule(str):
+    """One requirement of the catalogue; a ``str`` (its ID), so it is a key, a JSON value and a mark argument."""
+
+    __slots__ = ()
+
+    def held(self) -> None:
+        """Record that a check of this rule ran and passed."""
+        _active.record(self)
+
+    def violated(self, message: str) -> ContractViolation:
+        """The violation of this rule, to raise."""
+        return ContractViolation(self, message)
+
+    def fail(self, message: str) -> NoReturn:
+        raise ContractViolation(self, message)
+
+
+def rule(requirement_id: str) -> Rule:
+    """Register ``requirement_id``: it must be in the catalogue."""
+    if requirement_id not in load_catalogue():
+        raise LookupError(f"{requirement_id!r} is not a requirement of the catalogue (schemas/requirements.yaml)")
+    return Rule(requirement_id)
+
+
+def expect(condition: object, requirement: Rule, message: str) -> None:
+    """The check of one rule: a violation when ``condition`` is false, else a pass in the ledger."""
+    if not condition:
+        raise ContractViolation(requirement, message)
+    _active.record(requirement)
+
+
+def held(requirements: Iterable[str]) -> None:
+    """Record several rules at once: those a model judged to have run on a definite prediction."""
+    for requirement in requirements:
+        _active.record(requirement)
+
+
+class Ledger:
+    """The rules whose checks passed while it was active (thread-safe: load users and servers share it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._passed: dict[str, int] = {}
+
+    def record(self, requirement: str) -> None:
+        with self._lock:
+            self._passed[requirement] = self._passed.get(requirement, 0) + 1
+
+    @property
+    def passed(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._passed)
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._passed)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._passed.clear()
+
+
+class _Active:
+    """The ledger checks record into: one per test (set by the plugin) or per load step."""
+
+    def __init__(self) -> None:
+        self.ledger = Ledger()  # outside any test: recorded, never reported
+
+    def record(self, requirement: str) -> None:
+        self.ledger.record(requirement)
+
+
+_active = _Active()
+
+
+def record_into(ledger: Ledger) -> None:
+    """From now on, for the whole process, checks record into ``ledger``: a load run's users
+    interleave on one thread, so no ``with`` block could tell their steps apart (nor need to:
+    a load run counts passes per rule, not per step)."""
+    _active.ledger = ledger
+
+
+@contextmanager
+def recording(ledger: Ledger | None = None) -> Iterator[Ledger]:
+    """Make ``ledger`` (a new one by default) the one checks record into, for the ``with`` block."""
+    mine = ledger if ledger is not None else Ledger()
+    before, _active.ledger = _active.ledger, mine
+    try:
+        yield mine
+    finally:
+        _active.ledger = before
