@@ -21,11 +21,11 @@ from conformance.search_knowledge.stateful import (
     model_world,
     tour,
 )
-from conformance.server.stateful import walk_settings
 from conformance.server.wire import ControlWire
 from conformance.target.config import load_config
 from conformance.target.open import open_target
 from conformance.target.outcomes import ContractViolation
+from conformance.target.walk import walk_settings
 
 
 @contextmanager

@@ -14,6 +14,7 @@ results reach it through each report's ``user_properties``.
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import json
 import os
 import re
@@ -46,9 +47,10 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 
 def _suite_dir() -> Path:
-    import conformance.suite
-
-    return Path(conformance.suite.__file__).resolve().parent
+    """The suite's folder, found without importing it (the plugin sits below the tests it runs)."""
+    spec = importlib.util.find_spec("conformance.suite")
+    assert spec is not None and spec.origin is not None, "conformance.suite is part of this package"
+    return Path(spec.origin).resolve().parent
 
 
 def wants_suite(config: pytest.Config) -> bool:

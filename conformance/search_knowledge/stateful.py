@@ -70,10 +70,10 @@ from conformance.search_knowledge.rules import (
     SK_023,
     SK_026,
 )
-from conformance.server.stateful import _Steps
 from conformance.server.wire import ControlWire
 from conformance.target.config import TargetConfig
 from conformance.target.rules import expect
+from conformance.target.walk import Steps
 from knowledge_schemas import load_registry
 
 A, B, P = "kb-sm-a", "kb-sm-b", "kb-sm-p"  # alice sees A and B; P is private to carol
@@ -752,7 +752,7 @@ def tour(walk: type[RuleBasedStateMachine]) -> None:
     """One scripted example through the same rules and model: every rule, and every claimed
     check, is reached whatever the walk's seed draws. The order only gives each step what it needs."""
     machine_state = walk()
-    s: Any = _Steps(machine_state)
+    s: Any = Steps(machine_state)
     try:
         for who, item, revision, base, offset, limit in (
             ("alice", "sm-a1", "none", "none", "zero", None),

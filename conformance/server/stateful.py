@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, seed, settings
+from hypothesis import seed
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -68,6 +68,7 @@ from conformance.server.wire import CoreWire
 from conformance.server.world import World
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
+from conformance.target.walk import Steps
 
 CLAIMS = (
     REF_001,
@@ -516,7 +517,7 @@ def tour(walk: type[RuleBasedStateMachine]) -> None:
     reached whatever the random walk's seed drew, and the walk is left to explore around it.
     The order matters only so that each step finds what it needs (a young reference, a cursor)."""
     machine_state = walk()
-    state: Any = _Steps(machine_state)
+    state: Any = Steps(machine_state)
     try:
         state.setup()
         medium = state.first_reference()
@@ -550,32 +551,3 @@ def tour(walk: type[RuleBasedStateMachine]) -> None:
         raise
     finally:
         machine_state.teardown()
-
-
-class _Steps:
-    """The tour's machine, keeping each call as a line of the program Hypothesis prints for a
-    failing walk, so a report shows the tour's steps the same way."""
-
-    def __init__(self, state: RuleBasedStateMachine) -> None:
-        self._state = state
-        self.lines = [f"state = {type(state).__name__}()"]
-
-    def __getattr__(self, name: str) -> Any:
-        def call(*args: Any) -> Any:
-            self.lines.append(f"state.{name}({', '.join(map(repr, args))})")
-            return getattr(self._state, name)(*args)
-
-        return call
-
-
-def walk_settings(examples: int, steps: int, *, shrink: bool = True) -> settings:
-    phases = [p for p in Phase if shrink or p is not Phase.shrink]
-    return settings(
-        max_examples=examples,
-        stateful_step_count=steps,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        phases=phases,
-        suppress_health_check=list(HealthCheck),
-    )

@@ -14,8 +14,8 @@ from conformance.mcp.endpoints import skipped
 from conformance.plugin.options import option, walk_size
 from conformance.search_knowledge.answers import call
 from conformance.search_knowledge.stateful import CLAIMS, WALK_SEED, Reach, machine, model_world, tour
-from conformance.server.stateful import walk_settings
 from conformance.target.rules import held, recording
+from conformance.target.walk import walk_settings
 
 R = pytest.mark.requirement
 

@@ -14,9 +14,10 @@ import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
 from conformance.plugin.options import option, walk_size
-from conformance.server.stateful import CLAIMS, WALK_SEED, machine, tour, walk_settings
+from conformance.server.stateful import CLAIMS, WALK_SEED, machine, tour
 from conformance.server.world import provision
 from conformance.target.rules import held, recording
+from conformance.target.walk import walk_settings
 
 R = pytest.mark.requirement
 
