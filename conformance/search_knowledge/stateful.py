@@ -72,7 +72,7 @@ from conformance.search_knowledge.rules import (
 )
 from conformance.server.wire import ControlWire
 from conformance.target.config import TargetConfig
-from conformance.target.rules import expect
+from conformance.target.rules import Rule, expect
 from conformance.target.walk import Steps
 from knowledge_schemas import load_registry
 
@@ -297,7 +297,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         self._restore()
 
     # ----------------------------------------------------------- plumbing
-    def _expect(self, condition: object, requirement: str, message: str) -> None:
+    def _expect(self, condition: object, requirement: Rule, message: str) -> None:
         self.reach.checked.setdefault(self.rule, set()).add(requirement)
         expect(condition, requirement, message)
 

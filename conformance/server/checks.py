@@ -40,12 +40,12 @@ from conformance.target import contract as C
 from conformance.target.config import TargetConfig
 from conformance.target.names import WireNames
 from conformance.target.outcomes import ContractViolation
-from conformance.target.rules import expect
+from conformance.target.rules import Rule, expect
 from conformance.target.secrets import clip
 from knowledge_schemas import load_registry
 
 
-def body_of(response: httpx.Response, requirement: str) -> Any:
+def body_of(response: httpx.Response, requirement: Rule) -> Any:
     try:
         return response.json()
     except ValueError:
@@ -54,13 +54,13 @@ def body_of(response: httpx.Response, requirement: str) -> Any:
         ) from None
 
 
-def schema(stem: str, body: Any, requirement: str = WIRE_002, *, names: WireNames | None = None) -> None:
+def schema(stem: str, body: Any, requirement: Rule = WIRE_002, *, names: WireNames | None = None) -> None:
     """``body`` against its schema; with ``names``, after mapping the configured member names back to the canonical ones."""
     errors = load_registry().errors(stem, names.to_canonical(stem, body) if names is not None else body)
     expect(not errors, requirement, f"response does not match {stem}.schema.json: {'; '.join(errors[:3])}")
 
 
-def ok(response: httpx.Response, requirement: str, what: str) -> Any:
+def ok(response: httpx.Response, requirement: Rule, what: str) -> Any:
     expect(
         response.status_code == 200,
         requirement,
@@ -70,7 +70,7 @@ def ok(response: httpx.Response, requirement: str, what: str) -> Any:
 
 
 def error_envelope(
-    response: httpx.Response, requirement: str = WIRE_001, *, statuses: range = range(400, 500), strict: bool = False
+    response: httpx.Response, requirement: Rule = WIRE_001, *, statuses: range = range(400, 500), strict: bool = False
 ) -> dict[str, Any]:
     """A 4xx with the error envelope. The seed names only the error code; ``strict``
     (codes.strict) also demands the vendor's human-readable ``message``."""
@@ -130,8 +130,8 @@ def page(
     *,
     ref: str,
     max_bytes: int | None,
-    requirement_bound: str,
-    accepted: str = READ_001,
+    requirement_bound: Rule,
+    accepted: Rule = READ_001,
     strict: bool = False,
 ) -> dict[str, Any]:
     """One read page: fields, trust, byte bound on the raw response, honest flags.
@@ -209,7 +209,7 @@ def reference_error(
     cfg: TargetConfig,
     kind: str | Collection[str],
     *,
-    requirement: str,
+    requirement: Rule,
     secret: str | None = None,
     text: DocumentText | None = None,
 ) -> dict[str, Any]:
@@ -337,7 +337,7 @@ def empty_knowledge(world: Any, context: dict[str, Any]) -> None:
     )
 
 
-def binding_refused(world: Any, response: Any, rule: str, what: str, *, known: list[str]) -> None:
+def binding_refused(world: Any, response: Any, rule: Rule, what: str, *, known: list[str]) -> None:
     """The read under a foreign context must fail with a 4xx envelope that carries no document text."""
     expect(response.status_code != 200, rule, f"a {what} was accepted under a context that differs from its binding")
     body = error_envelope(response, rule)

@@ -51,6 +51,7 @@ from conformance.server.rules import (
     WIRE_001,
 )
 from conformance.target import contract as C
+from conformance.target.rules import Rule
 
 REFERENCE_KINDS = frozenset(
     {"reference_expired", "reference_mismatch", "scope_changed", "revision_changed", "reference_invalid"}
@@ -92,7 +93,7 @@ class ModelError(ValueError):
 
 @dataclass(frozen=True)
 class Violation:
-    rule: str
+    rule: Rule
     message: str
 
 
@@ -162,7 +163,7 @@ class Cursor:
 class Cause:
     """One reason a read may be refused, the kinds a refusal for it may carry, and whether it must be refused."""
 
-    rule: str
+    rule: Rule
     kinds: frozenset[str]
     definite: bool
     why: str
@@ -199,13 +200,13 @@ class Prediction:
         return frozenset(k for c in self.causes for k in c.kinds)
 
     @property
-    def rule(self) -> str:
+    def rule(self) -> Rule:
         """The rule a target breaks by answering against the prediction."""
         definite = [c for c in self.causes if c.definite]
         return (definite or list(self.causes) or [Cause(REF_002, frozenset(), False, "")])[0].rule
 
     @property
-    def single(self) -> str | None:
+    def single(self) -> Rule | None:
         """The rule of the one cause that holds, when exactly one holds and it must be refused."""
         return self.causes[0].rule if len(self.causes) == 1 and self.causes[0].definite else None
 
@@ -217,7 +218,7 @@ class Prediction:
 class SearchPrediction:
     legacy: bool = False
     status: str | None = None  # the status the mode demands, None when the seeds leave it open
-    rule: str = SRCH_005
+    rule: Rule = SRCH_005
     no_hints: bool = False
     hidden_titles: tuple[str, ...] = ()  # seeded titles of documents outside the caller's scope
 

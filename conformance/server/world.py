@@ -16,6 +16,7 @@ from conformance.server.wire import ControlWire, CoreWire
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
 from conformance.target.outcomes import NotVerified
+from conformance.target.rules import expect
 
 OTHER_HUB = "https://other-hub.knowledge-conformance.example"
 STALLED_PAGES = (
@@ -141,7 +142,7 @@ class World:
     def not_found(self, what: str) -> NoReturn:
         """The seed does not require search to find anything ("at most three" hints): a
         miss leaves what needed the document not verified, unless the run is strict."""
-        checks.expect(not self.cfg.strict_codes, SRCH_001, f"strict: {what}")
+        expect(not self.cfg.strict_codes, SRCH_001, f"strict: {what}")
         raise NotVerified(f"not verified: {what}")
 
     def page(self, ref: str, run_id: str, max_bytes: int | None = None, cursor: str | None = None) -> dict[str, Any]:
@@ -180,14 +181,14 @@ class World:
             cursor = body["next_cursor"]
             if cursor is None:
                 return pages
-            checks.expect(
+            expect(
                 delivered <= C.READ_CHAIN_MAX_BYTES,
                 READ_010,
                 f"the chain delivered {delivered} content bytes in "
                 f"{len(pages)} pages, over {C.READ_CHAIN_MAX_BYTES}, and still offers a next_cursor",
             )
             stalled = 0 if size else stalled + 1
-            checks.expect(
+            expect(
                 stalled < STALLED_PAGES,
                 READ_010,
                 f"{stalled} pages in a row carried no content and offered a next_cursor "

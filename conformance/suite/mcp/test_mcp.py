@@ -25,8 +25,10 @@ from conformance.mcp.endpoints import skipped
 from conformance.mcp.rules import MCP_001, MCP_002, MCP_004, MCP_005, MCP_006, MCP_008, MCP_009, MCP_010, MCP_011
 from conformance.mcp.session import McpSession, ToolResult, connect
 from conformance.plugin.options import option
-from conformance.server import checks
+from conformance.server.world import World
 from conformance.target import contract as C
+from conformance.target.config import TargetConfig
+from conformance.target.open import Target
 from conformance.target.outcomes import ContractViolation
 from conformance.target.rules import expect
 from knowledge_schemas import load_registry
@@ -66,7 +68,9 @@ def _body(result: ToolResult) -> Any:
 
 
 @pytest.fixture(scope="session")
-def mcp_agents(world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.Config) -> Iterator[dict[str, Agent]]:
+def mcp_agents(
+    world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
+) -> Iterator[dict[str, Agent]]:
     from conformance.mcp.endpoints import agent_endpoints
 
     who, fresh_http = world.primary, False
@@ -176,7 +180,7 @@ def test_the_knowledge_tools_are_listed_before_and_after_the_turn(agent: Agent) 
 
 
 @R("MCP-008")
-def test_inputs_admit_no_identity_route_connection_or_run(agent: Agent, kc_config: Any) -> None:
+def test_inputs_admit_no_identity_route_connection_or_run(agent: Agent, kc_config: TargetConfig) -> None:
     for tool in agent.session.tools():
         if tool.name not in (*KNOWLEDGE_TOOLS, TURN):
             continue
@@ -211,7 +215,9 @@ def test_knowledge_calls_before_the_turn_are_refused(agent: Agent) -> None:
 
 
 @R("MCP-001", "MCP-006", "MCP-009")
-def test_search_and_read_succeed_with_flags_and_structured_content(agent: Agent, world: Any, kc_config: Any) -> None:
+def test_search_and_read_succeed_with_flags_and_structured_content(
+    agent: Agent, world: World, kc_config: TargetConfig
+) -> None:
     doc = world.docs.get("unicode")
     hints = _hits(agent, doc.token if doc else kc_config.probe_query)
     if not hints:
@@ -227,7 +233,7 @@ def test_failures_are_is_error_with_feedback(agent: Agent) -> None:
 
 
 @R("MCP-004", "MCP-010")
-def test_reads_bind_the_current_run(agent: Agent, world: Any, kc_config: Any) -> None:
+def test_reads_bind_the_current_run(agent: Agent, world: World, kc_config: TargetConfig) -> None:
     doc = world.docs.get("unicode")
     hints = _hits(agent, doc.token if doc else kc_config.probe_query)
     if not hints:
@@ -239,7 +245,7 @@ def test_reads_bind_the_current_run(agent: Agent, world: Any, kc_config: Any) ->
 
 
 @R("MCP-011")
-def test_mcp_and_http_read_chains_agree(agent: Agent, world: Any) -> None:
+def test_mcp_and_http_read_chains_agree(agent: Agent, world: World) -> None:
     doc = world.need_doc("cuts")  # escapes, astral characters and combining sequences at every page cut
     run_id = world.start_run()
     http_pages = world.follow(world.ref_for(run_id, doc), run_id)  # first: HTTP delivers this document
@@ -286,7 +292,7 @@ def test_mcp_and_http_read_chains_agree(agent: Agent, world: Any) -> None:
         MCP_011,
         f"{len(pages)} MCP pages, {len(http_pages)} HTTP pages at the same size",
     )
-    checks.expect(mcp_text == doc.content, MCP_011, "the MCP chain does not rebuild the stored document")
+    expect(mcp_text == doc.content, MCP_011, "the MCP chain does not rebuild the stored document")
 
 
 def _call(session: McpSession, name: str, arguments: dict[str, Any]) -> ToolResult | str:
@@ -301,7 +307,7 @@ def _call(session: McpSession, name: str, arguments: dict[str, Any]) -> ToolResu
 @R("MCP-005", "MCP-006", "MCP-007", "MCP-010")
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_legacy_core_behind_the_tools_is_not_supported(
-    transport: str, fresh_world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.Config
+    transport: str, fresh_world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
 ) -> None:
     """The tools stay listed in front of a Core that does not speak the knowledge protocol, and
     their presence proves nothing: a search or read is a clear failure with feedback, never a
@@ -350,7 +356,7 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
 
 @R("MCP-002")
 def test_client_token_stdio_exposes_exactly_the_job_tools(
-    kc_config: Any, kc_target: Any, pytestconfig: pytest.Config
+    kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
 ) -> None:
     from conformance.mcp.endpoints import job_endpoint
 

@@ -71,7 +71,10 @@ from conformance.search_knowledge.rules import (
     SK_025,
     SK_026,
 )
-from conformance.target.rules import expect
+from conformance.server.world import World
+from conformance.target.config import TargetConfig
+from conformance.target.open import Target
+from conformance.target.rules import Rule, expect
 from knowledge_schemas import load_registry
 
 R = pytest.mark.requirement
@@ -118,7 +121,7 @@ class SkWorld:
 
 
 @pytest.fixture(scope="module")
-def sk(world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.Config) -> Iterator[SkWorld]:
+def sk(world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config) -> Iterator[SkWorld]:
     chosen = option(pytestconfig, "--mcp-target")
     corpus, control = Corpus(), None
     who: dict[str, tuple[str, str]] = {"alice": (str(world.primary.token), world.primary.route)}
@@ -159,7 +162,7 @@ def sk(world: Any, kc_config: Any, kc_target: Any, pytestconfig: pytest.Config) 
 def _code(
     answer: Answer,
     allowed: set[str],
-    requirement: str,
+    requirement: Rule,
     what: str,
     strict: str | None = None,
     *,

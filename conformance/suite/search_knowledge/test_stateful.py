@@ -14,6 +14,8 @@ from conformance.mcp.endpoints import skipped
 from conformance.plugin.options import option, walk_size
 from conformance.search_knowledge.answers import call
 from conformance.search_knowledge.stateful import CLAIMS, WALK_SEED, Reach, machine, model_world, tour
+from conformance.target.config import TargetConfig
+from conformance.target.open import Target
 from conformance.target.rules import held, recording
 from conformance.target.walk import walk_settings
 
@@ -22,7 +24,7 @@ R = pytest.mark.requirement
 
 @R(*CLAIMS)
 def test_search_knowledge_model_agrees_with_the_target(
-    kc_config: Any, kc_target: Any, control: Any, pytestconfig: pytest.Config
+    kc_config: TargetConfig, kc_target: Target, control: Any, pytestconfig: pytest.Config
 ) -> None:
     """The scripted tour through every rule first, then the random walk. Only IDs whose checks
     ran, and whose every rule was reached, count as verified."""

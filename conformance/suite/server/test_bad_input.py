@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
 from conformance.server import checks
 from conformance.server.rules import WIRE_001
+from conformance.server.world import World
 from conformance.target.rules import expect
 
 R = pytest.mark.requirement
@@ -34,14 +34,14 @@ CASES: dict[str, bytes] = {
 @R("WIRE-001")
 @pytest.mark.parametrize("operation", ["search", "read", "turns"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_bad_input_gets_a_4xx_envelope(world: Any, operation: str, case: str) -> None:
+def test_bad_input_gets_a_4xx_envelope(world: World, operation: str, case: str) -> None:
     path = world.cfg.path(operation, world.route)
     response = world.core.raw("POST", path, world.primary.token, CASES[case], {"Content-Type": "application/json"})
     checks.error_envelope(response, WIRE_001, strict=world.cfg.strict_codes)
 
 
 @R("WIRE-001")
-def test_json_under_another_content_type_is_read_or_refused(world: Any) -> None:
+def test_json_under_another_content_type_is_read_or_refused(world: World) -> None:
     """A valid search sent as text/plain. The seed says nothing about media types: reading it (a
     valid search response) or refusing it (a 4xx error envelope) both pass, a 5xx never; strict
     expects this project's 415 unsupported_media_type (CHOICES.md)."""

@@ -20,6 +20,7 @@ import pytest
 
 from conformance.server import checks
 from conformance.server.rules import REF_003, REF_004, REF_005, REF_006, REF_009
+from conformance.server.world import World
 from conformance.target import contract as C
 
 R = pytest.mark.requirement
@@ -50,7 +51,7 @@ def _cases() -> list[Any]:
 
 @R("REF-011", "REF-012", "REF-014")
 @pytest.mark.parametrize(("dimension", "what", "presented"), _cases())
-def test_one_differing_binding_is_refused(world: Any, dimension: str, what: str, presented: str) -> None:
+def test_one_differing_binding_is_refused(world: World, dimension: str, what: str, presented: str) -> None:
     doc = world.docs.get("unicode")  # long enough for a cursor at the smallest page size
     run_id = world.start_run()
     ref = world.ref_for(run_id, doc)

@@ -25,14 +25,15 @@ from conformance.server.rules import (
     WIRE_003,
 )
 from conformance.server.wire import CoreWire
+from conformance.server.world import World
 from conformance.target import contract as C
-from conformance.target.rules import expect
+from conformance.target.rules import Rule, expect
 
 R = pytest.mark.requirement
 
 
 @R("CAP-001", "CAP-002", "CAP-003", "CAP-004", "CAP-005", "WIRE-002")
-def test_capabilities_advertise_the_protocol(world: Any) -> None:
+def test_capabilities_advertise_the_protocol(world: World) -> None:
     """Members are looked up by their configured names ([wire.names.capabilities] / [wire.names.limits])."""
     names = world.cfg.names
     member, limit_name = names.capabilities, names.limits
@@ -82,7 +83,7 @@ def test_capabilities_advertise_the_protocol(world: Any) -> None:
 
 
 @R("CAP-001", "CAP-003")
-def test_every_identity_gets_the_capabilities_of_its_own_route(world: Any) -> None:
+def test_every_identity_gets_the_capabilities_of_its_own_route(world: World) -> None:
     """Each identity of the run (their routes differ in name and sort order) negotiates on its
     own route: 200 and that route, not only the primary's."""
     member = world.cfg.names.capabilities["route"]
@@ -96,7 +97,7 @@ def test_every_identity_gets_the_capabilities_of_its_own_route(world: Any) -> No
 
 @R("CAP-007", "AUTH-001")
 @pytest.mark.parametrize("token", [None, "bha_" + "0" * 44], ids=["no-token", "unknown-token"])
-def test_capabilities_need_a_valid_token(world: Any, token: str | None) -> None:
+def test_capabilities_need_a_valid_token(world: World, token: str | None) -> None:
     _refused_for_its_token(
         world, world.core.capabilities(token, world.route), CAP_007, "capabilities without a valid token"
     )
@@ -104,7 +105,7 @@ def test_capabilities_need_a_valid_token(world: Any, token: str | None) -> None:
 
 @R("AUTH-001")
 @pytest.mark.parametrize("operation", ["search", "read"])
-def test_knowledge_calls_need_a_valid_token(world: Any, operation: str) -> None:
+def test_knowledge_calls_need_a_valid_token(world: World, operation: str) -> None:
     run_id = world.start_run()
     body = (
         {"query": "binding", "run_id": run_id}
@@ -116,7 +117,7 @@ def test_knowledge_calls_need_a_valid_token(world: Any, operation: str) -> None:
     )
 
 
-def _refused_for_its_token(world: Any, response: Any, requirement: str, what: str) -> None:
+def _refused_for_its_token(world: World, response: Any, requirement: Rule, what: str) -> None:
     """A missing or unknown credential is refused. The seed says "authenticated" and that an
     authorization failure is not an empty result, not which status: 401 or 403 (an error
     envelope) both pass; strict demands the configured ``[statuses] unauthorized`` (CHOICES.md)."""
@@ -134,7 +135,7 @@ def _refused_for_its_token(world: Any, response: Any, requirement: str, what: st
 
 @R("AUTH-002")
 @pytest.mark.parametrize("direction", ["theirs_here", "mine_there"])
-def test_a_token_of_another_workspace_gets_no_data(world: Any, direction: str) -> None:
+def test_a_token_of_another_workspace_gets_no_data(world: World, direction: str) -> None:
     """Both ways round: a Core that compares a token's workspace with the route by order, not
     equality, lets one of them through."""
     stranger = world.need("other_route")
@@ -156,7 +157,7 @@ def test_a_token_of_another_workspace_gets_no_data(world: Any, direction: str) -
 @pytest.mark.parametrize(
     "route", ["a", "x" * 65, "Bad Route", "-dash-first"], ids=["one-char", "65-chars", "space-upper", "dash-first"]
 )
-def test_a_route_that_is_not_the_tokens_gets_an_error_envelope(world: Any, route: str) -> None:
+def test_a_route_that_is_not_the_tokens_gets_an_error_envelope(world: World, route: str) -> None:
     """Whatever a Core takes for a well-formed route, these are not this token's workspace: the
     answer is a 4xx error envelope (a malformed route included), never a success or a 5xx."""
     response = world.core.capabilities(world.primary.token, route)
@@ -169,7 +170,7 @@ def test_a_route_that_is_not_the_tokens_gets_an_error_envelope(world: Any, route
 
 
 @R("WIRE-003")
-def test_responses_are_not_cacheable(world: Any) -> None:
+def test_responses_are_not_cacheable(world: World) -> None:
     response = world.core.capabilities(world.primary.token, world.route)
     expect(
         "no-store" in response.headers.get("cache-control", ""),
@@ -179,7 +180,7 @@ def test_responses_are_not_cacheable(world: Any) -> None:
 
 
 @R("CAP-006")
-def test_disabled_workspace_reports_enabled_false(fresh_world: Any) -> None:
+def test_disabled_workspace_reports_enabled_false(fresh_world: World) -> None:
     fresh_world.control.set_mode(fresh_world.route, "disabled")
     body = checks.ok(
         fresh_world.core.capabilities(fresh_world.primary.token, fresh_world.route), CAP_006, "capabilities"
@@ -189,7 +190,7 @@ def test_disabled_workspace_reports_enabled_false(fresh_world: Any) -> None:
 
 
 @R("TURN-003")
-def test_a_disabled_workspace_accepts_an_on_demand_turn(fresh_world: Any) -> None:
+def test_a_disabled_workspace_accepts_an_on_demand_turn(fresh_world: World) -> None:
     """enabled false means the protocol exists (CAP-006): a client that negotiated it emits
     knowledge_delivery on_demand. The seed does not say the turn must then succeed, so by default
     a refusal (a 4xx envelope) passes too; strict expects the turn (CHOICES.md)."""
@@ -204,7 +205,7 @@ def test_a_disabled_workspace_accepts_an_on_demand_turn(fresh_world: Any) -> Non
 
 @R("CAP-006")
 @pytest.mark.parametrize("delivery", ["inline", "unset"])
-def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(fresh_world: Any, delivery: str) -> None:
+def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(fresh_world: World, delivery: str) -> None:
     """enabled false means knowledge is disabled: a turn that asks for inline delivery, or for
     none, carries no document text either (an error answer carries none by construction)."""
     world = fresh_world
@@ -224,7 +225,7 @@ def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(fresh_world: Any, 
 
 
 @R("SRCH-009")
-def test_disabled_workspace_searches_with_status_disabled(fresh_world: Any) -> None:
+def test_disabled_workspace_searches_with_status_disabled(fresh_world: World) -> None:
     """Its own test, so a Core that also misreports capabilities is still checked here."""
     run_id = fresh_world.start_run()
     fresh_world.control.set_mode(fresh_world.route, "disabled")
@@ -237,7 +238,7 @@ def test_disabled_workspace_searches_with_status_disabled(fresh_world: Any) -> N
 
 
 @R("NEG-005")
-def test_legacy_core_is_classified_unsupported(fresh_world: Any) -> None:
+def test_legacy_core_is_classified_unsupported(fresh_world: World) -> None:
     """Control only switches legacy mode on; which of the unsupported statuses a legacy Core sends
     is its own business, so the suite checks what every knowledge endpoint answers."""
     run_id = fresh_world.start_run()

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from conformance.plugin.options import option
 from conformance.server import checks
 from conformance.server.rules import WIRE_001, WIRE_002
+from conformance.server.world import World
 from conformance.target.names import response_stem
 from conformance.target.outcomes import ContractViolation
 from conformance.target.rules import expect
@@ -68,7 +69,7 @@ def _bind_run(case: Any, run_id: str, negative: bool) -> None:
     ("path", "method"), OPERATIONS, ids=[f"{m} {p.rsplit('/', 2)[-2]}/{p.rsplit('/', 1)[-1]}" for p, m in OPERATIONS]
 )
 def test_generated_requests_never_break_the_server(
-    world: Any, pytestconfig: pytest.Config, path: str, method: str, mode: str
+    world: World, pytestconfig: pytest.Config, path: str, method: str, mode: str
 ) -> None:
     from schemathesis.errors import FailureGroup
     from schemathesis.generation import GenerationMode

@@ -25,6 +25,7 @@ from conformance.server.rules import (
     READ_019,
     READ_020,
 )
+from conformance.server.world import World
 from conformance.target import contract as C
 from conformance.target.rules import expect
 
@@ -36,7 +37,7 @@ def _joined(pages: list[dict[str, Any]]) -> str:
 
 
 @R("READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "READ-015", "WIRE-002")
-def test_default_pages_fit_16384_bytes_and_rebuild_the_document(world: Any) -> None:
+def test_default_pages_fit_16384_bytes_and_rebuild_the_document(world: World) -> None:
     run_id = world.start_run()
     doc = world.docs.get("unicode")
     ref = world.ref_for(run_id, doc)
@@ -80,7 +81,7 @@ def _continues(doc: str, pages: list[dict[str, Any]]) -> int:
 
 @R("READ-005", "READ-015", "READ-016")
 @pytest.mark.parametrize("max_bytes", [C.READ_MIN_MAX_BYTES, 5001, C.READ_DEFAULT_MAX_BYTES, C.READ_MAX_MAX_BYTES])
-def test_requested_max_bytes_bounds_every_page(world: Any, max_bytes: int) -> None:
+def test_requested_max_bytes_bounds_every_page(world: World, max_bytes: int) -> None:
     """Both ends of the range and the default, asked for explicitly: accepted, and every page's
     complete JSON within it. Rebuilding the document exactly needs the suite's own corpus."""
     doc = world.docs.get("unicode")
@@ -103,7 +104,7 @@ def test_requested_max_bytes_bounds_every_page(world: Any, max_bytes: int) -> No
         ),
     ],
 )
-def test_pages_cut_next_to_escapes_astral_characters_and_combining_marks(world: Any, max_bytes: int | None) -> None:
+def test_pages_cut_next_to_escapes_astral_characters_and_combining_marks(world: World, max_bytes: int | None) -> None:
     """A document made only of characters whose JSON costs more than their count says (escapes,
     control characters, astral characters, combining sequences): every cut falls next to one.
     Each page fits its bound as sent, splits no code point, and the pages rebuild the document
@@ -118,7 +119,7 @@ def test_pages_cut_next_to_escapes_astral_characters_and_combining_marks(world: 
 
 @R("READ-006")
 @pytest.mark.parametrize("max_bytes", [0, 1, C.READ_MIN_MAX_BYTES - 1, C.READ_MAX_MAX_BYTES + 1, 10**9, -4096])
-def test_out_of_range_max_bytes_is_refused_or_clamped(world: Any, max_bytes: int) -> None:
+def test_out_of_range_max_bytes_is_refused_or_clamped(world: World, max_bytes: int) -> None:
     """The seed says a read can request 4096 to 32768 bytes and not what happens otherwise: a Core may
     refuse (a 4xx error envelope) or clamp into the range (the page fits the nearer bound), never 5xx,
     never a page over 32768. Strict expects this project's 400 invalid_request (CHOICES.md)."""
@@ -141,7 +142,7 @@ def test_out_of_range_max_bytes_is_refused_or_clamped(world: Any, max_bytes: int
     checks.page(response, ref=ref, max_bytes=clamped, requirement_bound=READ_006)
 
 
-def _budget_chain(world: Any, key: str) -> tuple[str, list[dict[str, Any]]]:
+def _budget_chain(world: World, key: str) -> tuple[str, list[dict[str, Any]]]:
     """The whole chain of one of the corpus's budget documents, in the largest pages."""
     doc = world.need_doc(key)
     run_id = world.start_run()
@@ -154,7 +155,7 @@ def _flags(page: dict[str, Any]) -> str:
 
 @R("READ-010", "READ-015", "READ-016")
 @pytest.mark.parametrize("key", ["big", "over"])
-def test_read_chain_delivers_at_most_131072_content_bytes(world: Any, key: str) -> None:
+def test_read_chain_delivers_at_most_131072_content_bytes(world: World, key: str) -> None:
     """A revision far past the budget, and one a single byte past it."""
     content, pages = _budget_chain(world, key)
     read = sum(C.utf8_size(p["content"]) for p in pages)
@@ -169,7 +170,7 @@ def test_read_chain_delivers_at_most_131072_content_bytes(world: Any, key: str) 
 
 @R("READ-011", "READ-015", "READ-016")
 @pytest.mark.parametrize("key", ["big", "over"])
-def test_the_page_that_exhausts_the_budget_says_so(world: Any, key: str) -> None:
+def test_the_page_that_exhausts_the_budget_says_so(world: World, key: str) -> None:
     """The page after which the revision's next character no longer fits 131072 content bytes
     is the last: budget_exhausted true, truncated true, next_cursor null. Not a later, empty
     page, and not a page that claims the read is complete."""
@@ -203,7 +204,7 @@ def test_the_page_that_exhausts_the_budget_says_so(world: Any, key: str) -> None
 
 @R("READ-020", "READ-009", "READ-015", "READ-016")
 @pytest.mark.parametrize("key", ["exact", "over", "big"])
-def test_a_chain_reads_up_to_its_budget(world: Any, key: str) -> None:
+def test_a_chain_reads_up_to_its_budget(world: World, key: str) -> None:
     """The seed fixes the most a chain may carry ("at most 131072 content bytes"), not how close
     to it a Core must go. By default a chain that stops budget_exhausted must have carried more
     than the budget less one largest page (a Core may refuse a page that could pass the budget);
@@ -253,7 +254,7 @@ def _padded(token: str, size: int, unit: str = "A") -> str:
     return token + unit * count + "A" * rest
 
 
-def _token_probe(world: Any, field: str) -> tuple[str, str, str]:
+def _token_probe(world: World, field: str) -> tuple[str, str, str]:
     """``(run_id, ref, token)``: a fresh reference, and the ref or a cursor of it to pad."""
     run_id = world.start_run()
     ref = world.ref_for(run_id, world.docs.get("unicode"))
@@ -265,7 +266,7 @@ def _token_probe(world: Any, field: str) -> tuple[str, str, str]:
     return run_id, ref, ref if field == "ref" else first["next_cursor"]
 
 
-def _send(world: Any, field: str, run_id: str, ref: str, token: str) -> httpx.Response:
+def _send(world: World, field: str, run_id: str, ref: str, token: str) -> httpx.Response:
     response: httpx.Response = world.read(token, run_id) if field == "ref" else world.read(ref, run_id, cursor=token)
     return response
 
@@ -273,7 +274,7 @@ def _send(world: Any, field: str, run_id: str, ref: str, token: str) -> httpx.Re
 @R("READ-008")
 @pytest.mark.parametrize("padding", ["ascii", "multibyte"])
 @pytest.mark.parametrize("field", ["ref", "cursor"])
-def test_oversized_reference_or_cursor_is_refused(world: Any, field: str, padding: str) -> None:
+def test_oversized_reference_or_cursor_is_refused(world: World, field: str, padding: str) -> None:
     """4097 bytes, one past the bound: ASCII, and two-byte characters (fewer than 4096 of them,
     so a Core that counts characters instead of bytes lets it through)."""
     run_id, ref, token = _token_probe(world, field)
@@ -310,7 +311,7 @@ def _answer(response: httpx.Response) -> tuple[int, object]:
 
 @R("READ-019")
 @pytest.mark.parametrize("field", ["ref", "cursor"])
-def test_a_reference_or_cursor_of_4096_bytes_is_not_refused_for_its_size(world: Any, field: str) -> None:
+def test_a_reference_or_cursor_of_4096_bytes_is_not_refused_for_its_size(world: World, field: str) -> None:
     """Padded to 4095 and to exactly 4096 bytes, a token is the same token but for its size,
     both within the bound: a Core may refuse both as invalid, or read both, but must answer
     both alike (status and error code). Answering the 4096-byte one otherwise judged its size."""

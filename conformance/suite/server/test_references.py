@@ -24,6 +24,7 @@ from conformance.server.rules import (
     REF_015,
     REF_016,
 )
+from conformance.server.world import World
 from conformance.target import contract as C
 from conformance.target.rules import expect
 from conformance.target.secrets import clip
@@ -35,7 +36,7 @@ ERROR_RULES = (REF_011, REF_012, REF_014)
 STEP = 0.1  # seconds either side of the edge: a Core that rounds or truncates ages to whole seconds is off by more
 
 
-def _age(world: Any, seconds: float) -> None:
+def _age(world: World, seconds: float) -> None:
     if world.control is not None:
         world.control.advance(seconds)
     elif world.cfg.realtime:
@@ -44,17 +45,17 @@ def _age(world: Any, seconds: float) -> None:
         pytest.skip("not verified: needs the control clock, or --realtime to wait the seconds out")
 
 
-def _can_age(world: Any) -> None:
+def _can_age(world: World) -> None:
     if world.control is None and not world.cfg.realtime:
         pytest.skip("not verified: needs the control clock, or --realtime to wait the seconds out")
 
 
-def _secret_of(world: Any, ref: str, run_id: str) -> str:
+def _secret_of(world: World, ref: str, run_id: str) -> str:
     """A slice of the document, to prove that errors do not carry it."""
     return str(checks.page(world.read(ref, run_id), ref=ref, max_bytes=None, requirement_bound=READ_004)["content"])
 
 
-def _issued(world: Any, what: str) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
+def _issued(world: World, what: str) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
     """``(run_id, ref, first page, read arguments)`` for a fresh reference, or a cursor of it.
 
     A cursor is issued by reading its reference, so it is never older than the reference:
@@ -71,7 +72,7 @@ def _issued(world: Any, what: str) -> tuple[str, str, dict[str, Any], dict[str, 
 
 @R("REF-001", *ERROR_RULES)
 @pytest.mark.parametrize("what", ["ref", "cursor"])
-def test_references_and_cursors_are_expired_just_after_300_seconds(world: Any, what: str) -> None:
+def test_references_and_cursors_are_expired_just_after_300_seconds(world: World, what: str) -> None:
     run_id, ref, first, extra = _issued(world, what)
     _age(world, C.REFERENCE_TTL_SECONDS + STEP + world.cfg.clock_skew_seconds)
     response = world.read(ref, run_id, **extra)
@@ -87,7 +88,7 @@ def test_references_and_cursors_are_expired_just_after_300_seconds(world: Any, w
 
 @R("REF-002")
 @pytest.mark.parametrize("what", ["ref", "cursor"])
-def test_references_and_cursors_stay_valid_just_before_300_seconds(world: Any, what: str) -> None:
+def test_references_and_cursors_stay_valid_just_before_300_seconds(world: World, what: str) -> None:
     run_id, ref, _, extra = _issued(world, what)
     age = C.REFERENCE_TTL_SECONDS - STEP - world.cfg.clock_skew_seconds
     _age(world, age)
@@ -101,7 +102,7 @@ def test_references_and_cursors_stay_valid_just_before_300_seconds(world: Any, w
 
 @R("REF-016", *ERROR_RULES)
 @pytest.mark.parametrize("what", ["ref", "cursor"])
-def test_at_exactly_300_seconds_a_reference_is_read_or_expired(world: Any, what: str) -> None:
+def test_at_exactly_300_seconds_a_reference_is_read_or_expired(world: World, what: str) -> None:
     """The edge itself: "expire after 300 seconds" does not say on which side of the instant.
     By default a page and an expired-reference error both pass (each checked as such);
     strict holds the Core to this project's reading, expired from 300 s on (CHOICES.md)."""
@@ -126,7 +127,7 @@ def test_at_exactly_300_seconds_a_reference_is_read_or_expired(world: Any, what:
 
 @R("REF-007", *ERROR_RULES)
 @pytest.mark.parametrize("what", ["ref", "cursor"])
-def test_a_scope_change_invalidates_references(fresh_world: Any, what: str) -> None:
+def test_a_scope_change_invalidates_references(fresh_world: World, what: str) -> None:
     """The account's scope drops the document's knowledge base: its reference, and a cursor of a
     chain already under way (presented with that reference), are refused as changed."""
     doc = fresh_world.docs["alpha"]
@@ -153,7 +154,7 @@ def test_a_scope_change_invalidates_references(fresh_world: Any, what: str) -> N
 
 
 @R("REF-008", *ERROR_RULES)
-def test_a_new_revision_invalidates_references(fresh_world: Any) -> None:
+def test_a_new_revision_invalidates_references(fresh_world: World) -> None:
     run_id = fresh_world.start_run()
     doc = fresh_world.docs["alpha"]
     ref = fresh_world.ref_for(run_id, doc)
@@ -178,7 +179,7 @@ def _tamper(ref: str) -> str:
 
 @R("REF-015", *ERROR_RULES)
 @pytest.mark.parametrize("how", ["flipped", "forged", "garbage"])
-def test_tampered_references_are_refused(world: Any, how: str) -> None:
+def test_tampered_references_are_refused(world: World, how: str) -> None:
     run_id = world.start_run()
     ref = world.ref_for(run_id)
     secret = _secret_of(world, ref, run_id)
@@ -211,7 +212,7 @@ def _cut_or_extended(ref: str) -> list[str]:
 
 
 @R("REF-015", *ERROR_RULES)
-def test_references_cut_short_or_extended_at_a_separator_are_refused(world: Any) -> None:
+def test_references_cut_short_or_extended_at_a_separator_are_refused(world: World) -> None:
     run_id = world.start_run()
     ref = world.ref_for(run_id)
     cuts = _cut_or_extended(ref)
@@ -231,7 +232,7 @@ def test_references_cut_short_or_extended_at_a_separator_are_refused(world: Any)
 
 @R("REF-008", *ERROR_RULES)
 @pytest.mark.parametrize("scope", ["default", "named_bases"])
-def test_a_removed_document_invalidates_its_reference(fresh_world: Any, scope: str) -> None:
+def test_a_removed_document_invalidates_its_reference(fresh_world: World, scope: str) -> None:
     """The referenced item leaves the corpus: its reference names no current revision any more,
     so it is refused as a changed or invalid reference (never a 5xx, never the old content),
     whether the account's scope is the default or names knowledge bases that include it."""
@@ -254,7 +255,7 @@ def test_a_removed_document_invalidates_its_reference(fresh_world: Any, scope: s
 
 
 @R("REF-008", *ERROR_RULES)
-def test_a_cursor_continues_only_its_own_reference(world: Any) -> None:
+def test_a_cursor_continues_only_its_own_reference(world: World) -> None:
     """A cursor is bound to the revision its chain reads. Presented beside the reference of
     another document of the same run and context, it must not read the other document from a
     foreign offset: the Core refuses it, or (a self-contained cursor that names its own chain)

@@ -20,6 +20,7 @@ from conformance.server.rules import (
     SRCH_011,
     WIRE_001,
 )
+from conformance.server.world import World
 from conformance.target import contract as C
 from conformance.target.rules import expect
 
@@ -28,11 +29,11 @@ R = pytest.mark.requirement
 
 @R("SRCH-001", "SRCH-003", "SRCH-004", "SRCH-005", "SRCH-007", "SRCH-008", "READ-007", "WIRE-002")
 @pytest.mark.parametrize("limit", [None, 3])
-def test_search_returns_at_most_three_bounded_hints(world: Any, limit: int | None) -> None:
+def test_search_returns_at_most_three_bounded_hints(world: World, limit: int | None) -> None:
     """The seed says "at most three": 0..3 hints pass; strict also expects 3 where more than three documents match.
     The rules about hints and references are verified only when a hint was there to check."""
     run_id = world.start_run()
-    extra = {} if limit is None else {"limit": limit}
+    extra: dict[str, Any] = {} if limit is None else {"limit": limit}
     body = checks.search_response(world.search("binding" if world.docs else world.cfg.probe_query, run_id, **extra))
     if world.docs and world.cfg.strict_codes:
         expect(
@@ -43,7 +44,7 @@ def test_search_returns_at_most_three_bounded_hints(world: Any, limit: int | Non
 
 
 @R("SRCH-003")
-def test_a_limit_above_three_yields_at_most_three_hints_or_a_refusal(world: Any) -> None:
+def test_a_limit_above_three_yields_at_most_three_hints_or_a_refusal(world: World) -> None:
     """The seed's example asks for 3 and says nothing of more: a Core may clamp (at most 3 hints) or
     refuse with a 4xx error envelope; strict expects this project's clamp (CHOICES.md)."""
     run_id = world.start_run()
@@ -61,7 +62,7 @@ def test_a_limit_above_three_yields_at_most_three_hints_or_a_refusal(world: Any)
 
 
 @R("SRCH-008")
-def test_search_stays_within_4096_bytes_with_huge_multibyte_titles(world: Any) -> None:
+def test_search_stays_within_4096_bytes_with_huge_multibyte_titles(world: World) -> None:
     doc = world.need_doc("longtitle")
     run_id = world.start_run()
     body = checks.search_response(world.search(doc.token, run_id))
@@ -72,7 +73,7 @@ def test_search_stays_within_4096_bytes_with_huge_multibyte_titles(world: Any) -
 
 
 @R("SRCH-008")
-def test_search_stays_within_4096_bytes_with_three_worst_case_hints_at_once(world: Any) -> None:
+def test_search_stays_within_4096_bytes_with_three_worst_case_hints_at_once(world: World) -> None:
     """Three documents found together whose titles and summaries are all escapes, control and
     separator characters, astral and CJK characters and combining sequences: a Core that budgets
     characters, or any hint alone, instead of the UTF-8 bytes of the JSON it sends breaks the bound."""
@@ -88,13 +89,13 @@ def test_search_stays_within_4096_bytes_with_three_worst_case_hints_at_once(worl
 
 
 @R("SRCH-005")
-def test_search_without_hits_has_a_contract_status(world: Any) -> None:
+def test_search_without_hits_has_a_contract_status(world: World) -> None:
     body = checks.search_response(world.search("zqxwvjkdoesnotexist", world.start_run()))
     expect(body["status"] in ("ok", "partial"), SRCH_005, f"a search with no hits has status {body['status']!r}")
 
 
 @R("SRCH-006")
-def test_hints_never_carry_the_full_document(world: Any) -> None:
+def test_hints_never_carry_the_full_document(world: World) -> None:
     """Every member of every hint, nested, not only title and summary (a Core may add its own
     members, say a preview): none carries the whole text its reference reads as, nor the whole
     text of any document or revision the run seeded. Quoting part of a document is allowed."""
@@ -136,7 +137,7 @@ def _carriers(hint: Any, text: str) -> list[str]:
 
 
 @R("SRCH-002")
-def test_search_refuses_a_run_that_was_never_started(world: Any) -> None:
+def test_search_refuses_a_run_that_was_never_started(world: World) -> None:
     unknown = world.search("binding", str(uuid.uuid4()))
     expect(
         400 <= unknown.status_code < 500,
@@ -149,7 +150,7 @@ def test_search_refuses_a_run_that_was_never_started(world: Any) -> None:
 @R("AUTH-003")
 @pytest.mark.parametrize("direction", ["theirs_by_me", "mine_by_them"])
 @pytest.mark.parametrize("other", ["other_session", "other_hub", "other_route"])
-def test_search_refuses_another_sessions_run(world: Any, other: str, direction: str) -> None:
+def test_search_refuses_another_sessions_run(world: World, other: str, direction: str) -> None:
     """Its own test: a Core that takes any run at its word fails here too, not only above. Both
     ways round (a Core that compares bindings by order, not equality, lets one way through),
     for another Agent Session, another client (Hub) of the same route, and another route."""
@@ -168,7 +169,7 @@ def test_search_refuses_another_sessions_run(world: Any, other: str, direction: 
 
 
 @R("SRCH-010", "SRCH-005")
-def test_unavailable_is_reported_never_ok_and_empty(fresh_world: Any) -> None:
+def test_unavailable_is_reported_never_ok_and_empty(fresh_world: World) -> None:
     run_id = fresh_world.start_run()
     fresh_world.control.fault("fail_next_search_unavailable", fresh_world.route)
     body = checks.search_response(fresh_world.search("binding", run_id))
@@ -185,7 +186,7 @@ def test_unavailable_is_reported_never_ok_and_empty(fresh_world: Any) -> None:
 
 
 @R("SRCH-011")
-def test_partly_searchable_corpus_reports_partial(fresh_world: Any) -> None:
+def test_partly_searchable_corpus_reports_partial(fresh_world: World) -> None:
     run_id = fresh_world.start_run()
     fresh_world.control.set_mode(fresh_world.route, "partial")
     body = checks.search_response(fresh_world.search("binding", run_id))

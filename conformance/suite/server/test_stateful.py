@@ -15,7 +15,9 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from conformance.plugin.options import option, walk_size
 from conformance.server.stateful import CLAIMS, WALK_SEED, machine, tour
+from conformance.server.wire import CoreWire
 from conformance.server.world import provision
+from conformance.target.config import TargetConfig
 from conformance.target.rules import held, recording
 from conformance.target.walk import walk_settings
 
@@ -24,7 +26,7 @@ R = pytest.mark.requirement
 
 @R(*CLAIMS)
 def test_stateful_model_agrees_with_the_target(
-    kc_config: Any, core: Any, control: Any, pytestconfig: pytest.Config
+    kc_config: TargetConfig, core: CoreWire, control: Any, pytestconfig: pytest.Config
 ) -> None:
     """A scripted tour through the rules first (it reaches every claimed rule, whatever the walk draws),
     then the random walk. Only the IDs whose checks ran on a definite prediction count as verified."""

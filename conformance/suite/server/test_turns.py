@@ -13,15 +13,16 @@ from conformance.clients.reference_client import KnowledgeError, ReferenceClient
 from conformance.server import checks, corpus
 from conformance.server.rules import TURN_003, TURN_004, TURN_007, TURN_011, TURN_012
 from conformance.server.wire import CoreWire
+from conformance.server.world import World
 from conformance.target import contract as C
-from conformance.target.outcomes import HarnessError
-from conformance.target.rules import expect
+from conformance.target.outcomes import ContractViolation, HarnessError
+from conformance.target.rules import Rule, expect
 
 R = pytest.mark.requirement
 
 
 def _on_demand_context(
-    world: Any, text: str = "how is the homepage binding done"
+    world: World, text: str = "how is the homepage binding done"
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(turn body, its context)`` of a fresh on_demand turn."""
     response = world.core.turn(world.primary.token, world.route, CoreWire.turn_body(text))
@@ -31,7 +32,7 @@ def _on_demand_context(
 
 
 @R("TURN-003", "TURN-006", "TURN-007", "WIRE-002")
-def test_on_demand_turn_carries_bounded_hints(world: Any) -> None:
+def test_on_demand_turn_carries_bounded_hints(world: World) -> None:
     """Context members are looked up by their configured names ([wire.names.turn_context], and
     [wire.names.knowledge_delivery] for the delivery object's own members). The seed does not forbid
     members beyond the delivery schema's: they pass, unless they carry a whole document ("only bounded
@@ -41,7 +42,7 @@ def test_on_demand_turn_carries_bounded_hints(world: Any) -> None:
 
 
 @R("TURN-008")
-def test_on_demand_turn_keeps_knowledge_and_refs_present_and_empty(world: Any) -> None:
+def test_on_demand_turn_keeps_knowledge_and_refs_present_and_empty(world: World) -> None:
     """Its own test, independent of the delivery object: a Core that answers on_demand with
     the inline context fails here whatever it does with context.knowledge_delivery."""
     _, context = _on_demand_context(world)
@@ -49,7 +50,7 @@ def test_on_demand_turn_keeps_knowledge_and_refs_present_and_empty(world: Any) -
 
 
 @R("TURN-007", "TURN-003")
-def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: Any) -> None:
+def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: World) -> None:
     """The turn's own hints for a message that finds the three worst-case documents of the
     corpus (see test_search): the delivery object stays within a search response's bound."""
     docs = [world.need_doc(key) for key in corpus.WORST_KEYS]
@@ -57,7 +58,7 @@ def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: Any) -
     body, context = _on_demand_context(world, corpus.WORST_WORD)
     sent = context.get(field)
     if not isinstance(sent, dict):
-        raise checks.ContractViolation(TURN_003, f"an on_demand turn has no context.{field}")
+        raise ContractViolation(TURN_003, f"an on_demand turn has no context.{field}")
     size = len(C.canonical(sent).encode())
     expect(
         size <= C.SEARCH_MAX_BYTES,
@@ -72,7 +73,7 @@ def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: Any) -
 
 
 @R("TURN-004")
-def test_same_turn_identity_and_payload_replays_the_run(world: Any) -> None:
+def test_same_turn_identity_and_payload_replays_the_run(world: World) -> None:
     body = CoreWire.turn_body("homepage binding", "on_demand")
     first = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_004, "turn")
     again = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_004, "the replayed turn")
@@ -87,7 +88,7 @@ def test_same_turn_identity_and_payload_replays_the_run(world: Any) -> None:
 
 
 @R("TURN-004")
-def test_a_replay_with_reordered_members_never_starts_another_run(world: Any) -> None:
+def test_a_replay_with_reordered_members_never_starts_another_run(world: World) -> None:
     """JSON object members are unordered (RFC 8259), so the replay with its members in the reverse
     order is the same payload. Pinning forbids only another run: by default the Core may replay
     the committed run (with its frozen context) or refuse; strict expects the replay."""
@@ -125,7 +126,7 @@ CHANGED_PAYLOADS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 
 @R("TURN-011")
 @pytest.mark.parametrize("change", sorted(CHANGED_PAYLOADS))
-def test_same_turn_identity_with_another_payload_keeps_the_pinned_run(world: Any, change: str) -> None:
+def test_same_turn_identity_with_another_payload_keeps_the_pinned_run(world: World, change: str) -> None:
     """Its own test: a Core that never replays fails here too, not only in the replay test.
     Several changed payloads, not one: a Core that compares payloads by an ordering (or by a
     prefix, or by length) instead of equality lets some changes through."""
@@ -135,7 +136,7 @@ def test_same_turn_identity_with_another_payload_keeps_the_pinned_run(world: Any
     _refused_or_pinned(world, other, first, TURN_011)
 
 
-def _refused_or_pinned(world: Any, response: Any, committed: dict[str, Any], requirement: str) -> None:
+def _refused_or_pinned(world: World, response: Any, committed: dict[str, Any], requirement: Rule) -> None:
     """The same turn identity sent with the other delivery mode.
 
     The seed asks only that the choice stays pinned: refusing the changed payload (a 4xx
@@ -170,7 +171,7 @@ def _refused_or_pinned(world: Any, response: Any, committed: dict[str, Any], req
     )
 
 
-def _lose(world: Any, ids: dict[str, Any]) -> None:
+def _lose(world: World, ids: dict[str, Any]) -> None:
     world.control.fault("lose_next_turn_response", world.route)
     lost = world.core.turn(world.primary.token, world.route, ids)
     if lost.status_code == 200:
@@ -178,7 +179,7 @@ def _lose(world: Any, ids: dict[str, Any]) -> None:
 
 
 @R("TURN-012", "TURN-004", "TURN-011")
-def test_retry_after_a_lost_response_gets_the_committed_run(fresh_world: Any) -> None:
+def test_retry_after_a_lost_response_gets_the_committed_run(fresh_world: World) -> None:
     """Without reading back what was lost: the retry succeeds, replays agree, delivery stays pinned."""
     ids = CoreWire.turn_body("homepage binding", key="lost-1")
     _lose(fresh_world, ids)
@@ -188,9 +189,7 @@ def test_retry_after_a_lost_response_gets_the_committed_run(fresh_world: Any) ->
     try:
         retried = client.start_turn(ids["user_input"], ids, knowledge_delivery="on_demand")
     except KnowledgeError as exc:
-        raise checks.ContractViolation(
-            TURN_012, f"the retry with the same identity and payload failed: {exc}"
-        ) from None
+        raise ContractViolation(TURN_012, f"the retry with the same identity and payload failed: {exc}") from None
     again = checks.ok(
         fresh_world.core.turn(fresh_world.primary.token, fresh_world.route, ids), TURN_012, "a second replay"
     )
@@ -206,7 +205,7 @@ def test_retry_after_a_lost_response_gets_the_committed_run(fresh_world: Any) ->
     _refused_or_pinned(fresh_world, conflict, retried, TURN_012)
 
 
-def _committed(world: Any) -> dict[str, Any]:
+def _committed(world: World) -> dict[str, Any]:
     """The turn response the lose fault withheld, as the Core committed it; skipped (not
     verified) when the control extension cannot say (no GET /faults/lost)."""
     withheld = world.control.lost_responses(world.route)
@@ -222,7 +221,7 @@ def _committed(world: Any) -> dict[str, Any]:
 
 @R("TURN-012")
 @pytest.mark.parametrize("retry", ["same_payload", pytest.param("other_mode", marks=R("TURN-004", "TURN-011"))])
-def test_a_retry_after_a_lost_response_resolves_to_the_committed_run(fresh_world: Any, retry: str) -> None:
+def test_a_retry_after_a_lost_response_resolves_to_the_committed_run(fresh_world: World, retry: str) -> None:
     """The run the Core committed before the response was lost, read back through control: a
     retry with the same identity returns exactly that run and context (TURN-012); the first
     retry with a changed payload (the other delivery mode) is refused or answered with that
