@@ -310,7 +310,8 @@ def _run_stdio(
     import anyio
     import httpx
 
-    from simulator.mcp.server import TOKEN_ENV, CoreHttp, Session, agent_server, job_server
+    from simulator.mcp.server import TOKEN_ENV, agent_server, job_server
+    from simulator.mcp.tools import CoreHttp, Session
     from simulator.miniatures.mcp import agent_class, job_class
 
     if path == "jobs":

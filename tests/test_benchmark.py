@@ -54,8 +54,10 @@ def loaded() -> Iterator[dict[str, Any]]:
 def test_benchmark_search_10k(benchmark: Any, loaded: dict[str, Any], kind: str, query: str) -> None:
     """broad: common words that nearly every document holds; selective: rarer words, as most real queries are."""
 
+    http: httpx.Client = loaded["http"]
+
     def search() -> httpx.Response:
-        return loaded["http"].post(
+        return http.post(
             "/agent-api/v1/workspaces/bench/knowledge/search",
             json={"query": query, "run_id": loaded["run"]},
             headers=loaded["auth"],
@@ -66,8 +68,10 @@ def test_benchmark_search_10k(benchmark: Any, loaded: dict[str, Any], kind: str,
 
 
 def test_benchmark_read_10k(benchmark: Any, loaded: dict[str, Any]) -> None:
+    http: httpx.Client = loaded["http"]
+
     def read() -> httpx.Response:
-        return loaded["http"].post(
+        return http.post(
             "/agent-api/v1/workspaces/bench/knowledge/read",
             json={"ref": loaded["ref"], "run_id": loaded["run"]},
             headers=loaded["auth"],

@@ -207,7 +207,7 @@ def test_the_served_simulator_gets_its_control_token_from_the_environment_only(m
         def poll(self) -> int:
             return 1
 
-    monkeypatch.setattr(serve.subprocess, "Popen", Exited)
+    monkeypatch.setattr(subprocess, "Popen", Exited)  # the module serve uses
     with pytest.raises(HarnessError):
         serve.start()
     token = seen["env"]["KNOWLEDGE_SIM_CONTROL_TOKEN"]

@@ -116,7 +116,7 @@ def test_a_reference_under_another_binding_is_refused_by_mismatch_or_run(
     model = _model()
     _issue(model)
     predicted = _read(model, who=who, run=run)
-    assert (predicted.verdict, predicted.rule, predicted.kinds, predicted.single) == ("refused", rule, kinds, rule)
+    assert (predicted.verdict, predicted.rule, set(predicted.kinds), predicted.single) == ("refused", rule, kinds, rule)
 
 
 def test_another_token_of_the_same_session_reads_like_the_first() -> None:
@@ -150,7 +150,7 @@ def test_a_scope_change_keeping_the_document_is_open_and_one_dropping_it_refuses
     _issue(model)
     model.set_scope(HOME, "alice", ["kb-main"])
     kept = _read(model)
-    assert (kept.verdict, kept.kinds) == ("either", {"scope_changed"})
+    assert (kept.verdict, kept.kinds) == ("either", frozenset({"scope_changed"}))
     model.set_scope(HOME, "alice", ["kb-second"])
     assert (_read(model).verdict, _read(model).single) == ("refused", "REF-007")
     model.set_scope(HOME, "bob", ["kb-second"])  # another account's scope: no cause for alice's reference
@@ -171,7 +171,7 @@ def test_modes(mode: str, verdict: str, kinds: set[str]) -> None:
     _issue(model)
     model.set_mode(HOME, mode)
     predicted = _read(model)
-    assert (predicted.verdict, predicted.kinds) == (verdict, kinds)
+    assert (predicted.verdict, predicted.kinds) == (verdict, frozenset(kinds))
     assert model.predict_enabled("primary") is (mode != "disabled")
     assert _read(model, who="other_route", run="run-1").kinds >= {
         "reference_mismatch"
@@ -193,7 +193,7 @@ def test_a_tampered_reference_is_invalid_and_a_cursor_presented_again_is_open() 
     model = _model()
     token = _issue(model)
     tampered = model.predict_read("primary", "run-1", token + "x", tampered="ref", original=token)
-    assert (tampered.verdict, tampered.kinds, tampered.single) == ("refused", {"reference_invalid"}, "REF-015")
+    assert (tampered.verdict, set(tampered.kinds), tampered.single) == ("refused", {"reference_invalid"}, "REF-015")
     assert _read(model, cursor="ref-1-c1").verdict == "page"
     model.presented_cursor("ref-1-c1")
     again = _read(model, cursor="ref-1-c1")

@@ -67,7 +67,7 @@ def _revisions(app: Starlette, hints: list[dict[str, Any]]) -> dict[str, str]:
 
 def test_a_slow_search_does_not_hold_up_a_request_served_meanwhile(monkeypatch: pytest.MonkeyPatch) -> None:
     app = _app()
-    store = app.state.core.store
+    store: Store = app.state.core.store
     entered, release = threading.Event(), threading.Event()
     released: list[bool] = []
     search = store.search
@@ -99,8 +99,12 @@ def test_a_slow_search_does_not_hold_up_a_request_served_meanwhile(monkeypatch: 
 def test_a_search_sees_one_state_of_the_store_while_revisions_are_published(monkeypatch: pytest.MonkeyPatch) -> None:
     app = _app()
     core = app.state.core
-    store = core.store
-    before = {i: store.current_revision("demo", i).revision_id for i in ("a", "b")}
+    store: Store = core.store
+    before: dict[str, str] = {}
+    for item in ("a", "b"):
+        seeded = store.current_revision("demo", item)
+        assert seeded is not None
+        before[item] = seeded.revision_id
     after: dict[str, str] = {}
     current_revision = store.current_revision
 
@@ -135,7 +139,7 @@ def test_a_search_sees_one_state_of_the_store_while_revisions_are_published(monk
 def test_reads_during_a_publish_see_one_revision_and_none_sees_it_after(monkeypatch: pytest.MonkeyPatch) -> None:
     app = _app()
     core = app.state.core
-    store = core.store
+    store: Store = core.store
     old = store.current_revision("demo", "a")
     assert old is not None
     calls: list[str] = []

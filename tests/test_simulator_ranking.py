@@ -3,6 +3,8 @@ its rankings (shared statistics would also leak what the other tenant holds)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 
 from conformance.target.transport import InProcessTransport
@@ -32,7 +34,7 @@ def test_another_workspace_never_moves_this_ones_ranking() -> None:
     ) as http:
         for route in ("mine", "theirs"):
             assert http.post("/_control/v1/workspaces", json={"route": route}, headers=CTL).status_code == 201
-        mine = {
+        mine: dict[str, Any] = {
             "bases": [
                 {
                     "id": "kb",

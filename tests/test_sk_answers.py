@@ -48,7 +48,7 @@ def test_only_a_typed_result_without_codes_is_a_success() -> None:
 
 def test_a_protocol_error_is_a_refusal() -> None:
     answer = call(_Session(MCPError(-32602, "bad")), {})  # type: ignore[arg-type]
-    assert (answer.ok, answer.is_error, answer.codes) == (False, True, {"jsonrpc:-32602"})
+    assert (answer.ok, answer.is_error, answer.codes) == (False, True, frozenset({"jsonrpc:-32602"}))
 
 
 def test_the_unavailable_envelope_may_be_a_value_or_a_member() -> None:

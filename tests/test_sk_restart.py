@@ -57,13 +57,13 @@ def test_a_restarted_simulator_keeps_the_search_knowledge_states(tmp_path: Path)
         current = http.post(f"{SK}/items/d/revisions", json={"content": "second words"}, headers=CTL).json()[
             "revision_id"
         ]
-        for path, body in (
+        for path, state in (
             (f"{SK}/items/e/state", {"active": False}),
             (f"{SK}/items/u/state", {"published": False}),
             (f"{SK}/bases/kb2/state", {"active": False}),
             (f"{SK}/scopes/b", {"scopes": []}),
         ):
-            assert http.put(path, json=body, headers=CTL).status_code < 300
+            assert http.put(path, json=state, headers=CTL).status_code < 300
         before = _pinned(http, tokens["a"], first)
         assert before["content"] == "words" and before["content_total_chars"] == 18
         assert http.put(f"{SK}/runtime", json={"enabled": False}, headers=CTL).status_code == 200

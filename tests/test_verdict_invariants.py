@@ -62,7 +62,7 @@ def _run(cwd: Path, *args: str) -> tuple[int, str, dict[str, Any] | None]:
 
 def _status(results: dict[str, Any] | None, rid: str) -> str:
     assert results is not None
-    return next(r["status"] for r in results["requirements"] if r["id"] == rid)
+    return str(next(r["status"] for r in results["requirements"] if r["id"] == rid))
 
 
 def test_the_baseline_package_is_conformant(tmp_path: Path) -> None:

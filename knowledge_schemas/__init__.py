@@ -1,7 +1,8 @@
-"""The contract as data: JSON Schemas, OpenAPI documents, requirement catalogue.
+"""The contract's loaders: JSON Schemas, OpenAPI documents, requirement catalogue.
 
-Installed as the ``knowledge_schemas`` package. Both the simulator and the
-conformance suite read the contract from here, and from nowhere else.
+The contract itself is data, in the checkout's ``schemas/`` folder (``SCHEMA_DIR``;
+shipped inside this package by a wheel). Both the simulator and the conformance suite
+read the contract through this package, and from nowhere else.
 """
 
 from knowledge_schemas._files import SCHEMA_DIR, schema_names
