@@ -37,7 +37,9 @@ def modules() -> dict[str, Path]:
 def _type_checking_only(tree: ast.AST) -> set[int]:
     skipped: set[int] = set()
     for node in ast.walk(tree):
-        test = node.test if isinstance(node, ast.If) else None
+        if not isinstance(node, ast.If):
+            continue
+        test = node.test
         if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
             isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
         ):

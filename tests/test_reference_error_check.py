@@ -8,7 +8,9 @@ import httpx
 import pytest
 
 from conformance.server import checks
+from conformance.server.rules import REF_001, REF_008
 from conformance.target.config import TargetConfig, load_config
+from conformance.target.outcomes import ContractViolation
 
 
 def _cfg(tmp_path: Path, strict: bool) -> TargetConfig:
@@ -29,8 +31,7 @@ BOTH = {"reference_expired", "revision_changed"}
 )
 def test_when_two_causes_hold_strict_accepts_either(tmp_path: Path, status: int, code: str) -> None:
     assert (
-        checks.reference_error(_refusal(status, code), _cfg(tmp_path, True), BOTH, requirement="REF-001")["error"]
-        == code
+        checks.reference_error(_refusal(status, code), _cfg(tmp_path, True), BOTH, requirement=REF_001)["error"] == code
     )
 
 
@@ -45,17 +46,17 @@ def test_when_two_causes_hold_strict_accepts_either(tmp_path: Path, status: int,
 def test_strict_refuses_a_code_or_status_outside_the_causes(
     tmp_path: Path, status: int, code: str, kinds: str | set[str]
 ) -> None:
-    with pytest.raises(checks.ContractViolation) as info:
-        checks.reference_error(_refusal(status, code), _cfg(tmp_path, True), kinds, requirement="REF-001")
+    with pytest.raises(ContractViolation) as info:
+        checks.reference_error(_refusal(status, code), _cfg(tmp_path, True), kinds, requirement=REF_001)
     assert info.value.requirement == "REF-011"
 
 
 def test_default_codes_accept_any_code_of_the_family(tmp_path: Path) -> None:
     checks.reference_error(
-        _refusal(409, "knowledge_scope_changed"), _cfg(tmp_path, False), "reference_expired", requirement="REF-001"
+        _refusal(409, "knowledge_scope_changed"), _cfg(tmp_path, False), "reference_expired", requirement=REF_001
     )
-    with pytest.raises(checks.ContractViolation) as info:
+    with pytest.raises(ContractViolation) as info:
         checks.reference_error(
-            _refusal(200, "knowledge_scope_changed"), _cfg(tmp_path, False), BOTH, requirement="REF-008"
+            _refusal(200, "knowledge_scope_changed"), _cfg(tmp_path, False), BOTH, requirement=REF_008
         )
     assert info.value.requirement == "REF-008" and "expired or out of date with the revision" in str(info.value)

@@ -31,7 +31,8 @@ def test_an_unknown_id_is_refused_at_registration() -> None:
 
 def test_a_rule_is_its_id() -> None:
     read = rule("READ-002")
-    assert isinstance(read, str) and read == "READ-002" and {read: 1}["READ-002"] == 1
+    keyed: dict[str, int] = {read: 1}
+    assert isinstance(read, str) and read == "READ-002" and keyed["READ-002"] == 1
 
 
 def test_a_passing_check_is_recorded_and_a_failing_one_names_its_rule() -> None:

@@ -13,6 +13,7 @@ import pytest
 from conformance.server import checks
 from conformance.target.config import ConfigError, load_config
 from conformance.target.names import WireNames
+from conformance.target.outcomes import ContractViolation
 from conformance.target.transport import InProcessTransport
 from simulator import create_app
 from simulator.cli import main as sim_main
@@ -98,7 +99,7 @@ def test_mapping_back_restores_canonical_names_even_when_names_swap() -> None:
     }
     assert names.to_canonical("capabilities-response", served) == CAPS
     checks.schema("capabilities-response", served, names=names)
-    with pytest.raises(checks.ContractViolation) as info:
+    with pytest.raises(ContractViolation) as info:
         checks.schema("capabilities-response", served)
     assert info.value.requirement == "WIRE-002"
 
@@ -106,7 +107,7 @@ def test_mapping_back_restores_canonical_names_even_when_names_swap() -> None:
 def test_a_canonical_name_the_wire_calls_otherwise_cannot_stand_in_for_it() -> None:
     """A Core configured to say ``workspace`` but sending ``route`` does not match the configured wire."""
     names = WireNames({"capabilities": {"route": "workspace"}})
-    with pytest.raises(checks.ContractViolation):
+    with pytest.raises(ContractViolation):
         checks.schema("capabilities-response", CAPS, names=names)
     assert "route" not in names.to_canonical("capabilities-response", CAPS)
 

@@ -233,7 +233,10 @@ class ContractUser(HttpUser):
             self.ctx.tally.skip("no reference of another account issued yet")
             return
         owner = self.ctx.world(self.side, issued.owner)
-        asks = [gevent.spawn(self._owner_reads, owner, issued), gevent.spawn(self._stranger_reads, issued)]
+        asks: list[gevent.Greenlet[..., None]] = [
+            gevent.spawn(self._owner_reads, owner, issued),
+            gevent.spawn(self._stranger_reads, issued),
+        ]
         try:
             gevent.joinall(asks)
         finally:  # a user stopped at the end of the run takes its two reads with it: none outlives the world's cleanup

@@ -228,9 +228,11 @@ def _describe(error: ValidationError) -> str:
     """One schema violation in a TOML writer's words: the key, what it must be; never the value
     (a mistyped token is still a secret)."""
     path = list(error.absolute_path)
-    key, kind, expected = _key(path), str(error.validator), error.validator_value
+    key, kind = _key(path), str(error.validator)
+    expected: Any = error.validator_value
+    schema: dict[str, Any] = error.schema if isinstance(error.schema, dict) else {}
     if kind == "additionalProperties" and isinstance(error.instance, dict):
-        known = sorted(error.schema.get("properties", {}))
+        known = sorted(schema.get("properties", {}))
         unknown = sorted(set(error.instance) - set(known))
         if not path:
             hint = [t for t in unknown if t in load_wire_defaults()]
@@ -242,8 +244,8 @@ def _describe(error: ValidationError) -> str:
     if kind == "type":
         types = [str(t) for t in (expected if isinstance(expected, list) else [expected])]
         return f"{key}: expected {' or '.join(_TYPE_WORDS.get(t, t) for t in types)}, got {_toml_type(error.instance)}"
-    if kind in ("oneOf", "anyOf") and "description" in error.schema:
-        return f"{key}: expected {error.schema['description']}, got {_toml_type(error.instance)}"
+    if kind in ("oneOf", "anyOf") and "description" in schema:
+        return f"{key}: expected {schema['description']}, got {_toml_type(error.instance)}"
     if kind == "required":
         missing = [r for r in expected if isinstance(error.instance, dict) and r not in error.instance]
         return f"[{key}]: missing {', '.join(missing)}" if key else f"missing {', '.join(missing)}"

@@ -327,7 +327,7 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
     endpoint = agent_endpoints(kc_config, kc_target, None, str(who.token), fresh_world.route).get(transport)
     if endpoint is None:
         pytest.skip(f"not verified: no Agent Session MCP server over {transport} for a fresh workspace")
-    fresh_world.control.set_mode(fresh_world.route, "legacy")
+    fresh_world.need_control("set the workspace's mode").set_mode(fresh_world.route, "legacy")
     what = f"behind a legacy Core ({transport})"
     calls = (
         (TURN, {"user_input": "knowledge"}),

@@ -181,7 +181,7 @@ def test_responses_are_not_cacheable(world: World) -> None:
 
 @R("CAP-006")
 def test_disabled_workspace_reports_enabled_false(fresh_world: World) -> None:
-    fresh_world.control.set_mode(fresh_world.route, "disabled")
+    fresh_world.need_control("set the workspace's mode").set_mode(fresh_world.route, "disabled")
     body = checks.ok(
         fresh_world.core.capabilities(fresh_world.primary.token, fresh_world.route), CAP_006, "capabilities"
     )
@@ -195,7 +195,7 @@ def test_a_disabled_workspace_accepts_an_on_demand_turn(fresh_world: World) -> N
     knowledge_delivery on_demand. The seed does not say the turn must then succeed, so by default
     a refusal (a 4xx envelope) passes too; strict expects the turn (CHOICES.md)."""
     world = fresh_world
-    world.control.set_mode(world.route, "disabled")
+    world.need_control("set the workspace's mode").set_mode(world.route, "disabled")
     response = world.core.turn(world.primary.token, world.route, CoreWire.turn_body("homepage binding", "on_demand"))
     if response.status_code != 200 and not world.cfg.strict_codes:
         checks.error_envelope(response, TURN_003)  # the seed does not say a disabled Core must take the turn
@@ -209,7 +209,7 @@ def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(fresh_world: World
     """enabled false means knowledge is disabled: a turn that asks for inline delivery, or for
     none, carries no document text either (an error answer carries none by construction)."""
     world = fresh_world
-    world.control.set_mode(world.route, "disabled")
+    world.need_control("set the workspace's mode").set_mode(world.route, "disabled")
     response = world.core.turn(
         world.primary.token,
         world.route,
@@ -228,7 +228,7 @@ def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(fresh_world: World
 def test_disabled_workspace_searches_with_status_disabled(fresh_world: World) -> None:
     """Its own test, so a Core that also misreports capabilities is still checked here."""
     run_id = fresh_world.start_run()
-    fresh_world.control.set_mode(fresh_world.route, "disabled")
+    fresh_world.need_control("set the workspace's mode").set_mode(fresh_world.route, "disabled")
     found = checks.search_response(fresh_world.search("binding", run_id))
     expect(
         found["status"] == "disabled" and found["hints"] == [],
@@ -244,7 +244,7 @@ def test_legacy_core_is_classified_unsupported(fresh_world: World) -> None:
     run_id = fresh_world.start_run()
     hints = checks.search_response(fresh_world.search("binding", run_id))["hints"]
     ref = hints[0]["ref"] if hints else "a-reference-of-a-core-that-found-nothing"
-    fresh_world.control.set_mode(fresh_world.route, "legacy")
+    fresh_world.need_control("set the workspace's mode").set_mode(fresh_world.route, "legacy")
     unsupported = fresh_world.cfg.wire["legacy"]["unsupported_statuses"]
     answers = {
         "capabilities": fresh_world.core.capabilities(fresh_world.primary.token, fresh_world.route),

@@ -132,7 +132,7 @@ def test_a_scope_change_invalidates_references(fresh_world: World, what: str) ->
     chain already under way (presented with that reference), are refused as changed."""
     doc = fresh_world.docs["alpha"]
     if what == "cursor":  # a revision long enough for a second page at the smallest page size
-        fresh_world.control.publish(
+        fresh_world.need_control("publish a revision").publish(
             fresh_world.route, doc.item_id, f"{doc.token} binding. " + "A chain of many pages. " * 600
         )
     run_id = fresh_world.start_run()
@@ -141,7 +141,9 @@ def test_a_scope_change_invalidates_references(fresh_world: World, what: str) ->
     extra = {"cursor": first["next_cursor"]} if what == "cursor" else {}
     if what == "cursor" and first["next_cursor"] is None:
         pytest.skip("not verified: the first page of the long revision offers no cursor (the read tests judge that)")
-    fresh_world.control.set_scope(fresh_world.route, fresh_world.primary.account, ["kb-second"])
+    fresh_world.need_control("change the account's scope").set_scope(
+        fresh_world.route, fresh_world.primary.account, ["kb-second"]
+    )
     response = fresh_world.read(ref, run_id, **extra)
     checks.reference_error(
         response,
@@ -159,7 +161,9 @@ def test_a_new_revision_invalidates_references(fresh_world: World) -> None:
     doc = fresh_world.docs["alpha"]
     ref = fresh_world.ref_for(run_id, doc)
     secret = _secret_of(fresh_world, ref, run_id)
-    fresh_world.control.publish(fresh_world.route, doc.item_id, "alphadoc binding. A rewritten revision.")
+    fresh_world.need_control("publish a revision").publish(
+        fresh_world.route, doc.item_id, "alphadoc binding. A rewritten revision."
+    )
     response = fresh_world.read(ref, run_id)
     checks.reference_error(
         response,
@@ -238,12 +242,16 @@ def test_a_removed_document_invalidates_its_reference(fresh_world: World, scope:
     whether the account's scope is the default or names knowledge bases that include it."""
     world = fresh_world
     if scope == "named_bases":  # before the reference is issued: a scope change alone invalidates it
-        world.control.set_scope(world.route, world.primary.account, [corpus.MAIN_BASE, corpus.SECOND_BASE])
+        world.need_control("change the account's scope").set_scope(
+            world.route, world.primary.account, [corpus.MAIN_BASE, corpus.SECOND_BASE]
+        )
     doc = world.docs["alpha"]
     run_id = world.start_run()
     ref = world.ref_for(run_id, doc)
     secret = _secret_of(world, ref, run_id)
-    world.control.replace_corpus(world.route, corpus.bases({k: d for k, d in world.docs.items() if k != doc.key}))
+    world.need_control("replace the corpus").replace_corpus(
+        world.route, corpus.bases({k: d for k, d in world.docs.items() if k != doc.key})
+    )
     checks.reference_error(
         world.read(ref, run_id),
         world.cfg,

@@ -171,14 +171,14 @@ def test_search_refuses_another_sessions_run(world: World, other: str, direction
 @R("SRCH-010", "SRCH-005")
 def test_unavailable_is_reported_never_ok_and_empty(fresh_world: World) -> None:
     run_id = fresh_world.start_run()
-    fresh_world.control.fault("fail_next_search_unavailable", fresh_world.route)
+    fresh_world.need_control("inject a fault").fault("fail_next_search_unavailable", fresh_world.route)
     body = checks.search_response(fresh_world.search("binding", run_id))
     expect(
         body["status"] == "unavailable",
         SRCH_010,
         f"an unavailable search reported {body['status']!r} with {len(body['hints'])} hints",
     )
-    fresh_world.control.set_mode(fresh_world.route, "unavailable")
+    fresh_world.need_control("set the workspace's mode").set_mode(fresh_world.route, "unavailable")
     body = checks.search_response(fresh_world.search("binding", run_id))
     expect(
         body["status"] == "unavailable", SRCH_010, f"an unavailable workspace searched with status {body['status']!r}"
@@ -188,6 +188,6 @@ def test_unavailable_is_reported_never_ok_and_empty(fresh_world: World) -> None:
 @R("SRCH-011")
 def test_partly_searchable_corpus_reports_partial(fresh_world: World) -> None:
     run_id = fresh_world.start_run()
-    fresh_world.control.set_mode(fresh_world.route, "partial")
+    fresh_world.need_control("set the workspace's mode").set_mode(fresh_world.route, "partial")
     body = checks.search_response(fresh_world.search("binding", run_id))
     expect(body["status"] == "partial", SRCH_011, f"a partly searchable corpus reported {body['status']!r}")

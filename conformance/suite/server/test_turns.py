@@ -172,7 +172,7 @@ def _refused_or_pinned(world: World, response: Any, committed: dict[str, Any], r
 
 
 def _lose(world: World, ids: dict[str, Any]) -> None:
-    world.control.fault("lose_next_turn_response", world.route)
+    world.need_control("inject a fault").fault("lose_next_turn_response", world.route)
     lost = world.core.turn(world.primary.token, world.route, ids)
     if lost.status_code == 200:
         raise HarnessError("the control extension's lose_next_turn_response fault did not lose the response")
@@ -208,7 +208,7 @@ def test_retry_after_a_lost_response_gets_the_committed_run(fresh_world: World) 
 def _committed(world: World) -> dict[str, Any]:
     """The turn response the lose fault withheld, as the Core committed it; skipped (not
     verified) when the control extension cannot say (no GET /faults/lost)."""
-    withheld = world.control.lost_responses(world.route)
+    withheld = world.need_control("read back a lost response").lost_responses(world.route)
     if withheld is None:
         pytest.skip(
             "not verified: the control extension cannot read back a lost response (GET /faults/lost), "
