@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from conformance.clients.core import Control, Wire
+from conformance.clients.core import Wire
 from conformance.clients.protocol import Answer, Harness
 from conformance.clients.world import World
 from conformance.server.checks import describe, expect
+from conformance.target.control import Control
 from conformance.target.outcomes import HarnessError
 
 

@@ -29,6 +29,7 @@ from conformance.load.tally import Tally
 from conformance.report.results import VERDICT_EXIT
 from conformance.target.config import Secret, check_http_url, load_config, redact_url
 from conformance.target.secrets import scrub
+from conformance.target.settings import RunSettings
 
 __all__ = ["ContractUser"]  # the user class Locust runs
 TALLY_KEY = "kc_tally"
@@ -79,9 +80,8 @@ def _provision(environment: Any, **_: Any) -> None:
             cfg.control_url = cfg.target.rstrip("/") + str(cfg.wire["paths"]["control_base"])
             cfg.control_token = Secret(options.kc_control_token)
         check_http_url(cfg.target, "--host")
-        cfg.run_id = _state["run_id"]
-        cfg.worker = secrets.token_hex(2) if isinstance(environment.runner, WorkerRunner) else ""
-        ctx = prepare(cfg, options.kc_identities)
+        worker = secrets.token_hex(2) if isinstance(environment.runner, WorkerRunner) else ""
+        ctx = prepare(cfg, RunSettings(run_id=_state["run_id"], worker=worker), options.kc_identities)
     except Exception as exc:  # nothing can be judged: the master's verdict becomes error, never conformant
         _state["tally"].error("setup", scrub(f"could not set up the load run: {type(exc).__name__}: {exc}")[:300])
         raise

@@ -9,7 +9,6 @@ import pytest
 from conformance.clients.reference_client import ReferenceClient
 from conformance.server import checks
 from conformance.server.checks import expect
-from conformance.server.wire import CoreWire
 from conformance.target import contract as C
 
 R = pytest.mark.requirement
@@ -179,7 +178,7 @@ def test_a_disabled_workspace_accepts_an_on_demand_turn(fresh_world: Any) -> Non
     a refusal (a 4xx envelope) passes too; strict expects the turn (CHOICES.md)."""
     world = fresh_world
     world.control.set_mode(world.route, "disabled")
-    response = world.core.turn(world.primary.token, world.route, CoreWire.turn_body("homepage binding", "on_demand"))
+    response = world.core.turn(world.primary.token, world.route, world.core.turn_body("homepage binding", "on_demand"))
     if response.status_code != 200 and not world.cfg.strict_codes:
         checks.error_envelope(response, "TURN-003")  # the seed does not say a disabled Core must take the turn
         return
@@ -196,7 +195,7 @@ def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(fresh_world: Any, 
     response = world.core.turn(
         world.primary.token,
         world.route,
-        CoreWire.turn_body("homepage binding", None if delivery == "unset" else delivery),
+        world.core.turn_body("homepage binding", None if delivery == "unset" else delivery),
     )
     body = checks.body_of(response, "WIRE-001")
     leaked = world.document_text().leaked(body)
