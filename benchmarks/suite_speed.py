@@ -35,7 +35,8 @@ from typing import Any
 
 import httpx
 
-from conformance.load.serve import CONTROL_BASE, start
+from conformance.target.control import CONTROL_BASE
+from conformance.target.served import ServedSimulator
 
 SUITE = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider"]
 TARGETS = ("sim", "sim+http", "served")
@@ -97,14 +98,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per target (the table shows each)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    served = start()
+    served = ServedSimulator()
     try:
         raw = raw_rate(served.url)
         rows = [
             run_suite(target, served.url, served.control_token) for _ in range(args.repeat) for target in args.targets
         ]
     finally:
-        served.stop()
+        served.close()
     for row in rows:
         row["rate"] = round(row["requests"] / row["wall_s"], 1)
         row["x_raw"] = round(row["rate"] / raw, 3)

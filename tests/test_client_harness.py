@@ -24,10 +24,11 @@ import pytest
 import yaml
 
 from conformance.cli import main
-from conformance.clients.core import DEFAULT_CONTROL_TOKEN, TOKEN_ENV, ServedSimulator
+from conformance.clients.core import DEFAULT_CONTROL_TOKEN
 from conformance.clients.miniatures import MINIATURES
 from conformance.clients.protocol import Harness, HarnessProtocolError, problems
 from conformance.target.secrets import SECRETS
+from conformance.target.served import TOKEN_ENV, ServedSimulator
 from knowledge_schemas import SCHEMA_DIR, load_catalogue, load_registry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +41,7 @@ CLI = str(Path(sys.executable).parent / "knowledge-conformance")
 
 @pytest.fixture(scope="module")
 def core() -> Iterator[ServedSimulator]:
-    served = ServedSimulator()
+    served = ServedSimulator(seed=0, frozen_clock=True)
     try:
         yield served
     finally:
@@ -286,7 +287,7 @@ def test_the_pytest_options_refuse_a_bad_harness_before_anything_starts(
 
 def test_the_served_simulator_has_a_random_control_token_never_on_its_command_line(core: ServedSimulator) -> None:
     """Before: --seed and the fixed default token, which any local user could use to drive its control extension."""
-    other = ServedSimulator()
+    other = ServedSimulator(seed=0, frozen_clock=True)
     try:
         assert core.control_token != other.control_token and DEFAULT_CONTROL_TOKEN not in (
             core.control_token,

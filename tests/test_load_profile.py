@@ -84,11 +84,11 @@ def test_the_distributed_mode_adds_up_its_workers(tmp_path: Path) -> None:
     provisions its own world, ships its tally, and the master writes the reports and exits with
     the verdict's code."""
     import conformance.load
-    from conformance.load import serve
+    from conformance.target import served as serve
 
     locust = Path(sys.executable).parent / "locust"
     locustfile = str(Path(conformance.load.__file__).parent / "locustfile.py")
-    served, port, reports = serve.start(), str(serve.free_port()), tmp_path / "reports"
+    served, port, reports = serve.ServedSimulator(), str(serve.free_port()), tmp_path / "reports"
     master_cmd = [
         str(locust),
         "-f",
@@ -123,7 +123,7 @@ def test_the_distributed_mode_adds_up_its_workers(tmp_path: Path) -> None:
             for process in (master, worker):
                 if process.poll() is None:
                     process.kill()
-            served.stop()
+            served.close()
     logs = "\n".join((tmp_path / f"{n}.log").read_text("utf-8", "replace")[-1500:] for n in ("master", "worker"))
     results = json.loads((reports / "results.json").read_text("utf-8"))
     assert load_registry().errors("results", results) == []
@@ -160,9 +160,9 @@ def test_an_unreachable_target_or_control_is_a_usage_error(tmp_path: Path) -> No
 
 
 def test_a_control_extension_unreachable_or_refusing_its_token_is_a_usage_error(tmp_path: Path) -> None:
-    from conformance.load import serve
+    from conformance.target import served as serve
 
-    served = serve.start()
+    served = serve.ServedSimulator()
     try:
         for control, token, expected in (
             (f"http://127.0.0.1:{closed_port()}", served.control_token, "cannot reach it"),
@@ -173,7 +173,7 @@ def test_a_control_extension_unreachable_or_refusing_its_token_is_a_usage_error(
             line = _refused(tmp_path, "--target", served.url, "--target-config", str(config))
             assert "[control] url" in line and expected in line and token not in line, line
     finally:
-        served.stop()
+        served.close()
 
 
 @pytest.mark.parametrize(
@@ -193,7 +193,7 @@ def test_a_number_out_of_range_is_a_usage_error(tmp_path: Path, option: tuple[st
 
 def test_the_served_simulator_gets_its_control_token_from_the_environment_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any local user reads a command line (``ps``): the run's control credential goes in the environment."""
-    from conformance.load import serve
+    from conformance.target import served as serve
     from conformance.target.outcomes import HarnessError
 
     seen: dict[str, Any] = {}
@@ -209,7 +209,7 @@ def test_the_served_simulator_gets_its_control_token_from_the_environment_only(m
 
     monkeypatch.setattr(subprocess, "Popen", Exited)  # the module serve uses
     with pytest.raises(HarnessError):
-        serve.start()
+        serve.ServedSimulator()
     token = seen["env"]["KNOWLEDGE_SIM_CONTROL_TOKEN"]
     assert len(token) >= 32 and not any(token in arg for arg in seen["cmd"]) and "--control-token" not in seen["cmd"]
 

@@ -21,22 +21,22 @@ from conformance.search_knowledge.stateful import (
     model_world,
     tour,
 )
-from conformance.server.wire import ControlWire
 from conformance.target.config import load_config
+from conformance.target.control import Control
 from conformance.target.open import open_target
 from conformance.target.outcomes import ContractViolation
+from conformance.target.settings import RunSettings
 from conformance.target.walk import walk_settings
 
 
 @contextmanager
 def _world(*quirks: str, strict: bool = False) -> Iterator[SkModelWorld]:
     cfg = load_config(None, target="sim")
-    cfg.sim_quirks = quirks
     if strict:
         cfg.wire["codes"]["strict"] = True
-    target = open_target(cfg)
+    target = open_target(cfg, RunSettings(sim_quirks=quirks))
     try:
-        control = ControlWire(target.http, str(target.control_url), str(target.control_token))
+        control = Control(target.http, str(target.control_url), str(target.control_token))
         with model_world(cfg, target, control, None) as world:
             assert world is not None
             yield world

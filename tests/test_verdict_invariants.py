@@ -20,7 +20,7 @@ SERVER_MUSTS = [r.id for r in load_catalogue() if r.server_observable and r.leve
 HEADER = f"""
 import pytest
 from conformance.target.outcomes import ContractViolation
-from conformance.server.wire import ControlError
+from conformance.target.control import ControlError
 R = pytest.mark.requirement
 
 @R(*{SERVER_MUSTS!r})

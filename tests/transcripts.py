@@ -21,11 +21,13 @@ from typing import Any
 
 from conformance.server.stateful import world_of
 from conformance.server.transcript import Checker
-from conformance.server.wire import ControlWire, CoreWire
+from conformance.server.wire import CoreWire
 from conformance.server.world import World, provision
 from conformance.target.config import TargetConfig, load_config
+from conformance.target.control import Control
 from conformance.target.open import open_target
 from conformance.target.outcomes import ContractViolation
+from conformance.target.settings import RunSettings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUIRKY = FIXTURES / "transcript-read-refreshes-expiry.json"
@@ -36,12 +38,11 @@ CLEAN = FIXTURES / "transcript-clean.json"
 def simulator(*quirks: str) -> Iterator[tuple[TargetConfig, World]]:
     """A provisioned world on the in-process simulator with ``quirks``."""
     cfg = load_config(None, target="sim")
-    cfg.sim_quirks = quirks
-    target = open_target(cfg)
+    target = open_target(cfg, RunSettings(sim_quirks=quirks))
     try:
         assert target.control_url is not None and target.control_token is not None
-        control = ControlWire(target.http, target.control_url, str(target.control_token))
-        yield cfg, provision(cfg, CoreWire(target.http, cfg), control, large=False)
+        control = Control(target.http, target.control_url, str(target.control_token))
+        yield cfg, provision(cfg, CoreWire(target.http, cfg, target.settings.namespace), control, large=False)
     finally:
         target.close()
 
@@ -63,7 +64,7 @@ def record_refresh_scenario(*quirks: str) -> dict[str, Any]:
             checker.control({"op": "advance", "seconds": seconds})
 
         primary, other = world.primary, world.others["other_session"]
-        body = CoreWire.turn_body("binding", "on_demand")
+        body = world.core.turn_body("binding", "on_demand")
         run = step(
             {"op": "start_run", "who": "primary", "key": body["client_turn_id"], "delivery": "on_demand"},
             world.core.turn(primary.token, primary.route, body),

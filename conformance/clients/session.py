@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.clients.core import Control, Wire
+from conformance.clients.core import Wire
 from conformance.clients.protocol import Answer, Harness
 from conformance.clients.rules import READ_018
 from conformance.clients.world import World
 from conformance.server.checks import describe
+from conformance.target.control import Control
 from conformance.target.outcomes import HarnessError, NotVerified
 from conformance.target.rules import expect
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 
-from conformance.clients.core import API, Control
+from conformance.clients.core import API
+from conformance.target.control import Control
 from conformance.target.outcomes import HarnessError
-from conformance.target.secrets import SECRETS
 
 CLIENT_APP = "knowledge-conformance"
 BAD_TOKEN = "bha_" + "0" * 44  # well-formed, never minted: the Core answers 401
@@ -126,7 +126,7 @@ def _corpus(control: Control, route: str) -> None:
         {"id": k, "title": t, "content": c, "summary": t}
         for k, (t, c) in (("homepage", HOMEPAGE), ("archive", ARCHIVE), ("glacier", GLACIER))
     ]
-    control.corpus(
+    control.replace_corpus(
         route,
         [
             {"id": "kb-a", "items": items},
@@ -135,21 +135,20 @@ def _corpus(control: Control, route: str) -> None:
     )
 
 
-def build(control: Control, run: str) -> World:
+def build(control: Control, core_url: str, run: str) -> World:
     routes = {name: f"hc{run}-{name}" for name in WORKSPACES}
     for name, (mode, status) in WORKSPACES.items():
-        control.workspace(routes[name])
+        control.create_workspace(routes[name])
         _corpus(control, routes[name])
         if mode != "normal":
-            control.mode(routes[name], mode, status)
+            control.set_mode(routes[name], mode, status)
     connections: dict[str, dict[str, Any]] = {}
     accounts: dict[str, str] = {}
 
     def connect(
         key: str, account: str, on: str, *, route: str | None = None, token: str | None = None
     ) -> dict[str, Any]:
-        ident = control.identity(account, routes[on])
-        SECRETS.add(ident["token"])
+        ident = control.mint(account, routes[on])
         conn = {
             "key": key,
             "route": route or routes[on],
@@ -168,7 +167,7 @@ def build(control: Control, run: str) -> World:
         if name != "elsewhere":
             connect(name, "alice", name)
     connect("other", "bob", "main")
-    control.scope(
+    control.set_scope(
         routes["main"], "bob", ["kb-b"]
     )  # another account, another scope: it must never see alice's references
     connect("host2", "bob", "host")
@@ -176,4 +175,4 @@ def build(control: Control, run: str) -> World:
     connect("wrongroute", "alice", "main", route=routes["elsewhere"])  # a token of another workspace: 403
     connect("noroute", "alice", "main", route=f"hc{run}-absent")  # no workspace there: 404 route_unavailable
     connect("autoroute", "alice", "main", route="auto")  # an invalid route: 400 invalid_route
-    return World(run, control.core_url, routes, connections, accounts)
+    return World(run, core_url.rstrip("/"), routes, connections, accounts)

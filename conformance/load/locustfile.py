@@ -28,7 +28,9 @@ from conformance.load.setup import prepare
 from conformance.load.tally import Tally
 from conformance.report.results import VERDICT_EXIT
 from conformance.target.config import Secret, check_http_url, load_config, redact_url
+from conformance.target.options import LOCUST, add_arguments
 from conformance.target.secrets import scrub
+from conformance.target.settings import RunSettings
 
 __all__ = ["ContractUser"]  # the user class Locust runs
 TALLY_KEY = "kc_tally"
@@ -36,23 +38,7 @@ _state: dict[str, Any] = {}
 
 
 def _options(parser: Any) -> None:
-    parser.add_argument("--kc-target-config", default="", help="knowledge-conformance: the target configuration (TOML)")
-    parser.add_argument(
-        "--kc-control-token",
-        default="",
-        is_secret=True,
-        help="knowledge-conformance: control credential at --host's /_control/v1 (a served simulator), "
-        "when the target configuration has no [control]",
-    )
-    parser.add_argument(
-        "--kc-identities", type=int, default=8, help="knowledge-conformance: accounts each process mints"
-    )
-    parser.add_argument(
-        "--kc-report-dir", default="reports", help="knowledge-conformance: where the master writes its reports"
-    )
-    parser.add_argument(
-        "--kc-run-id", default="", help="knowledge-conformance: namespace of what the run creates (default random)"
-    )
+    add_arguments(parser, LOCUST)
 
 
 def _init(environment: Any, **_: Any) -> None:
@@ -79,9 +65,8 @@ def _provision(environment: Any, **_: Any) -> None:
             cfg.control_url = cfg.target.rstrip("/") + str(cfg.wire["paths"]["control_base"])
             cfg.control_token = Secret(options.kc_control_token)
         check_http_url(cfg.target, "--host")
-        cfg.run_id = _state["run_id"]
-        cfg.worker = secrets.token_hex(2) if isinstance(environment.runner, WorkerRunner) else ""
-        ctx = prepare(cfg, options.kc_identities)
+        worker = secrets.token_hex(2) if isinstance(environment.runner, WorkerRunner) else ""
+        ctx = prepare(cfg, RunSettings(run_id=_state["run_id"], worker=worker), options.kc_identities)
     except Exception as exc:  # nothing can be judged: the master's verdict becomes error, never conformant
         _state["tally"].error("setup", scrub(f"could not set up the load run: {type(exc).__name__}: {exc}")[:300])
         raise
@@ -118,7 +103,7 @@ def _quitting(environment: Any, **_: Any) -> None:
             "locust": "distributed" if isinstance(environment.runner, MasterRunner) else "local",
         },
     )
-    report.write(run, Path(options.kc_report_dir))
+    report.write(run, Path(options.kc_reports))
     for line in report.summary(run, tally, figures):
         print(line)
     environment.process_exit_code = VERDICT_EXIT[run.verdict]

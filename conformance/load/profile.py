@@ -94,7 +94,7 @@ class ContractUser(HttpUser):
         record_into(self.ctx.tally.ledger)  # every user of this process: its checks count in the one tally
         self.who = self.ctx.next_identity()
         # Its choices (queries, page sizes, references to reuse) follow from the run ID; the interleaving of users does not.
-        self.rng = random.Random(f"{self.ctx.cfg.namespace}/{self.who.account}/{self.who.session}")
+        self.rng = random.Random(f"{self.ctx.settings.namespace}/{self.who.account}/{self.who.session}")
         self.recorder, self.side_recorder = self._recorder(), self._recorder()
         self.core = self._core(self.client, self.recorder)
         # A second session of the same user: the owner's half of a simultaneous reuse goes out on its own connection.
@@ -117,7 +117,7 @@ class ContractUser(HttpUser):
             transport=LocustTransport(session, self.ctx.cfg.timeout_seconds),
             event_hooks={"response": [keep]},
         )
-        return CoreWire(http, self.ctx.cfg)
+        return CoreWire(http, self.ctx.cfg, self.ctx.settings.namespace)
 
     # ------------------------------------------------------------ judging
     def judge(self, step: Callable[[], object], recorder: Recorder | None = None) -> bool:
@@ -153,7 +153,9 @@ class ContractUser(HttpUser):
     def new_run(self) -> None:
         """An on_demand turn (its text one of the queries: the worst cases for the bound come up too),
         checked as the suite checks one (test_turns): its run is this user's from now on."""
-        response = self.core.turn(self.who.token, self.who.route, CoreWire.turn_body(self.rng.choice(self.ctx.queries)))
+        response = self.core.turn(
+            self.who.token, self.who.route, self.core.turn_body(self.rng.choice(self.ctx.queries))
+        )
         body = checks.ok(response, TURN_003, "an on_demand turn")
         self.run_id = str(body.get("run_id", ""))
         context = body.get("context")

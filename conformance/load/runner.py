@@ -23,16 +23,19 @@ import locust
 from locust.env import Environment
 from locust.util.timespan import parse_timespan
 
-from conformance.load import report, serve
+from conformance.load import report
 from conformance.load.profile import PROFILE, ContractUser
 from conformance.load.setup import Context, attach, prepare
 from conformance.report.results import VERDICT_EXIT
 from conformance.target.config import ConfigError, Secret, TargetConfig, load_config, redact_url
 from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import scrub
+from conformance.target.served import ServedSimulator
+from conformance.target.settings import RunSettings
 
 USAGE_ERROR = 4
 RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+INSTEAD = "give --target URL of a running Core, or install the bundled simulator"
 
 
 @dataclass
@@ -82,7 +85,7 @@ def _reachable(cfg: TargetConfig) -> None:
         raise ConfigError(f"{where}: the control extension refused the [control] token ({response.status_code})")
 
 
-def _config(args: argparse.Namespace, served: serve.Served | None) -> TargetConfig:
+def _config(args: argparse.Namespace, served: ServedSimulator | None) -> TargetConfig:
     if served is None:
         if args.target in ("sim", "sim+http"):
             raise ConfigError(
@@ -98,10 +101,14 @@ def _config(args: argparse.Namespace, served: serve.Served | None) -> TargetConf
         cfg.target = served.url
         cfg.control_url = served.url + str(cfg.wire["paths"]["control_base"])
         cfg.control_token = Secret(served.control_token)
-    cfg.run_id = args.run_id or secrets.token_hex(4)
-    if not RUN_ID.match(cfg.run_id):
-        raise ConfigError(f"--run-id {cfg.run_id!r}: use 1-32 lowercase letters, digits and hyphens")
     return cfg
+
+
+def _run_settings(args: argparse.Namespace) -> RunSettings:
+    run_id = args.run_id or secrets.token_hex(4)
+    if not RUN_ID.match(run_id):
+        raise ConfigError(f"--run-id {run_id!r}: use 1-32 lowercase letters, digits and hyphens")
+    return RunSettings(run_id=run_id, sim_quirks=tuple(args.sim_quirk))
 
 
 def watch(environment: Any, ctx: Context) -> None:
@@ -138,22 +145,23 @@ def main(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"knowledge-conformance load: {exc}", file=sys.stderr)
         return USAGE_ERROR
-    served: serve.Served | None = None
+    served: ServedSimulator | None = None
     started = time.time()
     try:
-        served = serve.start(tuple(args.sim_quirk)) if not args.target else None
+        served = ServedSimulator(quirks=tuple(args.sim_quirk), instead=INSTEAD) if not args.target else None
         cfg = _config(args, served)
+        run_settings = _run_settings(args)
         if served is None:
             _reachable(cfg)
-        ctx = prepare(cfg, settings.identities)
+        ctx = prepare(cfg, run_settings, settings.identities)
     except ConfigError as exc:
         if served is not None:
-            served.stop()
+            served.close()
         print(f"knowledge-conformance load: {scrub(str(exc))}", file=sys.stderr)
         return USAGE_ERROR
     except (HarnessError, httpx.HTTPError) as exc:
         if served is not None:
-            served.stop()
+            served.close()
         print(f"knowledge-conformance load: could not set up the run: {scrub(str(exc))}", file=sys.stderr)
         return VERDICT_EXIT["error"]
     target = (
@@ -163,7 +171,7 @@ def main(args: argparse.Namespace) -> int:
         else f"live Core at {redact_url(cfg.target)}"
     )
     print(
-        f"knowledge-conformance load: target={target} run_id={cfg.run_id} users={settings.users} run_time={settings.run_time:g}s",
+        f"knowledge-conformance load: target={target} run_id={run_settings.run_id} users={settings.users} run_time={settings.run_time:g}s",
         file=sys.stderr,
     )
     try:
@@ -171,7 +179,7 @@ def main(args: argparse.Namespace) -> int:
     finally:
         kept = ctx.close()
         if served is not None:
-            served.stop()
+            served.close()
     figures = report.figures_of(environment.stats, settings.users, settings.spawn_rate, settings.run_time)
     configuration = {
         "target_config": args.target_config,
@@ -186,13 +194,15 @@ def main(args: argparse.Namespace) -> int:
         list(PROFILE),
         figures,
         target=target,
-        run_id=cfg.run_id,
+        run_id=run_settings.run_id,
         started=started,
         configuration=configuration,
         interrupted=interrupted,
     )
     if kept:
-        result.warnings.append(f"the control extension kept {len(kept)} workspace(s) of run {cfg.run_id} (no delete)")
+        result.warnings.append(
+            f"the control extension kept {len(kept)} workspace(s) of run {run_settings.run_id} (no delete)"
+        )
     paths = report.write(result, settings.reports)
     for line in report.summary(result, ctx.tally, figures):
         print(line)

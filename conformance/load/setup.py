@@ -21,10 +21,12 @@ import httpx
 from conformance.load.tally import Tally
 from conformance.server import corpus
 from conformance.server.leaks import DocumentText
-from conformance.server.wire import ControlWire, CoreWire
+from conformance.server.wire import CoreWire
 from conformance.server.world import Who, World, provision
 from conformance.target.config import TargetConfig
+from conformance.target.control import Control
 from conformance.target.open import NO_DELAY
+from conformance.target.settings import RunSettings
 
 REUSE_WITHIN_SECONDS = 200.0
 """A reference older than this (by this process's clock) is never handed to its owner again:
@@ -45,13 +47,14 @@ class Issued:
 @dataclass
 class Context:
     cfg: TargetConfig
+    settings: RunSettings
     route: str
     identities: list[Who]
     docs: dict[str, corpus.Doc]
     queries: list[str]
     text: DocumentText
     tally: Tally = field(default_factory=Tally)
-    control: ControlWire | None = None
+    control: Control | None = None
     setup_http: httpx.Client | None = None
     board: deque[Issued] = field(default_factory=lambda: deque(maxlen=BOARD_SIZE))
     _next: itertools.count[int] = field(default_factory=itertools.count)
@@ -96,15 +99,14 @@ def queries_for(cfg: TargetConfig, docs: dict[str, corpus.Doc]) -> list[str]:
     return [*found, cfg.probe_query]
 
 
-def prepare(cfg: TargetConfig, identities: int) -> Context:
+def prepare(cfg: TargetConfig, settings: RunSettings, identities: int) -> Context:
     """Provision the world the users share: through control when the target has it (a fresh
     workspace, the suite's corpus and ``identities`` accounts), else the configured identities."""
     http = httpx.Client(
         base_url=cfg.target, transport=httpx.HTTPTransport(socket_options=NO_DELAY), timeout=cfg.timeout_seconds
     )
-    CoreWire.namespace = cfg.namespace
-    core = CoreWire(http, cfg)
-    control = ControlWire(http, cfg.control_url, cfg.control_token) if cfg.control_url and cfg.control_token else None
+    core = CoreWire(http, cfg, settings.namespace)
+    control = Control(http, cfg.control_url, cfg.control_token) if cfg.control_url and cfg.control_token else None
     world = provision(cfg, core, control)
     pool = [world.primary]
     if control is not None:
@@ -115,7 +117,15 @@ def prepare(cfg: TargetConfig, identities: int) -> Context:
         pool.append(world.others["other_account"])
     text = world.document_text()
     return Context(
-        cfg, world.route, pool, world.docs, queries_for(cfg, world.docs), text, control=control, setup_http=http
+        cfg,
+        settings,
+        world.route,
+        pool,
+        world.docs,
+        queries_for(cfg, world.docs),
+        text,
+        control=control,
+        setup_http=http,
     )
 
 

@@ -45,7 +45,9 @@ def agent_endpoints(
     if found or not cfg.is_sim or target.app is None:
         return found
     base = _loopback(target)
-    argv, env = _factory("sim-mcp-stdio")("agent", core_url=base, route=route, token=token, quirks=list(cfg.sim_quirks))
+    argv, env = _factory("sim-mcp-stdio")(
+        "agent", core_url=base, route=route, token=token, quirks=list(target.settings.sim_quirks)
+    )
     return {
         "http": Endpoint("http", url=_factory("sim-mcp-http")(base, route), token=token),
         "stdio": Endpoint("stdio", argv=tuple(argv), env=tuple(sorted(env.items()))),
@@ -70,7 +72,7 @@ def job_endpoint(cfg: TargetConfig, target: Target, chosen: str | None = None) -
         return Endpoint("stdio", argv=tuple(cfg.mcp["jobs_command"]))
     if not cfg.is_sim or target.app is None or cfg.mcp.get("command") or cfg.mcp.get("url"):
         return None
-    argv, env = _factory("sim-mcp-stdio")("jobs", quirks=list(cfg.sim_quirks), job_seconds=JOB_SECONDS)
+    argv, env = _factory("sim-mcp-stdio")("jobs", quirks=list(target.settings.sim_quirks), job_seconds=JOB_SECONDS)
     return Endpoint("stdio", argv=tuple(argv), env=tuple(sorted(env.items())))
 
 

@@ -29,7 +29,7 @@ import pytest
 
 from conformance import __version__
 from conformance.plugin.options import add_options, option
-from conformance.plugin.state import LEDGER, MARKER, STATE
+from conformance.plugin.state import LEDGER, MARKER, STATE, SessionState
 from conformance.target.outcomes import NotVerified
 from conformance.target.rules import recording
 from conformance.target.secrets import SECRETS, clip, scrub
@@ -92,8 +92,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from conformance.plugin import fixtures
 
-    config.stash[STATE] = {"started": time.time(), "pending": [], "worker_requests": {}}
-    _prepare(config)
+    config.stash[STATE] = _prepare(config, started=time.time())
     config.pluginmanager.register(fixtures, "knowledge-conformance-fixtures")
     if option(config, "--harness") is not None:
         from conformance.plugin import client_fixtures as harness_fixtures
@@ -108,14 +107,15 @@ def _fail(message: str) -> NoReturn:
     raise pytest.UsageError(scrub(message))
 
 
-def _prepare(config: pytest.Config) -> None:
+def _prepare(config: pytest.Config, started: float) -> SessionState:
     """Everything that can be checked before a test runs is checked here: a bad setup
-    is a usage error (exit 4) with one line saying what to fix, never a wall of failures."""
+    is a usage error (exit 4) with one line saying what to fix, never a wall of failures.
+    The run's settings are built here, once, from the options and the loaded configuration."""
     from conformance.report.results import load_waivers
     from conformance.target.config import ConfigError, load_config
+    from conformance.target.settings import RunSettings
     from knowledge_schemas import load_catalogue
 
-    state = config.stash[STATE]
     if _is_worker(config):
         run_id = str(config.workerinput.get("kc_run_id", "local"))  # type: ignore[attr-defined]
         worker = str(config.workerinput.get("workerid", "w"))  # type: ignore[attr-defined]
@@ -131,30 +131,36 @@ def _prepare(config: pytest.Config) -> None:
     mcp_target = option(config, "--mcp-target")
     if mcp_target and str(mcp_target).startswith(("http://", "https://")):
         SECRETS.add_url(mcp_target)  # its user-info and query values never reach a report
-    cfg.sim_quirks = tuple(option(config, "--sim-quirk"))
-    cfg.sim_seed = option(config, "--sim-seed")
-    cfg.realtime = option(config, "--realtime")
-    cfg.rate_limit = option(config, "--rate-limit")
-    if cfg.rate_limit < 0:
-        _fail(f"--rate-limit must be 0 (no limit) or a positive number of requests per second, not {cfg.rate_limit:g}")
-    cfg.run_id, cfg.worker = run_id, worker
-    if cfg.sim_quirks and not cfg.is_sim:
+    quirks, rate_limit = tuple(option(config, "--sim-quirk")), option(config, "--rate-limit")
+    if rate_limit < 0:
+        _fail(f"--rate-limit must be 0 (no limit) or a positive number of requests per second, not {rate_limit:g}")
+    if quirks and not cfg.is_sim:
         _fail("--sim-quirk applies to the bundled simulator only (--target sim or sim+http)")
-    if cfg.sim_quirks:
-        _check_quirks(cfg.sim_quirks)
-    state["config"], state["run_id"] = cfg, run_id
+    if quirks:
+        _check_quirks(quirks)
+    settings = RunSettings(
+        run_id=run_id,
+        worker=worker,
+        sim_quirks=quirks,
+        sim_seed=option(config, "--sim-seed"),
+        realtime=option(config, "--realtime"),
+        rate_limit=rate_limit,
+        no_control=option(config, "--no-control"),
+    )
+    state = SessionState(started, cfg, settings)
     if _is_worker(config):
-        return
+        return state
     catalogue = load_catalogue()
     bad = sorted(set(option(config, "--requirement")) - set(catalogue.ids))
     if bad:
         _fail(f"--requirement: unknown ID(s) {', '.join(bad)}")
     try:
-        state["waivers"] = load_waivers(option(config, "--waivers"), catalogue)
+        state.waivers = load_waivers(option(config, "--waivers"), catalogue)
     except ValueError as exc:
         _fail(str(exc))
     if not config.option.collectonly:
         _check_report_dir(Path(option(config, "--reports")))
+    return state
 
 
 def _check_quirks(names: tuple[str, ...]) -> None:
@@ -297,12 +303,12 @@ class SuiteSession:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.state: dict[str, Any] = config.stash[STATE]
+        self.state = config.stash[STATE]
 
     # ------------------------------------------------------------- start
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        cfg = self.state["config"]
+        cfg = self.state.config
         if option(self.config, "--harness") is not None:
             if not (_is_worker(self.config) or self.config.option.collectonly):
                 _check_harness_core(self.config)
@@ -321,8 +327,8 @@ class SuiteSession:
             _check_control(cfg)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        cfg = self.state["config"]
-        quirks = f" quirks={','.join(cfg.sim_quirks)}" if cfg.sim_quirks else ""
+        cfg, settings = self.state.config, self.state.settings
+        quirks = f" quirks={','.join(settings.sim_quirks)}" if settings.sim_quirks else ""
         from conformance.mcp.endpoints import planned_surfaces
         from conformance.report.results import surfaces_line
 
@@ -330,11 +336,11 @@ class SuiteSession:
         if harness is not None:
             core = option(config, "--harness-core") or "a served bundled simulator"
             return [
-                f"knowledge-conformance {__version__}: client harness={scrub(harness)} core={scrub(core)} run_id={self.state['run_id']}"
+                f"knowledge-conformance {__version__}: client harness={scrub(harness)} core={scrub(core)} run_id={settings.run_id}"
             ]
         surfaces = surfaces_line(planned_surfaces(cfg, option(config, "--mcp-target")))
         return [
-            f"knowledge-conformance {__version__}: target={_target_description(cfg)} run_id={self.state['run_id']}{quirks}",
+            f"knowledge-conformance {__version__}: target={_target_description(cfg)} run_id={settings.run_id}{quirks}",
             f"surfaces: {surfaces}",
         ]
 
@@ -506,10 +512,11 @@ class SuiteSession:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         config = self.config
-        recorder = self.state.get("recorder")
+        state = self.state
+        recorder = state.recorder
         if _is_worker(config):
             config.workeroutput["kc_requests"] = recorder.count if recorder else 0  # type: ignore[attr-defined]
-            config.workeroutput["kc_kept"] = self.state.get("kept_workspaces", [])  # type: ignore[attr-defined]
+            config.workeroutput["kc_kept"] = state.kept_workspaces  # type: ignore[attr-defined]
             return
         if config.option.collectonly or exitstatus == pytest.ExitCode.USAGE_ERROR:
             return
@@ -520,58 +527,56 @@ class SuiteSession:
         from knowledge_schemas import load_catalogue
         from knowledge_schemas.catalogue import catalogue_version
 
-        pending = self.state["pending"]
+        pending = state.pending
         errored = any(t.outcome == "error" for t in pending)
-        cfg = self.state["config"]
-        client = self.state.get(
-            "harness"
-        )  # a client run: what the harness said it wraps (conformance.plugin.client_fixtures)
+        cfg = state.config
+        client = state.client  # a client run: what the harness said it wraps (conformance.plugin.client_fixtures)
         info = RunInfo(
             suite_version=__version__,
             catalogue_version=catalogue_version(),
-            target=client["target"]
+            target=client.target
             if client
             else _target_description(cfg)
             if option(config, "--harness") is None
             else f"client harness {option(config, '--harness')} (it did not start)",
             configuration=self._configuration(),
             hypothesis=_hypothesis(config),
-            started=dt.datetime.fromtimestamp(self.state["started"], dt.UTC).isoformat(timespec="seconds"),
-            duration_seconds=time.time() - self.state["started"],
-            requests=sum(self.state.get("worker_requests", {}).values()) + (recorder.count if recorder else 0),
+            started=dt.datetime.fromtimestamp(state.started, dt.UTC).isoformat(timespec="seconds"),
+            duration_seconds=time.time() - state.started,
+            requests=sum(state.worker_requests.values()) + (recorder.count if recorder else 0),
             fail_on=option(config, "--fail-on"),
-            run_id=self.state["run_id"],
+            run_id=state.settings.run_id,
             interrupted=exitstatus == pytest.ExitCode.INTERRUPTED and not errored,
             surfaces=tuple(
-                client["surfaces"]
+                client.surfaces
                 if client
                 else planned_surfaces(cfg, option(config, "--mcp-target"))
                 if option(config, "--harness") is None
                 else _unstarted_client()
             ),
-            gate=tuple(client["gate"]) if client else None if option(config, "--harness") is None else (),
+            gate=client.gate if client else None if option(config, "--harness") is None else (),
         )
         run = aggregate(
             load_catalogue(),
             list(pending),
             info,
-            waivers=self.state.get("waivers", []),
+            waivers=state.waivers,
             today=dt.date.today(),
             reasons=UNSHOWABLE,
         )
-        kept = self.state.get("kept_workspaces", [])
+        kept = state.kept_workspaces
         if kept:
             run.warnings.append(
                 f"the control extension kept {len(kept)} workspace(s) of run {run.run_id} (no delete): {', '.join(sorted(kept)[:5])}"
             )
         try:
-            self.state["paths"] = write_all(run, Path(option(config, "--reports")), scrub)
+            state.paths = write_all(run, Path(option(config, "--reports")), scrub)
         except OSError as exc:
-            self.state["write_error"] = f"could not write the reports: {exc}"
+            state.write_error = f"could not write the reports: {exc}"
             session.exitstatus = VERDICT_EXIT["error"]
-            self.state["run"] = run
+            state.run = run
             return
-        self.state["run"] = run
+        state.run = run
         if (
             exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
             or errored
@@ -581,7 +586,7 @@ class SuiteSession:
 
     def _configuration(self) -> dict[str, Any]:
         """The run's settings, as a reader needs them to reproduce it; never a secret."""
-        config, cfg = self.config, self.state["config"]
+        config, cfg = self.config, self.state.config
         options = {
             name: option(config, name)
             for name in (
@@ -615,10 +620,10 @@ class SuiteSession:
         return dict(SECRETS.data(out))
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if "write_error" in self.state:
-            terminalreporter.write_line(f"VERDICT: ERROR  ({scrub(self.state['write_error'])})")
+        if self.state.write_error is not None:
+            terminalreporter.write_line(f"VERDICT: ERROR  ({scrub(self.state.write_error)})")
             return
-        run = self.state.get("run")
+        run = self.state.run
         if run is None:
             return
         s = run.summary
@@ -635,7 +640,7 @@ class SuiteSession:
                 terminalreporter.write_line(scrub(f"  {r.status.upper():7} {r.id} {r.title}: {clip(r.reason, 160)}"))
         for w in run.warnings:
             terminalreporter.write_line(scrub(f"  warning: {clip(w, 300)}"))
-        for kind, path in self.state.get("paths", {}).items():
+        for kind, path in self.state.paths.items():
             terminalreporter.write_line(f"  {kind:8} {path}")
 
 
@@ -647,17 +652,17 @@ class XdistController:
     """pytest-xdist, main process: hand each worker the run ID, sum what workers counted."""
 
     def __init__(self, config: pytest.Config) -> None:
-        self.state: dict[str, Any] = config.stash[STATE]
+        self.state = config.stash[STATE]
 
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput["kc_run_id"] = self.state["run_id"]
+        node.workerinput["kc_run_id"] = self.state.settings.run_id
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", {}) or {}
         if "kc_requests" in output:
-            seen = self.state.setdefault("worker_requests", {})
+            seen = self.state.worker_requests
             seen[str(node.gateway.id)] = max(seen.get(str(node.gateway.id), 0), int(output["kc_requests"]))
-        self.state.setdefault("kept_workspaces", []).extend(output.get("kc_kept", []))
+        self.state.kept_workspaces.extend(output.get("kc_kept", []))
 
 
 def _hypothesis(config: pytest.Config) -> dict[str, Any]:

@@ -9,19 +9,14 @@ protocol later is a harness error of the checks it broke.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from conformance.clients.core import Control
 from conformance.clients.session import Session
 from conformance.plugin.options import option
-from conformance.plugin.state import STATE
+from conformance.plugin.state import STATE, ClientInfo, ClientRun
+from conformance.target.control import Control
 from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import clip, scrub
-
-RUN = "harness_run"  # state key: what the session started (served, control, world, harness, session)
-FAILED = "harness_failed"  # state key: why the harness did not start
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,34 +30,35 @@ def pytest_configure(config: pytest.Config) -> None:
 def _start(config: pytest.Config) -> None:
     """Serve (or reach) the Core, build the world, start the harness; everything started is kept
     in the state as soon as it runs, so that the end of the session stops it whatever failed."""
-    from conformance.clients.core import DEFAULT_CONTROL_TOKEN, ServedSimulator
+    from conformance.clients.core import DEFAULT_CONTROL_TOKEN
     from conformance.clients.protocol import Harness
     from conformance.clients.scope import gate
     from conformance.clients.world import build
     from conformance.target.secrets import SECRETS
+    from conformance.target.served import ServedSimulator
     from conformance.target.transport import Recorder
     from knowledge_schemas import load_catalogue
 
     state = config.stash[STATE]
-    state["recorder"] = Recorder()
-    parts: dict[str, Any] = state.setdefault(RUN, {})
+    state.recorder = Recorder()
+    parts = state.client_run
     url, token = option(config, "--harness-core"), option(config, "--harness-control-token")
     if url is None:
-        parts["served"] = served = ServedSimulator()
+        parts.served = served = ServedSimulator(seed=0, frozen_clock=True, instead="give --harness-core URL")
         url, token = served.url, served.control_token
     token = token or DEFAULT_CONTROL_TOKEN
     SECRETS.add(token)
-    parts["control"] = control = Control(url, token)
-    parts["world"] = world = build(control, state["config"].run_id)
-    parts["harness"] = running = Harness(option(config, "--harness"), timeout=option(config, "--harness-timeout"))
+    parts.control = control = Control.of_core(url, token)
+    parts.world = world = build(control, url, state.settings.run_id)
+    parts.harness = running = Harness(option(config, "--harness"), timeout=option(config, "--harness-timeout"))
     info = running.start(world.core_url, list(world.connections.values()))
     client, tool = info["client"], info["harness"]
     who = f"{client['name']} {client['version']} (harness {tool['name']} {tool['version']}"
     who += f", {info['language']})" if info.get("language") else ")"
     surfaces = list(info["surfaces"])
-    state["harness"] = {
-        "target": f"client {who}",
-        "surfaces": [
+    state.client = ClientInfo(
+        f"client {who}",
+        [
             {
                 "surface": s,
                 "label": f"{s} harness",
@@ -71,9 +67,9 @@ def _start(config: pytest.Config) -> None:
             }
             for s in ("client", "host")
         ],
-        "gate": gate(load_catalogue(), surfaces),
-    }
-    parts["session"] = Session(running, world, control, surfaces)
+        tuple(gate(load_catalogue(), surfaces)),
+    )
+    parts.session = Session(running, world, control, surfaces)
 
 
 def _xdist_controller(config: pytest.Config) -> bool:
@@ -87,13 +83,13 @@ def _failed(config: pytest.Config, exc: HarnessError) -> None:
 
     state = config.stash[STATE]
     reason = scrub(str(exc)).splitlines()[0] if str(exc).strip() else type(exc).__name__
-    state[FAILED] = reason
-    running = state.get(RUN, {}).get("harness")
+    state.harness_failed = reason
+    running = state.client_run.harness
     tail = clip(running.stderr_tail(), -2000) if running is not None else ""
     command = option(config, "--harness")
-    state["harness"] = {
-        "target": scrub(f"client harness {command} (it did not start)"),
-        "surfaces": [
+    state.client = ClientInfo(
+        scrub(f"client harness {command} (it did not start)"),
+        [
             {
                 "surface": "client",
                 "label": "client harness",
@@ -101,9 +97,9 @@ def _failed(config: pytest.Config, exc: HarnessError) -> None:
                 "detail": f"the harness did not start: {reason}",
             }
         ],
-        "gate": (),
-    }
-    state["pending"].append(
+        (),
+    )
+    state.pending.append(
         TestResult(
             "<harness start>",
             "error",
@@ -136,50 +132,47 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
     """No test runs after the harness failed to start: each would only repeat that reason."""
-    if FAILED in session.config.stash[STATE] and not hasattr(session.config, "workerinput"):
+    if session.config.stash[STATE].harness_failed is not None and not hasattr(session.config, "workerinput"):
         return True
     return None
 
 
-def _started(config: pytest.Config) -> dict[str, Any]:
+def _started(config: pytest.Config) -> Session:
     state = config.stash[STATE]
-    if FAILED in state:  # an xdist worker: its tests still run, each names the reason
-        raise HarnessError(f"the harness did not start: {state[FAILED]}")
-    parts: dict[str, Any] = state.get(RUN, {})
-    if "session" not in parts:
+    if state.harness_failed is not None:  # an xdist worker: its tests still run, each names the reason
+        raise HarnessError(f"the harness did not start: {state.harness_failed}")
+    if state.client_run.session is None:
         raise HarnessError("the harness was not started at the start of the session")
-    return parts
+    return state.client_run.session
 
 
 @pytest.fixture(scope="session")
 def hc_control(pytestconfig: pytest.Config) -> Control:
-    control: Control = _started(pytestconfig)["control"]
-    return control
+    return _started(pytestconfig).control
 
 
 @pytest.fixture(scope="session")
 def harness(pytestconfig: pytest.Config, hc_control: Control) -> Session:
-    session: Session = _started(pytestconfig)["session"]
-    return session
+    return _started(pytestconfig)
 
 
 @pytest.hookimpl(tryfirst=True)  # before the plugin writes the reports: they count the Core's requests
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash[STATE]
-    parts: dict[str, Any] = state.pop(RUN, {})
-    if "harness" in parts:
-        parts["harness"].close(stop=FAILED not in state)
-    if "world" in parts:
-        parts["world"].close()
-    control = parts.get("control")
+    parts, state.client_run = state.client_run, ClientRun()
+    if parts.harness is not None:
+        parts.harness.close(stop=state.harness_failed is None)
+    if parts.world is not None:
+        parts.world.close()
+    control = parts.control
     if control is not None:
         try:
             requests = len(control.transcript()) if control.created else 0
         except HarnessError:
             requests = 0  # the Core went away: the checks that needed it already say so
         control.cleanup()
-        recorder = state.get("recorder")
-        if recorder is not None:
-            recorder.count = requests
-    if "served" in parts:
-        parts["served"].close()
+        control.close()
+        if state.recorder is not None:
+            state.recorder.count = requests
+    if parts.served is not None:
+        parts.served.close()

@@ -4,81 +4,95 @@ so a project that merely has this package installed never sees ``world`` or ``co
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
-from conformance.plugin.options import option
 from conformance.plugin.state import STATE
 
+if TYPE_CHECKING:
+    from conformance.server.wire import CoreWire
+    from conformance.server.world import World
+    from conformance.target.config import TargetConfig
+    from conformance.target.control import Control
+    from conformance.target.open import Target
+    from conformance.target.settings import RunSettings
+
 
 @pytest.fixture(scope="session")
-def kc_config(pytestconfig: pytest.Config) -> Any:
+def kc_config(pytestconfig: pytest.Config) -> TargetConfig:
     """The configuration checked before any test ran (see plugin._prepare)."""
-    return pytestconfig.stash[STATE]["config"]
+    return pytestconfig.stash[STATE].config
 
 
 @pytest.fixture(scope="session")
-def kc_target(kc_config: Any, pytestconfig: pytest.Config) -> Iterator[Any]:
+def kc_settings(pytestconfig: pytest.Config) -> RunSettings:
+    """The run's settings, built once from the options (see plugin._prepare)."""
+    return pytestconfig.stash[STATE].settings
+
+
+@pytest.fixture(scope="session")
+def kc_target(kc_config: TargetConfig, kc_settings: RunSettings, pytestconfig: pytest.Config) -> Iterator[Target]:
     from conformance.target.open import open_target
 
-    target = open_target(kc_config)
+    target = open_target(kc_config, kc_settings)
     state = pytestconfig.stash[STATE]
-    state["recorder"] = target.recorder
-    state["base_url"] = target.base_url
-    state["target"] = target.description
-    state["control_available"] = target.has_control
+    state.recorder = target.recorder
+    state.base_url = target.base_url
     yield target
     target.close()
 
 
 @pytest.fixture(scope="session")
-def core(kc_target: Any, kc_config: Any) -> Any:
+def core(kc_target: Target, kc_config: TargetConfig, kc_settings: RunSettings) -> CoreWire:
     from conformance.server.wire import CoreWire
 
-    CoreWire.namespace = kc_config.namespace
-    return CoreWire(kc_target.http, kc_config)
+    return CoreWire(kc_target.http, kc_config, kc_settings.namespace)
 
 
 @pytest.fixture(scope="session")
-def _provisioner(kc_target: Any, pytestconfig: pytest.Config) -> Iterator[Any]:
+def _provisioner(kc_target: Target, pytestconfig: pytest.Config) -> Iterator[Control | None]:
     """Control for setting up worlds; at the end it removes every workspace the run created."""
-    from conformance.server.wire import ControlWire
+    from conformance.target.control import Control
 
-    if not kc_target.has_control:
+    if kc_target.control_url is None or kc_target.control_token is None:
         yield None
         return
-    wire = ControlWire(kc_target.http, kc_target.control_url, kc_target.control_token)
-    yield wire
-    kept = wire.cleanup()
-    if kept:
-        pytestconfig.stash[STATE].setdefault("kept_workspaces", []).extend(kept)
+    control = Control(kc_target.http, kc_target.control_url, kc_target.control_token)
+    yield control
+    pytestconfig.stash[STATE].kept_workspaces.extend(control.cleanup())
 
 
 @pytest.fixture(scope="session")
-def control(_provisioner: Any, pytestconfig: pytest.Config) -> Any:
+def control(_provisioner: Control | None, kc_settings: RunSettings) -> Control | None:
     """Control for tests; None when the target has none or --no-control is given."""
-    return None if option(pytestconfig, "--no-control") else _provisioner
+    return None if kc_settings.no_control else _provisioner
 
 
 @pytest.fixture(scope="session")
-def world(kc_config: Any, core: Any, _provisioner: Any, control: Any) -> Any:
+def world(
+    kc_config: TargetConfig,
+    kc_settings: RunSettings,
+    core: CoreWire,
+    _provisioner: Control | None,
+    control: Control | None,
+) -> World:
     """The shared world: provisioned through control when the target has it (even
     with --no-control, as an operator would set up a test tenant), else configured."""
     from conformance.server.world import provision
 
     if _provisioner is None and "primary" not in kc_config.identities:
         pytest.skip("not verified: no identities configured and no control extension to mint them")
-    built = provision(kc_config, core, _provisioner)
+    built = provision(kc_config, core, _provisioner, realtime=kc_settings.realtime)
     built.control = control
     return built
 
 
 @pytest.fixture
-def fresh_world(kc_config: Any, core: Any, control: Any) -> Any:
+def fresh_world(kc_config: TargetConfig, kc_settings: RunSettings, core: CoreWire, control: Control | None) -> World:
     """An isolated workspace for a test that changes state (mode, scope, revisions)."""
     from conformance.server.world import provision
 
     if control is None:
         pytest.skip("not verified: needs the test-control extension to provision an isolated workspace")
-    return provision(kc_config, core, control, large=False)
+    return provision(kc_config, core, control, large=False, realtime=kc_settings.realtime)

@@ -1,13 +1,88 @@
-"""Keys under which the plugin keeps a session's state on the pytest config and items."""
+"""Keys under which the plugin keeps a session's state on the pytest config and items, and
+that state: the run's settings (built once, before any test), and what the session gathers."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from conformance.target.rules import Ledger
 
-STATE = pytest.StashKey[dict[str, Any]]()
-LEDGER = pytest.StashKey[Ledger]()  # the rules whose checks passed in a test's call phase
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from conformance.clients.protocol import Harness
+    from conformance.clients.session import Session
+    from conformance.clients.world import World
+    from conformance.report.results import RunResult, TestResult, Waiver
+    from conformance.target.config import TargetConfig
+    from conformance.target.control import Control
+    from conformance.target.served import ServedSimulator
+    from conformance.target.settings import RunSettings
+    from conformance.target.transport import Recorder
+
 MARKER = "requirement"
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    """What a client run checks: the harness's own account of the client, its surfaces and gate."""
+
+    target: str
+    surfaces: list[dict[str, Any]]
+    gate: tuple[str, ...]
+
+
+@dataclass
+class ClientRun:
+    """What a client run started (each kept as soon as it runs, so the end of the session stops it)."""
+
+    served: ServedSimulator | None = None
+    control: Control | None = None
+    world: World | None = None
+    harness: Harness | None = None
+    session: Session | None = None
+
+
+@dataclass
+class SessionState:
+    """One suite session: its configuration and settings, then what its tests and hooks gather."""
+
+    started: float
+    config: TargetConfig
+    settings: RunSettings
+    waivers: list[Waiver] = field(default_factory=list)
+    pending: list[TestResult] = field(default_factory=list)  # every result so far, in the order reported
+    recorder: Recorder | None = None  # counts this process's requests, keeps the current test's exchanges
+    base_url: str = ""  # the target's, for the curl lines of a failure's exchanges
+    worker_requests: dict[str, int] = field(default_factory=dict)  # xdist: requests each worker counted
+    kept_workspaces: list[str] = field(default_factory=list)  # those the control extension could not delete
+    client: ClientInfo | None = None  # a client run: what its harness wraps
+    client_run: ClientRun = field(default_factory=ClientRun)
+    harness_failed: str | None = None  # a client run: why the harness did not start
+    paths: dict[str, Path] = field(default_factory=dict)  # the reports written
+    write_error: str | None = None
+    run: RunResult | None = None  # the run's results, once aggregated
+
+    # Reads by key, for the result hooks of conformance.plugin that still index the state as a mapping.
+    def __getitem__(self, key: str) -> Any:
+        if key not in {f.name for f in fields(self)}:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self[key]
+        return default if value is None else value
+
+    def setdefault(self, key: str, default: Any) -> Any:
+        value = self[key]
+        if value is None:
+            setattr(self, key, default)
+            return default
+        return value
+
+
+STATE = pytest.StashKey[SessionState]()
+LEDGER = pytest.StashKey[Ledger]()  # the rules whose checks passed in a test's call phase

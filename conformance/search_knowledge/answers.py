@@ -1,6 +1,6 @@
 """The suite's side of the ``search_knowledge`` tool (seed 003): reading a tool answer (a
-result, a refusal with a code, or a protocol error), the control calls of its states, and
-the corpus the checks are built on.
+result, a refusal with a code, or a protocol error) and the corpus the checks are built on
+(the control calls of its states are conformance.target.control.KnowledgeControl).
 
 Nothing here depends on how a server ranks: the corpus makes lexical and semantic evidence
 disagree (a document holding the query word once in unrelated text, and one holding only
@@ -16,7 +16,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from mcp.shared.exceptions import MCPError
 
 from conformance.mcp.session import McpSession, connect
@@ -141,56 +140,6 @@ def message_of(answer: Answer) -> str:
         if isinstance(holder, dict) and isinstance(holder.get("message"), str):
             return str(holder["message"])
     return answer.raw if answer.body is None else ""
-
-
-# ----------------------------------------------------------------- control
-class SkControl:
-    """The control extension's ``/workspaces/{route}/knowledge/...`` calls (schemas/control-openapi.yaml)."""
-
-    def __init__(self, http: httpx.Client, base_url: str, token: str, route: str) -> None:
-        self.http, self.base, self.route = http, base_url.rstrip("/"), route
-        self.headers = {"Authorization": f"Bearer {token}"}
-
-    def _send(self, method: str, path: str, body: Any = None) -> httpx.Response:
-        return self.http.request(
-            method,
-            f"{self.base}/workspaces/{self.route}/knowledge{path}",
-            json=body,
-            headers=self.headers,
-            extensions={"kc_control": True},
-        )
-
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
-        response = self._send(method, path, body)
-        if response.status_code >= 300:
-            raise RuntimeError(f"control {method} {path} answered {response.status_code}: {clip(response.text, 300)}")
-        return response.json() if response.content else None
-
-    def publish(self, item_id: str, content: str) -> str:
-        return str(self._call("POST", f"/items/{item_id}/revisions", {"content": content})["revision_id"])
-
-    def item_state(self, item_id: str, *, active: bool | None = None, published: bool | None = None) -> None:
-        body = {k: v for k, v in (("active", active), ("published", published)) if v is not None}
-        self._call("PUT", f"/items/{item_id}/state", body)
-
-    def base_state(self, base_id: str, active: bool) -> None:
-        self._call("PUT", f"/bases/{base_id}/state", {"active": active})
-
-    def runtime(self, enabled: bool) -> None:
-        self._call("PUT", "/runtime", {"enabled": enabled})
-
-    def scopes(self, account: str, scopes: list[str]) -> None:
-        self._call("PUT", f"/scopes/{account}", {"scopes": scopes})
-
-    def audit(self) -> list[dict[str, Any]] | None:
-        """The audit events, or None when this control extension cannot show them."""
-        response = self._send("GET", "/audit")
-        if response.status_code in (404, 405, 501):
-            return None
-        if response.status_code >= 300:
-            raise RuntimeError(f"control GET audit answered {response.status_code}: {clip(response.text, 300)}")
-        events = response.json().get("events")
-        return list(events) if isinstance(events, list) else None
 
 
 # ----------------------------------------------------------------- corpus

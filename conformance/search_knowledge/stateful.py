@@ -44,7 +44,6 @@ from conformance.mcp.session import McpSession
 from conformance.search_knowledge.answers import (
     WINDOW_PIECES,
     Answer,
-    SkControl,
     call,
     envelope_types,
     message_of,
@@ -70,8 +69,9 @@ from conformance.search_knowledge.rules import (
     SK_023,
     SK_026,
 )
-from conformance.server.wire import ControlWire
 from conformance.target.config import TargetConfig
+from conformance.target.control import Control, KnowledgeControl
+from conformance.target.open import Target
 from conformance.target.rules import Rule, expect
 from conformance.target.walk import Steps
 from knowledge_schemas import load_registry
@@ -208,7 +208,7 @@ class Truth:
 @dataclass
 class SkModelWorld:
     route: str
-    control: SkControl
+    control: KnowledgeControl
     set_alice: Callable[[list[str]], None]  # alice's bases (the Core control's scope)
     sessions: dict[str, McpSession]
     truth: Truth
@@ -217,11 +217,11 @@ class SkModelWorld:
 
 @contextmanager
 def model_world(
-    cfg: TargetConfig, target: Any, control: ControlWire, chosen: str | None
+    cfg: TargetConfig, target: Target, control: Control, chosen: str | None
 ) -> Iterator[SkModelWorld | None]:
     """Provision the model's workspace and open a session per caller; None when the MCP target
     is fixed to an identity the suite did not mint (the model needs its own callers)."""
-    route = f"kc-{cfg.namespace}-skm-{next(_worlds)}"
+    route = f"kc-{target.settings.namespace}-skm-{next(_worlds)}"
     tag = uuid.uuid4().hex[:8]
     control.create_workspace(route)
     bases = [
@@ -237,7 +237,7 @@ def model_world(
         for b in BASES
     ]
     first = control.replace_corpus(route, bases)
-    sk = SkControl(target.http, str(target.control_url), str(target.control_token), route)
+    sk = control.knowledge(route)
     control.set_scope(route, "alice", list(ALICE))
     sk.scopes("bob", [])
     who = {name: (m["token"], m["route"]) for name in ("alice", "carol", "bob") for m in [control.mint(name, route)]}

@@ -64,7 +64,6 @@ from conformance.server.rules import (
     TURN_004,
 )
 from conformance.server.transcript import Checker
-from conformance.server.wire import CoreWire
 from conformance.server.world import World
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
@@ -242,7 +241,7 @@ def machine(
 
         def _start(self, who: str, delivery: str, *, replay: bool = True) -> Run:
             person = self._who(who)
-            body = CoreWire.turn_body("binding", delivery)
+            body = self.world.core.turn_body("binding", delivery)
             key = body["client_turn_id"]
             core = self.world.core
             run_id = self.checker.exchange(

@@ -12,9 +12,10 @@ from conformance.server import checks, corpus
 from conformance.server.checks import ok
 from conformance.server.leaks import DocumentText
 from conformance.server.rules import READ_001, READ_004, READ_005, READ_010, SRCH_001, TURN_003
-from conformance.server.wire import ControlWire, CoreWire
+from conformance.server.wire import CoreWire
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
+from conformance.target.control import Control
 from conformance.target.outcomes import NotVerified
 from conformance.target.rules import expect
 
@@ -22,7 +23,7 @@ OTHER_HUB = "https://other-hub.knowledge-conformance.example"
 STALLED_PAGES = (
     8  # pages in a row without content after which a chain is taken not to stop (the seed bounds bytes, not pages)
 )
-_routes = itertools.count(1)  # unique within a process; cfg.namespace makes it unique across runs and workers
+_routes = itertools.count(1)  # unique within a process; the run's namespace makes it unique across runs and workers
 
 
 @dataclass(frozen=True)
@@ -44,9 +45,10 @@ class World:
     primary: Who
     others: dict[str, Who] = field(default_factory=dict)
     docs: dict[str, corpus.Doc] = field(default_factory=dict)
-    control: ControlWire | None = None
+    control: Control | None = None
+    realtime: bool = False  # --realtime: wait real seconds for expiry when there is no control
 
-    def need_control(self, why: str) -> ControlWire:
+    def need_control(self, why: str) -> Control:
         if self.control is None:
             raise NotVerified(f"not verified: needs the test-control extension to {why}")
         return self.control
@@ -75,7 +77,7 @@ class World:
     # --------------------------------------------------------- conveniences
     def start_run(self, who: Who | None = None, delivery: str | None = "on_demand", text: str = "binding") -> str:
         who = who or self.primary
-        body = ok(self.core.turn(who.token, who.route, CoreWire.turn_body(text, delivery)), TURN_003, "turn")
+        body = ok(self.core.turn(who.token, who.route, self.core.turn_body(text, delivery)), TURN_003, "turn")
         return str(body["run_id"])
 
     def search(self, query: str, run_id: str, who: Who | None = None, **extra: Any) -> Any:
@@ -197,15 +199,21 @@ class World:
 
 
 def provision(
-    cfg: TargetConfig, core: CoreWire, control: ControlWire | None, *, large: bool = True, mode: str = "normal"
+    cfg: TargetConfig,
+    core: CoreWire,
+    control: Control | None,
+    *,
+    large: bool = True,
+    mode: str = "normal",
+    realtime: bool = False,
 ) -> World:
-    """A fresh world through control, or the configured one without it."""
+    """A fresh world through control (its workspaces named under ``core``'s namespace), or the configured one without it."""
     if control is None:
         ids = cfg.identities
         configured = {name: Who(i.token, i.route, i.account, i.session) for name, i in ids.items()}
         main = configured.pop("primary")
-        return World(cfg, core, cfg.route, main, configured)
-    route = f"kc-{cfg.namespace}-{next(_routes)}"
+        return World(cfg, core, cfg.route, main, configured, realtime=realtime)
+    route = f"kc-{core.namespace}-{next(_routes)}"
     # Route names that sort on either side of reserved words such as "auto": a Core that compares
     # route names by order instead of equality refuses one of them (see test_capabilities).
     other_route = f"a-{route}"
@@ -228,4 +236,4 @@ def provision(
         "other_route": mint("alice", other_route, session_id=primary.session),
         "other_hub": mint("alice", hub=OTHER_HUB, session_id=primary.session),
     }
-    return World(cfg, core, route, primary, others, docs, control)
+    return World(cfg, core, route, primary, others, docs, control, realtime)

@@ -69,19 +69,8 @@ class TargetConfig:
     control_token: Secret | None = None
     probe_query: str = "knowledge"
     clock_skew_seconds: float = 0.0
-    realtime: bool = False
-    rate_limit: float = 0.0
     timeout_seconds: float = 30.0
-    sim_quirks: tuple[str, ...] = ()
-    sim_seed: int = 0
-    run_id: str = "local"
-    worker: str = ""  # the pytest-xdist worker ID, "" in a serial run
     mcp: dict[str, Any] = field(default_factory=dict)  # the [mcp] table: transport, command, url, token, jobs_command
-
-    @property
-    def namespace(self) -> str:
-        """Prefix of every name this process creates on the target (workspaces, turn identities)."""
-        return f"{self.run_id}-{self.worker}" if self.worker else self.run_id
 
     @property
     def is_sim(self) -> bool:

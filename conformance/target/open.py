@@ -6,7 +6,7 @@ import secrets
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -14,6 +14,7 @@ import httpx
 
 from conformance.target.config import ConfigError, Secret, TargetConfig, redact_url
 from conformance.target.secrets import SECRETS
+from conformance.target.settings import RunSettings
 from conformance.target.transport import InProcessTransport, Recorder
 
 ENTRY_POINT_GROUP = "knowledge_conformance.targets"
@@ -31,7 +32,7 @@ def _http_client(base_url: str, cfg: TargetConfig, hooks: dict[str, list[Any]]) 
 
 @dataclass
 class Target:
-    """An open target: one HTTP client for the whole run, optional control."""
+    """An open target: one HTTP client for the whole run, optional control, and the settings it was opened with."""
 
     base_url: str
     http: httpx.Client
@@ -41,6 +42,7 @@ class Target:
     description: str
     _closers: tuple[Any, ...] = ()
     app: Any = None  # the bundled simulator's ASGI app (sim targets only): its MCP path is served beside it
+    settings: RunSettings = field(default_factory=RunSettings)
 
     @property
     def has_control(self) -> bool:
@@ -100,8 +102,8 @@ def serve_over_loopback(app: Any) -> tuple[str, Any]:
     return f"http://127.0.0.1:{port}", stop
 
 
-def open_target(cfg: TargetConfig) -> Target:
-    recorder = Recorder(cfg.rate_limit, str(cfg.wire["auth"]["header"]))
+def open_target(cfg: TargetConfig, settings: RunSettings) -> Target:
+    recorder = Recorder(settings.rate_limit, str(cfg.wire["auth"]["header"]))
 
     def on_response(response: httpx.Response) -> None:
         response.read()
@@ -114,8 +116,8 @@ def open_target(cfg: TargetConfig) -> Target:
         token = Secret(secrets.token_hex(16))
         SECRETS.add(str(token))
         app = _factory()(
-            quirks=list(cfg.sim_quirks),
-            seed=cfg.sim_seed,
+            quirks=list(settings.sim_quirks),
+            seed=settings.sim_seed,
             control_token=str(token),
             demo=False,
             clock_tick=SIM_CLOCK_TICK,
@@ -134,6 +136,7 @@ def open_target(cfg: TargetConfig) -> Target:
                 "bundled simulator (in-process)",
                 (transport.close,),
                 app,
+                settings,
             )
         url, stop = serve_over_loopback(app)
         http = _http_client(url, cfg, hooks())
@@ -146,8 +149,8 @@ def open_target(cfg: TargetConfig) -> Target:
             f"bundled simulator over loopback ({url})",
             (stop,),
             app,
+            settings,
         )
     http = _http_client(cfg.target, cfg, hooks())
-    return Target(
-        cfg.target, http, recorder, cfg.control_url, cfg.control_token, f"live Core at {redact_url(cfg.target)}"
-    )
+    description = f"live Core at {redact_url(cfg.target)}"
+    return Target(cfg.target, http, recorder, cfg.control_url, cfg.control_token, description, settings=settings)

@@ -114,6 +114,7 @@ def test_authorization_failures_and_unknown_schemas_stay_errors(sdk: Session, ca
     seen = asked[0]["status"]
     what = f"HTTP {seen}" + (" with an unknown schema version" if case == "unknown-schema-version" else "")
     expect(not answer.ok, NEG_002, f"{what} became a successful capabilities result: {answer.describe()}")
+    NEG_001.held()  # an error, so not `supported: false` either: that answer is a successful result
 
 
 @requirement("NEG-003")

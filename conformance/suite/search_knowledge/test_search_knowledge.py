@@ -35,7 +35,6 @@ from conformance.search_knowledge.answers import (
     PRIVATE,
     Answer,
     Corpus,
-    SkControl,
     call,
     envelope_types,
     message_of,
@@ -73,6 +72,7 @@ from conformance.search_knowledge.rules import (
 )
 from conformance.server.world import World
 from conformance.target.config import TargetConfig
+from conformance.target.control import KnowledgeControl
 from conformance.target.open import Target
 from conformance.target.rules import Rule, expect
 from knowledge_schemas import load_registry
@@ -86,7 +86,7 @@ _worlds = itertools.count(1)
 @dataclass
 class SkWorld:
     corpus: Corpus
-    control: SkControl | None
+    control: KnowledgeControl | None
     sessions: dict[str, McpSession]
     strict: bool
     revisions: dict[str, str] = field(default_factory=dict)  # item -> first revision ID
@@ -99,7 +99,7 @@ class SkWorld:
             )
         return call(session, arguments)
 
-    def need_control(self) -> SkControl:
+    def need_control(self) -> KnowledgeControl:
         if self.control is None:
             pytest.skip("not verified: needs the test-control extension to build the search_knowledge world")
         return self.control
@@ -127,10 +127,10 @@ def sk(world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: p
     who: dict[str, tuple[str, str]] = {"alice": (str(world.primary.token), world.primary.route)}
     revisions: dict[str, str] = {}
     if world.control is not None:
-        route = f"kc-{kc_config.namespace}-sk-{next(_worlds)}"
+        route = f"kc-{kc_target.settings.namespace}-sk-{next(_worlds)}"
         world.control.create_workspace(route)
         revisions = world.control.replace_corpus(route, corpus.build())
-        control = SkControl(kc_target.http, kc_target.control_url, str(kc_target.control_token), route)
+        control = world.control.knowledge(route)
         world.control.set_scope(route, "alice", [MAIN, OTHER, ARCHIVED_BASE])
         control.item_state("sk-archived", active=False)
         control.item_state("sk-unpublished", published=False)

@@ -24,7 +24,6 @@ from conformance.server.rules import (
     WIRE_001,
     WIRE_003,
 )
-from conformance.server.wire import CoreWire
 from conformance.server.world import World
 from conformance.target import contract as C
 from conformance.target.rules import Rule, expect
@@ -196,7 +195,7 @@ def test_a_disabled_workspace_accepts_an_on_demand_turn(fresh_world: World) -> N
     a refusal (a 4xx envelope) passes too; strict expects the turn (CHOICES.md)."""
     world = fresh_world
     world.need_control("set the workspace's mode").set_mode(world.route, "disabled")
-    response = world.core.turn(world.primary.token, world.route, CoreWire.turn_body("homepage binding", "on_demand"))
+    response = world.core.turn(world.primary.token, world.route, world.core.turn_body("homepage binding", "on_demand"))
     if response.status_code != 200 and not world.cfg.strict_codes:
         checks.error_envelope(response, TURN_003)  # the seed does not say a disabled Core must take the turn
         return
@@ -213,7 +212,7 @@ def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(fresh_world: World
     response = world.core.turn(
         world.primary.token,
         world.route,
-        CoreWire.turn_body("homepage binding", None if delivery == "unset" else delivery),
+        world.core.turn_body("homepage binding", None if delivery == "unset" else delivery),
     )
     body = checks.body_of(response, WIRE_001)
     leaked = world.document_text().leaked(body)

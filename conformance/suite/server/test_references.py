@@ -39,14 +39,14 @@ STEP = 0.1  # seconds either side of the edge: a Core that rounds or truncates a
 def _age(world: World, seconds: float) -> None:
     if world.control is not None:
         world.control.advance(seconds)
-    elif world.cfg.realtime:
+    elif world.realtime:
         time.sleep(seconds)
     else:
         pytest.skip("not verified: needs the control clock, or --realtime to wait the seconds out")
 
 
 def _can_age(world: World) -> None:
-    if world.control is None and not world.cfg.realtime:
+    if world.control is None and not world.realtime:
         pytest.skip("not verified: needs the control clock, or --realtime to wait the seconds out")
 
 

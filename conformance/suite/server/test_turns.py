@@ -12,7 +12,6 @@ import pytest
 from conformance.clients.reference_client import KnowledgeError, ReferenceClient
 from conformance.server import checks, corpus
 from conformance.server.rules import TURN_003, TURN_004, TURN_007, TURN_011, TURN_012
-from conformance.server.wire import CoreWire
 from conformance.server.world import World
 from conformance.target import contract as C
 from conformance.target.outcomes import ContractViolation, HarnessError
@@ -25,7 +24,7 @@ def _on_demand_context(
     world: World, text: str = "how is the homepage binding done"
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(turn body, its context)`` of a fresh on_demand turn."""
-    response = world.core.turn(world.primary.token, world.route, CoreWire.turn_body(text))
+    response = world.core.turn(world.primary.token, world.route, world.core.turn_body(text))
     body = checks.ok(response, TURN_003, "an on_demand turn")
     context = body.get("context")
     return body, context if isinstance(context, dict) else {}
@@ -74,7 +73,7 @@ def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: World)
 
 @R("TURN-004")
 def test_same_turn_identity_and_payload_replays_the_run(world: World) -> None:
-    body = CoreWire.turn_body("homepage binding", "on_demand")
+    body = world.core.turn_body("homepage binding", "on_demand")
     first = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_004, "turn")
     again = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_004, "the replayed turn")
     expect(
@@ -92,7 +91,7 @@ def test_a_replay_with_reordered_members_never_starts_another_run(world: World) 
     """JSON object members are unordered (RFC 8259), so the replay with its members in the reverse
     order is the same payload. Pinning forbids only another run: by default the Core may replay
     the committed run (with its frozen context) or refuse; strict expects the replay."""
-    body = CoreWire.turn_body("homepage binding", "on_demand")
+    body = world.core.turn_body("homepage binding", "on_demand")
     first = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_004, "turn")
     response = world.core.turn(world.primary.token, world.route, dict(reversed(list(body.items()))))
     if response.status_code != 200:
@@ -130,7 +129,7 @@ def test_same_turn_identity_with_another_payload_keeps_the_pinned_run(world: Wor
     """Its own test: a Core that never replays fails here too, not only in the replay test.
     Several changed payloads, not one: a Core that compares payloads by an ordering (or by a
     prefix, or by length) instead of equality lets some changes through."""
-    body = CoreWire.turn_body("homepage binding", "on_demand", key=f"changed-{change}")
+    body = world.core.turn_body("homepage binding", "on_demand", key=f"changed-{change}")
     first = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_003, "turn")
     other = world.core.turn(world.primary.token, world.route, CHANGED_PAYLOADS[change](body))
     _refused_or_pinned(world, other, first, TURN_011)
@@ -181,7 +180,7 @@ def _lose(world: World, ids: dict[str, Any]) -> None:
 @R("TURN-012", "TURN-004", "TURN-011")
 def test_retry_after_a_lost_response_gets_the_committed_run(fresh_world: World) -> None:
     """Without reading back what was lost: the retry succeeds, replays agree, delivery stays pinned."""
-    ids = CoreWire.turn_body("homepage binding", key="lost-1")
+    ids = fresh_world.core.turn_body("homepage binding", key="lost-1")
     _lose(fresh_world, ids)
     client = ReferenceClient.from_wire(
         fresh_world.core.http, fresh_world.route, fresh_world.primary.token, fresh_world.cfg.wire
@@ -227,7 +226,7 @@ def test_a_retry_after_a_lost_response_resolves_to_the_committed_run(fresh_world
     retry with a changed payload (the other delivery mode) is refused or answered with that
     run and its pinned delivery (TURN-004), and never commits another. Replays after it still
     return the committed run."""
-    ids = CoreWire.turn_body("homepage binding", key=f"lost-{retry}")
+    ids = fresh_world.core.turn_body("homepage binding", key=f"lost-{retry}")
     _lose(fresh_world, ids)
     committed = _committed(fresh_world)
     core, who = fresh_world.core, fresh_world.primary

@@ -1,0 +1,218 @@
+"""The one client of the optional test-control extension (schemas/control-openapi.yaml).
+
+Every part of the suite that sets up or observes state through control uses it: the Core
+suite's worlds and their cleanup, the ``search_knowledge`` checks (the route-bound
+:class:`KnowledgeControl`), client runs (faults, ``respond_next``, the transcript) and load
+runs. A refusal is a :class:`ControlError`, a harness error: nothing was judged.
+
+Every request goes through :meth:`Control._request`, the one place that sends a control
+request and maps its answer (a non-2xx status, or no answer at all) to that error; an
+endpoint the extension marks optional answers ``None`` there when the Core does not offer it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from conformance.target.outcomes import HarnessError
+from conformance.target.secrets import SECRETS, clip
+
+CONTROL_BASE = "/_control/v1"  # where the bundled simulator serves control (wire-defaults' paths.control_base)
+NOT_OFFERED = (404, 405, 501)
+"""How a control extension says it has no such endpoint: an optional one is then not offered."""
+
+
+class ControlError(HarnessError):
+    """The control extension refused a setup step: the run cannot verify what needs it."""
+
+
+class Control:
+    """The control extension at ``base_url`` (its ``/_control/v1`` root), over ``http``.
+
+    It remembers the workspaces it created (``cleanup`` removes them again) and every revision
+    text it published (a response that carries one of them leaks it)."""
+
+    def __init__(self, http: httpx.Client, base_url: str, token: str, *, owns_http: bool = False) -> None:
+        self.http = http
+        self.base = base_url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}"}
+        self._owns_http = owns_http
+        self.created: list[str] = []  # workspaces this run made, removed again by cleanup()
+        self.published: list[str] = []  # every revision text this run wrote, for leak checks
+        SECRETS.add(token)
+
+    @classmethod
+    def of_core(cls, core_url: str, token: str, *, timeout: float = 30.0) -> Control:
+        """The control extension of the Core at ``core_url``, over an HTTP client of its own (closed by ``close``)."""
+        http = httpx.Client(timeout=timeout)
+        return cls(http, core_url.rstrip("/") + CONTROL_BASE, token, owns_http=True)
+
+    def close(self) -> None:
+        if self._owns_http:
+            self.http.close()
+
+    # ------------------------------------------------------------- the one sender
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        params: dict[str, str] | None = None,
+        optional: bool = False,
+        done: tuple[int, ...] = (),
+    ) -> Any:
+        """Send one control request; its JSON answer (None when empty). A non-2xx answer (other
+        than the statuses in ``done``), or none, is a ControlError; an ``optional`` endpoint the
+        extension does not offer (404, 405, 501) answers None."""
+        try:
+            response = self.http.request(
+                method,
+                self.base + path,
+                json=body,
+                params=params,
+                headers=self._headers,
+                extensions={"kc_control": True},  # never kept for reports (conformance.target.transport)
+            )
+        except httpx.HTTPError as exc:
+            raise ControlError(f"control {method} {path}: {type(exc).__name__}: {exc}") from None
+        if response.status_code in done or (optional and response.status_code in NOT_OFFERED):
+            return None
+        if not 200 <= response.status_code < 300:
+            raise ControlError(f"control {method} {path} answered {response.status_code}: {clip(response.text, 300)}")
+        return response.json() if response.content else None
+
+    # ------------------------------------------------------------- workspaces
+    def create_workspace(self, route: str, mode: str = "normal") -> None:
+        self._request("POST", "/workspaces", {"route": route, "mode": mode})
+        self.created.append(route)
+
+    def delete_workspace(self, route: str) -> None:
+        """Remove a workspace and all it holds; one already gone (404) counts as removed."""
+        self._request("DELETE", f"/workspaces/{route}", done=(404,))
+
+    def cleanup(self) -> list[str]:
+        """Delete the workspaces this run created, where the control extension allows it.
+
+        Returns what could not be deleted; a Core whose control extension has no
+        delete (405/501, or a refusal) keeps them, named by run ID, and nothing fails."""
+        kept = []
+        for route in reversed(self.created):
+            try:
+                self.delete_workspace(route)
+            except ControlError:
+                kept.append(route)
+        self.created.clear()
+        return kept
+
+    def replace_corpus(self, route: str, bases: list[dict[str, Any]]) -> dict[str, str]:
+        """Seed or replace every base, item and revision; item ID -> its current revision."""
+        return dict(self._request("PUT", f"/workspaces/{route}/corpus", {"bases": bases})["items"])
+
+    def publish(self, route: str, item_id: str, content: str) -> str:
+        self.published.append(content)
+        path = f"/workspaces/{route}/items/{item_id}/revisions"
+        return str(self._request("POST", path, {"content": content})["revision_id"])
+
+    def set_scope(self, route: str, account: str, bases: list[str]) -> None:
+        self._request("PUT", f"/workspaces/{route}/scopes/{account}", {"bases": bases})
+
+    def set_mode(self, route: str, mode: str, legacy_status: int | None = None) -> None:
+        body: dict[str, Any] = {"mode": mode}
+        if legacy_status is not None:
+            body["legacy_status"] = legacy_status
+        self._request("PUT", f"/workspaces/{route}/mode", body)
+
+    def knowledge(self, route: str) -> KnowledgeControl:
+        """The ``search_knowledge`` states of one workspace (``/workspaces/{route}/knowledge/...``)."""
+        return KnowledgeControl(self, route)
+
+    # ------------------------------------------------------------- clock
+    def now(self) -> float:
+        return float(self._request("GET", "/clock")["now"])
+
+    def advance(self, seconds: float, *routes: str) -> float:
+        """Move time for ``routes``, by default for every workspace this run created: another run
+        sharing the Core keeps its own time."""
+        moved = sorted(set(routes or self.created))
+        return float(self._request("POST", "/clock/advance", {"seconds": seconds, "routes": moved})["now"])
+
+    # ------------------------------------------------------------- identities
+    def mint(
+        self, account: str, route: str, *, hub: str | None = None, session_id: str | None = None
+    ) -> dict[str, str]:
+        """An Agent Session token of ``account`` on ``route`` (and its hub and session); scrubbed from every output."""
+        body = {"account": account, "route": route}
+        if hub:
+            body["hub"] = hub
+        if session_id:
+            body["session_id"] = session_id
+        minted = dict(self._request("POST", "/identities", body))
+        SECRETS.add(minted.get("token"))
+        return minted
+
+    # ------------------------------------------------------------- faults
+    def fault(self, kind: str, route: str | None = None, **extra: Any) -> None:
+        self._request("POST", "/faults", {"kind": kind, **({"route": route} if route else {}), **extra})
+
+    def respond_next(self, route: str, endpoint: str, status: int, body: Any) -> None:
+        """The next request to ``endpoint`` on ``route`` gets this answer (control's respond_next fault)."""
+        self.fault("respond_next", route, endpoint=endpoint, status=status, body=body)
+
+    def lost_responses(self, route: str) -> list[dict[str, Any]] | None:
+        """What the lose faults fired on ``route`` withheld (status and body), oldest first; None when
+        this control extension does not offer it (404, 405 or 501): then nothing can be compared with it."""
+        body = self._request("GET", "/faults/lost", params={"route": route}, optional=True)
+        if body is None:
+            return None
+        found = body.get("responses") if isinstance(body, dict) else None
+        if not isinstance(found, list):
+            raise ControlError(f"control GET /faults/lost answered without a responses list: {clip(str(body), 300)}")
+        return [dict(r) for r in found if isinstance(r, dict)]
+
+    def lost(self, route: str) -> list[dict[str, Any]]:
+        """``lost_responses`` for a check that cannot do without them."""
+        found = self.lost_responses(route)
+        if found is None:
+            raise ControlError("control GET /faults/lost is not offered: the withheld responses cannot be read")
+        return found
+
+    # ------------------------------------------------------------- transcript
+    def transcript(self) -> list[dict[str, Any]]:
+        """The requests the Core surface received, oldest first (never a token)."""
+        return list(self._request("GET", "/transcript")["requests"])
+
+
+class KnowledgeControl:
+    """The ``search_knowledge`` (seed 003) states of one workspace, through its control extension."""
+
+    def __init__(self, control: Control, route: str) -> None:
+        self.control, self.route = control, route
+
+    def _request(self, method: str, path: str, body: Any = None, *, optional: bool = False) -> Any:
+        return self.control._request(method, f"/workspaces/{self.route}/knowledge{path}", body, optional=optional)
+
+    def publish(self, item_id: str, content: str) -> str:
+        """A new revision through the Knowledge service: current, published, audited."""
+        return str(self._request("POST", f"/items/{item_id}/revisions", {"content": content})["revision_id"])
+
+    def item_state(self, item_id: str, *, active: bool | None = None, published: bool | None = None) -> None:
+        body = {k: v for k, v in (("active", active), ("published", published)) if v is not None}
+        self._request("PUT", f"/items/{item_id}/state", body)
+
+    def base_state(self, base_id: str, active: bool) -> None:
+        self._request("PUT", f"/bases/{base_id}/state", {"active": active})
+
+    def runtime(self, enabled: bool) -> None:
+        self._request("PUT", "/runtime", {"enabled": enabled})
+
+    def scopes(self, account: str, scopes: list[str]) -> None:
+        self._request("PUT", f"/scopes/{account}", {"scopes": scopes})
+
+    def audit(self) -> list[dict[str, Any]] | None:
+        """The audit events, or None when this control extension cannot show them."""
+        body = self._request("GET", "/audit", optional=True)
+        events = body.get("events") if isinstance(body, dict) else None
+        return list(events) if isinstance(events, list) else None

@@ -1,0 +1,28 @@
+"""The settings of one run, frozen: built once from the command line (and the loaded target
+configuration) before anything connects, then handed to what needs them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    run_id: str = "local"
+    """Namespace of every workspace and turn identity the run creates on the target."""
+    worker: str = ""
+    """The pytest-xdist worker (or Locust worker) ID, "" in a serial run."""
+    sim_quirks: tuple[str, ...] = ()
+    """Deliberate deviations of the bundled simulator (its targets only)."""
+    sim_seed: int = 0
+    realtime: bool = False
+    """Wait real seconds for expiry when there is no control."""
+    rate_limit: float = 0.0
+    """At most this many requests per second to the target (0: no limit)."""
+    no_control: bool = False
+    """Tests do not use the control extension (worlds are still provisioned through it)."""
+
+    @property
+    def namespace(self) -> str:
+        """Prefix of every name this process creates on the target (workspaces, turn identities)."""
+        return f"{self.run_id}-{self.worker}" if self.worker else self.run_id
