@@ -21,13 +21,13 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def kc_config(pytestconfig: pytest.Config) -> TargetConfig:
-    """The configuration checked before any test ran (see plugin._prepare)."""
+    """The configuration checked before any test ran (see plugin.prepare)."""
     return pytestconfig.stash[STATE].config
 
 
 @pytest.fixture(scope="session")
 def kc_settings(pytestconfig: pytest.Config) -> RunSettings:
-    """The run's settings, built once from the options (see plugin._prepare)."""
+    """The run's settings, built once from the options (see plugin.prepare)."""
     return pytestconfig.stash[STATE].settings
 
 

@@ -3,7 +3,7 @@ that state: the run's settings (built once, before any test), and what the sessi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from conformance.target.transport import Recorder
 
 MARKER = "requirement"
+
+
+def is_worker(config: pytest.Config) -> bool:
+    """A pytest-xdist worker (it reports to the main process, which writes the reports)."""
+    return hasattr(config, "workerinput")
 
 
 @dataclass(frozen=True)
@@ -65,23 +70,6 @@ class SessionState:
     paths: dict[str, Path] = field(default_factory=dict)  # the reports written
     write_error: str | None = None
     run: RunResult | None = None  # the run's results, once aggregated
-
-    # Reads by key, for the result hooks of conformance.plugin that still index the state as a mapping.
-    def __getitem__(self, key: str) -> Any:
-        if key not in {f.name for f in fields(self)}:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        value = self[key]
-        return default if value is None else value
-
-    def setdefault(self, key: str, default: Any) -> Any:
-        value = self[key]
-        if value is None:
-            setattr(self, key, default)
-            return default
-        return value
 
 
 STATE = pytest.StashKey[SessionState]()

@@ -1,0 +1,157 @@
+"""Everything that can be checked before a test runs, checked once at configure (and at session
+start for what needs the network): a bad setup is a usage error (exit 4) with one line saying
+what to fix, never a wall of failures. Builds the session's state and frozen run settings."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+
+from conformance.plugin.options import option
+from conformance.plugin.state import SessionState, is_worker
+from conformance.target.secrets import SECRETS, scrub
+
+RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+
+
+def usage_error(message: str) -> NoReturn:
+    raise pytest.UsageError(scrub(message))
+
+
+def prepare(config: pytest.Config, started: float) -> SessionState:
+    """Everything that can be checked before a test runs is checked here: a bad setup
+    is a usage error (exit 4) with one line saying what to fix, never a wall of failures.
+    The run's settings are built here, once, from the options and the loaded configuration."""
+    from conformance.report.results import load_waivers
+    from conformance.target.config import ConfigError, load_config
+    from conformance.target.settings import RunSettings
+    from knowledge_schemas import load_catalogue
+
+    if is_worker(config):
+        run_id = str(config.workerinput.get("kc_run_id", "local"))  # type: ignore[attr-defined]
+        worker = str(config.workerinput.get("workerid", "w"))  # type: ignore[attr-defined]
+    else:
+        run_id = option(config, "--run-id") or secrets.token_hex(4)
+        worker = ""
+        if not RUN_ID.match(run_id):
+            usage_error(f"--run-id {run_id!r}: use 1-32 lowercase letters, digits and hyphens")
+    try:
+        cfg = load_config(option(config, "--target-config"), target=option(config, "--target"))
+    except ConfigError as exc:
+        usage_error(str(exc))
+    mcp_target = option(config, "--mcp-target")
+    if mcp_target and str(mcp_target).startswith(("http://", "https://")):
+        SECRETS.add_url(mcp_target)  # its user-info and query values never reach a report
+    quirks, rate_limit = tuple(option(config, "--sim-quirk")), option(config, "--rate-limit")
+    if rate_limit < 0:
+        usage_error(
+            f"--rate-limit must be 0 (no limit) or a positive number of requests per second, not {rate_limit:g}"
+        )
+    if quirks and not cfg.is_sim:
+        usage_error("--sim-quirk applies to the bundled simulator only (--target sim or sim+http)")
+    if quirks:
+        _check_quirks(quirks)
+    settings = RunSettings(
+        run_id=run_id,
+        worker=worker,
+        sim_quirks=quirks,
+        sim_seed=option(config, "--sim-seed"),
+        realtime=option(config, "--realtime"),
+        rate_limit=rate_limit,
+        no_control=option(config, "--no-control"),
+    )
+    state = SessionState(started, cfg, settings)
+    if is_worker(config):
+        return state
+    catalogue = load_catalogue()
+    bad = sorted(set(option(config, "--requirement")) - set(catalogue.ids))
+    if bad:
+        usage_error(f"--requirement: unknown ID(s) {', '.join(bad)}")
+    try:
+        state.waivers = load_waivers(option(config, "--waivers"), catalogue)
+    except ValueError as exc:
+        usage_error(str(exc))
+    if not config.option.collectonly:
+        _check_report_dir(Path(option(config, "--reports")))
+    return state
+
+
+def _check_quirks(names: tuple[str, ...]) -> None:
+    """An unknown quirk is a usage error now, not a harness error in every test later."""
+    import difflib
+
+    from conformance.target.open import known_quirks
+
+    known = known_quirks()
+    if known is None:
+        return
+    unknown = sorted(set(names) - known)
+    if unknown:
+        near = sorted({m for n in unknown for m in difflib.get_close_matches(n, known, n=3)})
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        usage_error(f"--sim-quirk: unknown quirk(s) {', '.join(unknown)}{hint} (knowledge-sim quirks lists them)")
+
+
+def _check_report_dir(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".write-check-{os.getpid()}"
+        probe.write_text("", "utf-8")
+        probe.unlink()
+    except OSError as exc:
+        usage_error(f"--report-dir {directory}: cannot write reports there ({exc.strerror or exc})")
+
+
+def check_control(cfg: Any) -> None:
+    """One read of the control extension (GET /clock) with the configured credential: a wrong
+    control token is a usage error now, not a harness error in every test that provisions."""
+    import httpx
+
+    from conformance.target.config import redact_url
+
+    where = f"[control] url {redact_url(cfg.control_url)}"
+    url = httpx.URL(cfg.control_url.rstrip("/") + "/clock").copy_with(username=None, password=None)
+    try:
+        response = httpx.get(
+            url, headers={"Authorization": f"Bearer {cfg.control_token}"}, timeout=min(cfg.timeout_seconds, 10.0)
+        )
+    except httpx.HTTPError:
+        return  # control that cannot be reached stays a harness error of the tests that need it (exit 7), as documented
+    if response.status_code in (401, 403):
+        usage_error(
+            f"{where}: the control extension refused the [control] token ({response.status_code}); check that credential"
+        )
+
+
+def check_harness_core(config: pytest.Config) -> None:
+    """A client run's --harness-core that cannot be reached, or refuses its control token, is a usage error now."""
+    import httpx
+
+    from conformance.clients.core import DEFAULT_CONTROL_TOKEN
+    from conformance.target.config import redact_url
+
+    url = option(config, "--harness-core")
+    if url is None:
+        return
+    token = option(config, "--harness-control-token") or DEFAULT_CONTROL_TOKEN
+    SECRETS.add(token)
+    try:
+        response = httpx.get(
+            url.rstrip("/") + "/_control/v1/clock", headers={"Authorization": f"Bearer {token}"}, timeout=10
+        )
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        usage_error(f"--core {redact_url(url)}: cannot reach it ({type(exc).__name__}: {exc})")
+    if response.status_code in (401, 403):
+        usage_error(
+            f"--core {redact_url(url)}: the control extension refused the control token ({response.status_code})"
+        )
+    if response.status_code != 200:
+        usage_error(
+            f"--core {redact_url(url)}: no control extension there (GET /_control/v1/clock answered {response.status_code}); "
+            "client checks need one"
+        )

@@ -1,0 +1,460 @@
+"""The hooks of a suite session (registered by ``conformance.plugin`` only in a session that asked
+for the suite): claims checked at collection, one ledger per test, results kept per phase, the
+reports and the verdict at the end; and the xdist controller that sums what workers counted."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance import __version__
+from conformance.plugin.options import option
+from conformance.plugin.preflight import check_control, check_harness_core, usage_error
+from conformance.plugin.state import LEDGER, MARKER, STATE, is_worker
+from conformance.target.outcomes import NotVerified
+from conformance.target.rules import recording
+from conformance.target.secrets import SECRETS, clip, scrub
+
+SUITE_FLAG = "KNOWLEDGE_CONFORMANCE_SUITE"  # a package that sets it to True holds suite tests
+
+
+def _target_description(cfg: Any) -> str:
+    from conformance.target.config import redact_url
+
+    if cfg.target == "sim":
+        return "bundled simulator (in-process)"
+    if cfg.target == "sim+http":
+        return "bundled simulator (loopback HTTP)"
+    return f"live Core at {redact_url(cfg.target)}"
+
+
+def _ids(item: pytest.Item) -> list[str]:
+    return list(dict.fromkeys(rid for mark in item.iter_markers(MARKER) for rid in mark.args))
+
+
+def _in_suite(item: pytest.Item) -> bool:
+    import sys
+
+    module = getattr(item, "module", None)
+    package = sys.modules.get(getattr(module, "__package__", None) or "")
+    return bool(getattr(package, SUITE_FLAG, False))
+
+
+def _stable_nodeid(item: pytest.Item) -> str:
+    """The test's ID from its module name: the same in a serial run, under xdist and from any rootdir."""
+    module = getattr(item, "module", None)
+    _, _, rest = item.nodeid.partition("::")
+    return f"{module.__name__.replace('.', '/')}.py::{rest}" if module is not None and rest else item.nodeid
+
+
+def _classify(exc: BaseException | None) -> tuple[str, str | None]:
+    """(outcome, violated requirement) of a failed phase: a check's violation is the
+    target's failure; anything the suite could not judge is a harness error."""
+    import httpx
+
+    from conformance.clients.reference_client import KnowledgeError
+    from conformance.target.outcomes import ContractViolation, HarnessError
+
+    if isinstance(exc, ContractViolation):
+        return "failed", exc.requirement
+    if isinstance(exc, BaseExceptionGroup):  # e.g. Hypothesis' FlakyFailure, schemathesis' grouped failures
+        inner = [_classify(e) for e in exc.exceptions]
+        named = next((v for o, v in inner if o == "failed" and v is not None), None)
+        if named is not None:
+            return "failed", named
+        return ("failed", None) if inner and all(o == "failed" for o, _ in inner) else ("error", None)
+    if isinstance(exc, (HarnessError, httpx.TransportError)):
+        return "error", None
+    if isinstance(exc, (AssertionError, pytest.fail.Exception, KnowledgeError)):
+        return "failed", None  # KnowledgeError: the target refused what the reference client asked of it
+    return "error", None
+
+
+_STEP = re.compile(r"^(?:E\s+)?(state = \w+\(\)|state\.\w+\(.*\)|\w+ = state\.\w+\(.*\))\s*$")
+
+
+def _failing_sequence(longrepr: str) -> list[str]:
+    """The minimal failing program Hypothesis printed for a stateful test, one step a line."""
+    return [m.group(1) for m in map(_STEP.match, longrepr.splitlines()) if m]
+
+
+class SuiteSession:
+    """The hooks of a suite session: claims checked at collection, results kept per phase,
+    reports and the verdict at the end."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.state = config.stash[STATE]
+
+    # ------------------------------------------------------------- start
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        cfg = self.state.config
+        if option(self.config, "--harness") is not None:
+            if not (is_worker(self.config) or self.config.option.collectonly):
+                check_harness_core(self.config)
+            return
+        if is_worker(self.config) or self.config.option.collectonly or cfg.is_sim:
+            return
+        import httpx
+
+        from conformance.target.config import redact_url
+
+        try:
+            httpx.get(cfg.target, timeout=min(cfg.timeout_seconds, 10.0))
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            usage_error(f"--target {redact_url(cfg.target)}: cannot reach it ({type(exc).__name__}: {exc})")
+        if cfg.control_url is not None and cfg.control_token is not None:
+            check_control(cfg)
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        cfg, settings = self.state.config, self.state.settings
+        quirks = f" quirks={','.join(settings.sim_quirks)}" if settings.sim_quirks else ""
+        from conformance.mcp.endpoints import planned_surfaces
+        from conformance.report.results import surfaces_line
+
+        harness = option(config, "--harness")
+        if harness is not None:
+            core = option(config, "--harness-core") or "a served bundled simulator"
+            return [
+                f"knowledge-conformance {__version__}: client harness={scrub(harness)} core={scrub(core)} run_id={settings.run_id}"
+            ]
+        surfaces = surfaces_line(planned_surfaces(cfg, option(config, "--mcp-target")))
+        return [
+            f"knowledge-conformance {__version__}: target={_target_description(cfg)} run_id={settings.run_id}{quirks}",
+            f"surfaces: {surfaces}",
+        ]
+
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        from knowledge_schemas import load_catalogue
+
+        catalogue = load_catalogue()
+        suite = [i for i in items if _in_suite(i)]
+        untagged = [i.nodeid for i in suite if not _ids(i)]
+        if untagged:
+            usage_error(
+                f"suite tests without a requirement ID (every test must name what it verifies): {', '.join(untagged[:5])}"
+            )
+        unknown = sorted({rid for i in suite for rid in _ids(i) if rid not in catalogue})
+        if unknown:
+            usage_error(f"tests name requirement IDs missing from the catalogue: {', '.join(unknown)}")
+        wanted = set(option(config, "--requirement"))
+        if wanted:
+            keep = [i for i in items if wanted & set(_ids(i))]
+            config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+            items[:] = keep
+        for item in items:
+            if _in_suite(item):
+                item.user_properties.append(("requirements", json.dumps(_ids(item))))
+                item.user_properties.append(("kc_nodeid", _stable_nodeid(item)))
+
+    # ------------------------------------------------------------- tests
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        recorder = self.state.recorder
+        if recorder is not None:
+            recorder.current = []
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        """One ledger per test: the rules whose checks pass while the test body runs."""
+        with recording() as ledger:
+            item.stash[LEDGER] = ledger
+            return (yield)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+        outcome: Any = yield
+        report = outcome.get_result()
+        if report.when == "teardown" and is_worker(self.config) and self.state.recorder is not None:
+            # The worker's running total rides on every test: an interrupted run's workers never report at the end.
+            report.user_properties.append(("kc_worker_requests", self.state.recorder.count))
+        if call.excinfo is not None and isinstance(call.excinfo.value, NotVerified):
+            # The library's "not verified" is pytest's skip: reported with its reason, nothing verified.
+            report.outcome = "skipped"
+            report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {call.excinfo.value.reason}")
+        ledger = item.stash.get(LEDGER, None)
+        if report.when == "call" and ledger is not None and _in_suite(item):
+            # What the test verifies follows from the checks that passed in it (conformance.target.rules).
+            report.user_properties.append(("exercised", json.dumps(sorted(ledger.passed))))
+        if report.failed:
+            exc = call.excinfo.value if call.excinfo is not None else None
+            kind, violated = _classify(exc)
+            report.user_properties.append(("kc_outcome", kind))
+            if violated is not None:
+                report.user_properties.append(("violated", violated))
+            if call.excinfo is not None:
+                report.user_properties.append(
+                    ("message", scrub(f"{call.excinfo.typename}: {call.excinfo.value}")[:2000])
+                )
+            sequence = _failing_sequence(report.longreprtext)
+            if sequence:
+                report.user_properties.append(("sequence", json.dumps([scrub(s) for s in sequence])))
+            recorder = self.state.recorder
+            if recorder is not None and recorder.current:
+                base, auth = self.state.base_url, self.state.config.wire["auth"]
+                exchanges = [
+                    {**asdict(e), "curl": e.curl(base, auth["header"], auth["scheme"])} for e in recorder.current[-4:]
+                ]
+                report.user_properties.append(("exchanges", json.dumps(exchanges)))
+        self._scrub_report(report)
+
+    @staticmethod
+    def _scrub_report(report: pytest.TestReport) -> None:
+        """Tracebacks (``--tb=long`` shows locals and source), captured output and
+        properties leave the process only scrubbed: the terminal, JUnit and xdist all read them."""
+        if not SECRETS.values:
+            return
+        if report.failed and report.longrepr is not None:
+            text = report.longreprtext
+            clean = scrub(text)
+            if clean != text:
+                report.longrepr = clean
+        report.sections = [(title, scrub(content)) for title, content in report.sections]
+        report.user_properties = [(k, scrub(v) if isinstance(v, str) else v) for k, v in report.user_properties]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from conformance.report.results import TestResult
+
+        counted: Any = dict(report.user_properties).get("kc_worker_requests")
+        if counted is not None and not is_worker(self.config):
+            worker = str(getattr(report, "worker_id", "?"))  # set by pytest-xdist on every report a worker sends
+            seen = self.state.worker_requests
+            seen[worker] = max(seen.get(worker, 0), int(counted))
+        relevant = (
+            report.when == "call"
+            or (report.when == "setup" and not report.passed)
+            or (report.when == "teardown" and report.failed)
+        )
+        if not relevant:
+            return
+        props: dict[str, Any] = dict(report.user_properties)
+        if "requirements" not in props:
+            if report.failed:  # a crashed worker, or a test outside the suite that ran in its session
+                self.state.pending.append(
+                    TestResult(
+                        report.nodeid,
+                        "error",
+                        [],
+                        None,
+                        scrub(
+                            f"failed outside the suite's requirement bookkeeping: {(report.longreprtext.strip().splitlines() or ['?'])[-1]}"
+                        )[:2000],
+                        detail=clip(report.longreprtext, -4000),
+                    )
+                )
+            return
+        detail = ""
+        if report.skipped:
+            longrepr = report.longrepr
+            message = (longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)).removeprefix("Skipped: ")
+            outcome = "skipped"
+        elif report.failed:
+            detail = clip(report.longreprtext, -4000)
+            message = props.get("message") or (detail.strip().splitlines() or ["test failed"])[-1]
+            outcome = props.get("kc_outcome", "error")
+            if report.when != "call" and outcome == "failed" and "violated" not in props:
+                outcome = "error"  # a fixture's plain assertion is the harness's, not the target's
+        else:
+            message, outcome = "", "passed"
+        self.state.pending.append(
+            TestResult(
+                props.get("kc_nodeid", report.nodeid),
+                outcome,
+                json.loads(props["requirements"]),
+                props.get("violated"),
+                message,
+                json.loads(props.get("exchanges", "[]")),
+                round(report.duration, 4),
+                json.loads(props["exercised"]) if "exercised" in props else None,
+                json.loads(props["sequence"]) if "sequence" in props else None,
+                detail,
+            )
+        )
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            from conformance.report.results import TestResult
+
+            text = scrub(report.longreprtext)
+            self.state.pending.append(
+                TestResult(
+                    report.nodeid or "<collection>",
+                    "error",
+                    [],
+                    None,
+                    f"collection error: {(text.strip().splitlines() or ['?'])[-1]}"[:2000],
+                    detail=text[-4000:],
+                )
+            )
+
+    # ------------------------------------------------------------- end
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        config = self.config
+        state = self.state
+        recorder = state.recorder
+        if is_worker(config):
+            config.workeroutput["kc_requests"] = recorder.count if recorder else 0  # type: ignore[attr-defined]
+            config.workeroutput["kc_kept"] = state.kept_workspaces  # type: ignore[attr-defined]
+            return
+        if config.option.collectonly or exitstatus == pytest.ExitCode.USAGE_ERROR:
+            return
+        from conformance.clients.scope import UNSHOWABLE
+        from conformance.mcp.endpoints import planned_surfaces
+        from conformance.report.results import VERDICT_EXIT, RunInfo, aggregate
+        from conformance.report.writers import write_all
+        from knowledge_schemas import load_catalogue
+        from knowledge_schemas.catalogue import catalogue_version
+
+        pending = state.pending
+        errored = any(t.outcome == "error" for t in pending)
+        cfg = state.config
+        client = state.client  # a client run: what the harness said it wraps (conformance.plugin.client_fixtures)
+        info = RunInfo(
+            suite_version=__version__,
+            catalogue_version=catalogue_version(),
+            target=client.target
+            if client
+            else _target_description(cfg)
+            if option(config, "--harness") is None
+            else f"client harness {option(config, '--harness')} (it did not start)",
+            configuration=self._configuration(),
+            hypothesis=_hypothesis(config),
+            started=dt.datetime.fromtimestamp(state.started, dt.UTC).isoformat(timespec="seconds"),
+            duration_seconds=time.time() - state.started,
+            requests=sum(state.worker_requests.values()) + (recorder.count if recorder else 0),
+            fail_on=option(config, "--fail-on"),
+            run_id=state.settings.run_id,
+            interrupted=exitstatus == pytest.ExitCode.INTERRUPTED and not errored,
+            surfaces=tuple(
+                client.surfaces
+                if client
+                else planned_surfaces(cfg, option(config, "--mcp-target"))
+                if option(config, "--harness") is None
+                else _unstarted_client()
+            ),
+            gate=client.gate if client else None if option(config, "--harness") is None else (),
+        )
+        run = aggregate(
+            load_catalogue(),
+            list(pending),
+            info,
+            waivers=state.waivers,
+            today=dt.date.today(),
+            reasons=UNSHOWABLE,
+        )
+        kept = state.kept_workspaces
+        if kept:
+            run.warnings.append(
+                f"the control extension kept {len(kept)} workspace(s) of run {run.run_id} (no delete): {', '.join(sorted(kept)[:5])}"
+            )
+        try:
+            state.paths = write_all(run, Path(option(config, "--reports")), scrub)
+        except OSError as exc:
+            state.write_error = f"could not write the reports: {exc}"
+            session.exitstatus = VERDICT_EXIT["error"]
+            state.run = run
+            return
+        state.run = run
+        if (
+            exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
+            or errored
+            or run.verdict == "interrupted"
+        ):
+            session.exitstatus = VERDICT_EXIT[run.verdict]
+
+    def _configuration(self) -> dict[str, Any]:
+        """The run's settings, as a reader needs them to reproduce it; never a secret."""
+        config, cfg = self.config, self.state.config
+        options = {
+            name: option(config, name)
+            for name in (
+                "--no-control",
+                "--realtime",
+                "--rate-limit",
+                "--deep",
+                "--no-shrink",
+                "--stateful-examples",
+                "--stateful-steps",
+                "--stateful-seed",
+                "--requirement",
+                "--sim-quirk",
+                "--mcp-target",
+                "--sim-seed",
+                "--waivers",
+            )
+        }
+        if option(config, "--harness") is not None:  # a client run: its own settings
+            options.update(
+                {name: option(config, name) for name in ("--harness", "--harness-core", "--harness-timeout")}
+            )
+        out: dict[str, Any] = {name.lstrip("-").replace("-", "_"): value for name, value in options.items()}
+        out["target_config"] = option(config, "--target-config")
+        out["control_available"] = bool(cfg.is_sim or (cfg.control_url and cfg.control_token))
+        out["strict_codes"] = cfg.strict_codes
+        out["clock_skew_seconds"] = cfg.clock_skew_seconds
+        out["wire"] = cfg.wire
+        out["identities"] = sorted(cfg.identities)
+        out["workers"] = int(getattr(config.option, "numprocesses", 0) or 0)
+        return dict(SECRETS.data(out))
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if self.state.write_error is not None:
+            terminalreporter.write_line(f"VERDICT: ERROR  ({scrub(self.state.write_error)})")
+            return
+        run = self.state.run
+        if run is None:
+            return
+        s = run.summary
+        terminalreporter.section("knowledge contract verdict")
+        terminalreporter.write_line(
+            scrub(
+                f"VERDICT: {run.verdict.upper()}  (surfaces: {run.surfaces_line}; {'client/host' if run.is_client_run else 'server'} MUSTs verified {s['server_must_verified']}/{s['server_must_total']}; "
+                f"requirements verified {s['verified']}, failed {s['failed']}, waived {s['waived']}, not verified {s['not_verified']}; "
+                f"tests failed {s['tests_failed']}, harness errors {s['tests_errored']}; {run.requests} requests; run {run.run_id})"
+            )
+        )
+        for r in run.requirements:
+            if r.status in ("failed", "waived"):
+                terminalreporter.write_line(scrub(f"  {r.status.upper():7} {r.id} {r.title}: {clip(r.reason, 160)}"))
+        for w in run.warnings:
+            terminalreporter.write_line(scrub(f"  warning: {clip(w, 300)}"))
+        for kind, path in self.state.paths.items():
+            terminalreporter.write_line(f"  {kind:8} {path}")
+
+
+def _unstarted_client() -> tuple[dict[str, Any], ...]:
+    return ({"surface": "client", "label": "client harness", "checked": False, "detail": "the harness did not start"},)
+
+
+class XdistController:
+    """pytest-xdist, main process: hand each worker the run ID, sum what workers counted."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.state = config.stash[STATE]
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["kc_run_id"] = self.state.settings.run_id
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        output = getattr(node, "workeroutput", {}) or {}
+        if "kc_requests" in output:
+            seen = self.state.worker_requests
+            seen[str(node.gateway.id)] = max(seen.get(str(node.gateway.id), 0), int(output["kc_requests"]))
+        self.state.kept_workspaces.extend(output.get("kc_kept", []))
+
+
+def _hypothesis(config: pytest.Config) -> dict[str, Any]:
+    """Generated tests are derandomized: the same suite version and target replay the same cases."""
+    seed = config.getoption("hypothesis_seed", None)
+    return {"derandomize": True, "seed": None if seed is None else str(seed)}
