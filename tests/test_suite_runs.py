@@ -123,7 +123,7 @@ def test_failing_stateful_run_stores_its_sequence_and_compare_flags_it(tmp_path:
         tmp_path / "broken", "-k", "stateful", "--sim-quirk", "revision_change_ignored", "--no-shrink"
     )
     assert code == 1
-    stateful = next(t for t in broken["tests"] if "/test_stateful.py::" in t["nodeid"])
+    stateful = next(t for t in broken["tests"] if "/server/test_stateful.py::" in t["nodeid"])
     assert stateful["violated"] == "REF-008"
     assert stateful["sequence"][0] == "state = KnowledgeContract()" and any(
         "publish_revision" in s for s in stateful["sequence"]
