@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
+RELEASE = "1.1.0"  # of schemas/control-openapi.yaml
+FEATURES = ("clock.routes", "faults.lost", "faults.respond_next", "transcript", "knowledge")
+"""Every optional feature of the control contract: the simulator offers them all."""
+
+
 def control_routes(
     core: Core, transcript: deque[dict[str, Any]], *, on_corpus: Callable[[str | None], None] = lambda route: None
 ) -> list[Route]:
@@ -162,7 +167,11 @@ def control_routes(
     async def get_transcript(request: Request) -> Response:
         return json_response({"requests": list(transcript)})
 
+    async def extension(request: Request) -> Response:
+        return json_response({"version": RELEASE, "features": list(FEATURES)})
+
     table: list[tuple[str, Callable[[Request], Awaitable[Response]], list[str]]] = [
+        ("/", extension, ["GET"]),
         ("/reset", reset, ["POST"]),
         ("/workspaces", create_workspace, ["POST"]),
         ("/workspaces/{route}", delete_workspace, ["DELETE"]),

@@ -244,6 +244,32 @@ class ControlWithoutLostReadback(Wrapper):
         return headers, body, (404, {"error": "not_found", "message": "unknown path"})
 
 
+class ControlAtFirstRelease(Wrapper):
+    """A control extension frozen at release 1.0.0 of control-openapi.yaml: no ``GET /`` to list
+    features, a clock advance that refuses the later ``routes`` member, and none of the later
+    endpoints (lost-response read-back, transcript, the search_knowledge states, respond_next)."""
+
+    def applies(self, path: str) -> bool:
+        return path.startswith(CONTROL)
+
+    def request(
+        self, path: str, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> tuple[list[tuple[bytes, bytes]], bytes, Reply | None]:
+        parsed = _json(body)
+        gone = (404, {"error": "not_found", "message": "unknown path"})
+        if (
+            path.rstrip("/") == CONTROL + "v1"
+            or path.endswith(("/faults/lost", "/transcript"))
+            or "/knowledge/" in path
+        ):
+            return headers, body, gone
+        if path.endswith("/clock/advance") and isinstance(parsed, dict) and set(parsed) - {"seconds"}:
+            return headers, body, _refusal(f"unknown field(s) {sorted(set(parsed) - {'seconds'})}")
+        if path.endswith("/faults") and isinstance(parsed, dict) and parsed.get("kind") == "respond_next":
+            return headers, body, _refusal("kind: not one of the 1.0.0 faults")
+        return headers, body, None
+
+
 class LegacySearchGone(Wrapper):
     """A legacy Core whose capabilities answer 404 but whose search answers 410: not a legacy status."""
 

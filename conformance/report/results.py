@@ -280,10 +280,11 @@ def aggregate(
                 "not_verified",
                 f"its test stopped at a failure of {stopped[0].violated} before checking it",
             )
-        elif unreached:
+        elif unreached:  # its tests passed, but no check of it ran in them: why the one that would did not, if said
             status, reason = (
                 "not_verified",
-                "the generated steps of its test never reached this rule; raise --stateful-examples",
+                "; ".join(sorted(set(skips)))
+                or "no check of it ran in the tests that claim it (a generated test: raise --stateful-examples)",
             )
         else:
             status, reason = "not_verified", _why_not(req, skips, surfaces, reasons)

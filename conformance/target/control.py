@@ -6,17 +6,24 @@ suite's worlds and their cleanup, the ``search_knowledge`` checks (the route-bou
 runs. A refusal is a :class:`ControlError`, a harness error: nothing was judged.
 
 Every request goes through :meth:`Control._request`, the one place that sends a control
-request and maps its answer (a non-2xx status, or no answer at all) to that error; an
-endpoint the extension marks optional answers ``None`` there when the Core does not offer it.
+request and maps its answer (a non-2xx status, or no answer at all) to that error.
+
+The control extension is a versioned contract of its own (``info.version`` of the document):
+its root (``GET /``) lists the release and the optional features an extension offers. The
+suite uses only what is offered. An extension without that root is taken for release 1.0.0,
+and each later feature's endpoint is tried once; an optional endpoint that answers 404, 405
+or 501 is "not offered": :class:`NotOffered`, a ``NotVerified`` (the rules that need it stay
+not verified), never a harness error.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from conformance.target.outcomes import HarnessError
+from conformance.target.outcomes import HarnessError, NotVerified
 from conformance.target.secrets import SECRETS, clip
 
 CONTROL_BASE = "/_control/v1"  # where the bundled simulator serves control (wire-defaults' paths.control_base)
@@ -24,8 +31,28 @@ NOT_OFFERED = (404, 405, 501)
 """How a control extension says it has no such endpoint: an optional one is then not offered."""
 
 
+FIRST_RELEASE = "1.0.0"
+"""What an extension without ``GET /`` implements: no optional feature is known, each is tried."""
+
+
 class ControlError(HarnessError):
     """The control extension refused a setup step: the run cannot verify what needs it."""
+
+
+class NotOffered(NotVerified):
+    """An optional feature of the control extension that this one does not offer."""
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What an extension says of itself: its release, and its optional features (None: it does not say)."""
+
+    version: str
+    features: frozenset[str] | None
+
+    def lacks(self, feature: str) -> bool:
+        """True when the extension says it does not offer ``feature`` (never when it says nothing)."""
+        return self.features is not None and feature not in self.features
 
 
 class Control:
@@ -41,6 +68,8 @@ class Control:
         self._owns_http = owns_http
         self.created: list[str] = []  # workspaces this run made, removed again by cleanup()
         self.published: list[str] = []  # every revision text this run wrote, for leak checks
+        self._offer: Offer | None = None
+        self._absent: set[str] = set()  # features whose endpoint answered "no such endpoint"
         SECRETS.add(token)
 
     @classmethod
@@ -53,6 +82,31 @@ class Control:
         if self._owns_http:
             self.http.close()
 
+    # ------------------------------------------------------------- what it offers
+    @property
+    def offer(self) -> Offer:
+        """The extension's release and features, asked once (``GET /``)."""
+        if self._offer is None:
+            body = self._request("GET", "/", optional=True)
+            if body is None:
+                self._offer = Offer(FIRST_RELEASE, None)
+            elif (
+                not isinstance(body, dict)
+                or not isinstance(body.get("version"), str)
+                or not isinstance(body.get("features"), list)
+            ):
+                raise ControlError(f"control GET / is not a release and its features: {clip(str(body), 300)}")
+            else:
+                self._offer = Offer(body["version"], frozenset(str(f) for f in body["features"]))
+        return self._offer
+
+    def offers(self, feature: str) -> bool:
+        """Whether ``feature`` may be used: offered, or not known to be missing."""
+        return feature not in self._absent and not self.offer.lacks(feature)
+
+    def _missing(self, feature: str, what: str) -> NotOffered:
+        return NotOffered(f"not verified: the control extension does not offer {what} (feature {feature})")
+
     # ------------------------------------------------------------- the one sender
     def _request(
         self,
@@ -63,10 +117,15 @@ class Control:
         params: dict[str, str] | None = None,
         optional: bool = False,
         done: tuple[int, ...] = (),
+        feature: tuple[str, str] | None = None,
     ) -> Any:
         """Send one control request; its JSON answer (None when empty). A non-2xx answer (other
-        than the statuses in ``done``), or none, is a ControlError; an ``optional`` endpoint the
-        extension does not offer (404, 405, 501) answers None."""
+        than the statuses in ``done``), or none, is a ControlError. ``feature`` (its name, and
+        what it is in words) marks an optional feature's endpoint: one the extension does not
+        offer (it says so, or answers 404, 405 or 501) is NotOffered; an ``optional`` endpoint
+        within a feature answers None instead."""
+        if feature is not None and not self.offers(feature[0]):
+            raise self._missing(*feature)
         try:
             response = self.http.request(
                 method,
@@ -80,6 +139,9 @@ class Control:
             raise ControlError(f"control {method} {path}: {type(exc).__name__}: {exc}") from None
         if response.status_code in done or (optional and response.status_code in NOT_OFFERED):
             return None
+        if feature is not None and response.status_code in NOT_OFFERED:
+            self._absent.add(feature[0])
+            raise self._missing(*feature)
         if not 200 <= response.status_code < 300:
             raise ControlError(f"control {method} {path} answered {response.status_code}: {clip(response.text, 300)}")
         return response.json() if response.content else None
@@ -136,8 +198,10 @@ class Control:
     def advance(self, seconds: float, *routes: str) -> float:
         """Move time for ``routes``, by default for every workspace this run created: another run
         sharing the Core keeps its own time."""
-        moved = sorted(set(routes or self.created))
-        return float(self._request("POST", "/clock/advance", {"seconds": seconds, "routes": moved})["now"])
+        body: dict[str, Any] = {"seconds": seconds}
+        if self.offer.features is not None and "clock.routes" in self.offer.features:  # else: the whole Core (1.0.0)
+            body["routes"] = sorted(set(routes or self.created))
+        return float(self._request("POST", "/clock/advance", body)["now"])
 
     # ------------------------------------------------------------- identities
     def mint(
@@ -159,13 +223,21 @@ class Control:
 
     def respond_next(self, route: str, endpoint: str, status: int, body: Any) -> None:
         """The next request to ``endpoint`` on ``route`` gets this answer (control's respond_next fault)."""
+        if not self.offers("faults.respond_next"):
+            raise self._missing("faults.respond_next", "canned answers (the respond_next fault)")
         self.fault("respond_next", route, endpoint=endpoint, status=status, body=body)
 
     def lost_responses(self, route: str) -> list[dict[str, Any]] | None:
         """What the lose faults fired on ``route`` withheld (status and body), oldest first; None when
         this control extension does not offer it (404, 405 or 501): then nothing can be compared with it."""
-        body = self._request("GET", "/faults/lost", params={"route": route}, optional=True)
-        if body is None:
+        try:
+            body = self._request(
+                "GET",
+                "/faults/lost",
+                params={"route": route},
+                feature=("faults.lost", "the read-back of lost responses"),
+            )
+        except NotOffered:
             return None
         found = body.get("responses") if isinstance(body, dict) else None
         if not isinstance(found, list):
@@ -176,13 +248,15 @@ class Control:
         """``lost_responses`` for a check that cannot do without them."""
         found = self.lost_responses(route)
         if found is None:
-            raise ControlError("control GET /faults/lost is not offered: the withheld responses cannot be read")
+            raise self._missing("faults.lost", "the read-back of lost responses (GET /faults/lost)")
         return found
 
     # ------------------------------------------------------------- transcript
     def transcript(self) -> list[dict[str, Any]]:
         """The requests the Core surface received, oldest first (never a token)."""
-        return list(self._request("GET", "/transcript")["requests"])
+        return list(
+            self._request("GET", "/transcript", feature=("transcript", "a transcript (GET /transcript)"))["requests"]
+        )
 
 
 class KnowledgeControl:
@@ -192,7 +266,13 @@ class KnowledgeControl:
         self.control, self.route = control, route
 
     def _request(self, method: str, path: str, body: Any = None, *, optional: bool = False) -> Any:
-        return self.control._request(method, f"/workspaces/{self.route}/knowledge{path}", body, optional=optional)
+        return self.control._request(
+            method,
+            f"/workspaces/{self.route}/knowledge{path}",
+            body,
+            optional=optional,
+            feature=("knowledge", "the search_knowledge states (seed 003, /workspaces/{route}/knowledge/...)"),
+        )
 
     def publish(self, item_id: str, content: str) -> str:
         """A new revision through the Knowledge service: current, published, audited."""

@@ -206,28 +206,31 @@ def test_a_legacy_turns_inline_bodies_are_kept(sdk: Session, delivery: str) -> N
 # ------------------------------------------------------------------------ turns
 @requirement("TURN-001", "TURN-002")
 def test_delivery_comes_from_the_host_option_only(sdk: Session) -> None:
+    """The host option chooses on_demand; a model's input naming a delivery chooses nothing. The
+    seed says only that the option is "never model-controlled turn input": an SDK may ignore such
+    members (the turn runs with the host's choice) or refuse the turn; neither sends on_demand."""
     route = sdk.world.route("main")
     mark = sdk.wire.mark(route)
     on_demand = sdk.turn("main", "on_demand")
+    first = requests(sdk.wire.since(mark, route), "POST", "turns")
+    expect(on_demand.ok and first, TURN_002, f"the on_demand turn failed: {on_demand.describe()}")
+    expect(
+        first[0]["body"].get("knowledge_delivery") == "on_demand",
+        TURN_002,
+        f"the on_demand host option did not emit knowledge_delivery on_demand: {describe(first[0]['body'])}",
+    )
+    mark = sdk.wire.mark(route)
     inline = sdk.turn(
         "main", "inline", model_input={"knowledge_delivery": "on_demand", "knowledgeDelivery": "on_demand"}
     )
-    turns = requests(sdk.wire.since(mark, route), "POST", "turns")
+    later = requests(sdk.wire.since(mark, route), "POST", "turns")
     expect(
-        on_demand.ok and inline.ok and len(turns) >= 2,
-        TURN_002,
-        f"the turns failed: {on_demand.describe()} {inline.describe()}",
-    )
-    expect(
-        turns[0]["body"].get("knowledge_delivery") == "on_demand",
-        TURN_002,
-        f"the on_demand host option did not emit knowledge_delivery on_demand: {describe(turns[0]['body'])}",
-    )
-    expect(
-        turns[-1]["body"].get("knowledge_delivery") in (None, "inline"),
+        not inline.ok or later,
         TURN_001,
-        f"a model's input chose the delivery: {describe(turns[-1]['body'])}",
+        f"the turn with a model's delivery members succeeded but sent no turn request: {inline.describe()}",
     )
+    chosen = [t["body"] for t in later if t["body"].get("knowledge_delivery") not in (None, "inline")]
+    expect(not chosen, TURN_001, f"a model's input chose the delivery: {describe(chosen[:1])}")
 
 
 @requirement("TURN-005")
@@ -256,10 +259,13 @@ def test_delivery_is_pinned_across_a_lost_response(sdk: Session) -> None:
         TURN_005,
         f"the retried turn did not return the committed run: {answer.describe()}",
     )
+    # Asked again with inline, the SDK keeps the pin: it returns the committed run, or refuses
+    # locally (the seed asks only that the choice stays pinned; the payload check above shows
+    # that nothing else went out).
     expect(
-        again.ok and again.value["run_id"] == answer.value["run_id"],
+        not again.ok or again.value["run_id"] == answer.value["run_id"],
         TURN_005,
-        f"the same turn asked again with inline answered another run or failed: {again.describe()}",
+        f"the same turn asked again with inline answered another run: {again.describe()}",
     )
 
 

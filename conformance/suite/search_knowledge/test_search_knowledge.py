@@ -120,9 +120,22 @@ class SkWorld:
         return answer.body
 
 
+def _need_agent_path(cfg: TargetConfig, target: Target, chosen: str | None, world: World) -> None:
+    """Before anything is provisioned: with no Agent Session MCP server to ask, nothing here can be verified."""
+    from conformance.mcp.endpoints import agent_endpoints, skipped
+
+    if not agent_endpoints(cfg, target, chosen, str(world.primary.token), world.primary.route):
+        pytest.skip(
+            "not verified: MCP checks skipped: --mcp-target none"
+            if skipped(chosen)
+            else "not verified: no Agent Session MCP server (--mcp-target or [mcp])"
+        )
+
+
 @pytest.fixture(scope="module")
 def sk(world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config) -> Iterator[SkWorld]:
     chosen = option(pytestconfig, "--mcp-target")
+    _need_agent_path(kc_config, kc_target, chosen, world)
     corpus, control = Corpus(), None
     who: dict[str, tuple[str, str]] = {"alice": (str(world.primary.token), world.primary.route)}
     revisions: dict[str, str] = {}
