@@ -80,7 +80,8 @@ def imports() -> dict[str, set[str]]:
 
 @cache
 def layers() -> list[list[str]]:
-    """The ``layers`` block of ARCHITECTURE.md: one layer a line, lowest first, as module prefixes."""
+    """The ``layers`` block of ARCHITECTURE.md: one layer a line, lowest first, as module prefixes
+    (``=name``: that module alone, so a bare package holds no module that was never placed)."""
     text = (ROOT / "ARCHITECTURE.md").read_text("utf-8")
     block = re.search(r"```layers\n(.*?)```", text, re.S)
     assert block, "ARCHITECTURE.md has no ```layers block"
@@ -100,8 +101,9 @@ def layer_of(module: str) -> tuple[str, int]:
     """(stack, index) of the layer whose longest prefix matches ``module``."""
     best: tuple[int, int] | None = None
     for index, entries in enumerate(layers()):
-        for prefix in entries:
-            if module == prefix or module.startswith(prefix + "."):
+        for entry in entries:
+            exact, prefix = entry.startswith("="), entry.lstrip("=")
+            if module == prefix or (not exact and module.startswith(prefix + ".")):
                 if best is None or len(prefix) > best[0]:
                     best = (len(prefix), index)
     assert best is not None, f"{module} is in no layer of ARCHITECTURE.md"

@@ -9,21 +9,9 @@ from typing import Any
 
 from conformance.mcp.session import Endpoint
 from conformance.target.config import TargetConfig
-from conformance.target.open import Target, _factory, serve_over_loopback
+from conformance.target.open import Target, factory
 
 JOB_SECONDS = 1.0  # how long the bundled simulator's governed jobs stay pending
-
-
-def _loopback(target: Target) -> str:
-    """The bundled simulator over loopback: the target's own URL, or its app served beside it."""
-    if not target.base_url.startswith("http://sim.local"):
-        return target.base_url
-    found = target.__dict__.get("_mcp_url")
-    if found is None:
-        found, stop = serve_over_loopback(target.app)
-        target.__dict__["_mcp_url"] = found
-        target._closers = (*target._closers, stop)
-    return str(found)
 
 
 def agent_endpoints(
@@ -44,12 +32,12 @@ def agent_endpoints(
     found = {k: v for k, v in found.items() if _wanted(cfg, k)}
     if found or not cfg.is_sim or target.app is None:
         return found
-    base = _loopback(target)
-    argv, env = _factory("sim-mcp-stdio")(
+    base = target.loopback_url()
+    argv, env = factory("sim-mcp-stdio")(
         "agent", core_url=base, route=route, token=token, quirks=list(target.settings.sim_quirks)
     )
     return {
-        "http": Endpoint("http", url=_factory("sim-mcp-http")(base, route), token=token),
+        "http": Endpoint("http", url=factory("sim-mcp-http")(base, route), token=token),
         "stdio": Endpoint("stdio", argv=tuple(argv), env=tuple(sorted(env.items()))),
     }
 
@@ -72,7 +60,7 @@ def job_endpoint(cfg: TargetConfig, target: Target, chosen: str | None = None) -
         return Endpoint("stdio", argv=tuple(cfg.mcp["jobs_command"]))
     if not cfg.is_sim or target.app is None or cfg.mcp.get("command") or cfg.mcp.get("url"):
         return None
-    argv, env = _factory("sim-mcp-stdio")("jobs", quirks=list(target.settings.sim_quirks), job_seconds=JOB_SECONDS)
+    argv, env = factory("sim-mcp-stdio")("jobs", quirks=list(target.settings.sim_quirks), job_seconds=JOB_SECONDS)
     return Endpoint("stdio", argv=tuple(argv), env=tuple(sorted(env.items())))
 
 

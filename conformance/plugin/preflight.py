@@ -23,6 +23,26 @@ def usage_error(message: str) -> NoReturn:
     raise pytest.UsageError(scrub(message))
 
 
+RULES = (
+    "conformance.server.rules",
+    "conformance.mcp.rules",
+    "conformance.search_knowledge.rules",
+    "conformance.clients.rules",
+)
+"""Where each surface registers its rules: imported before any test, so an ID the catalogue
+does not have is one usage error now, not an import error in every test module later."""
+
+
+def _check_registrations() -> None:
+    import importlib
+
+    for module in RULES:
+        try:
+            importlib.import_module(module)
+        except LookupError as exc:
+            usage_error(f"{module}: {exc.args[0] if exc.args else exc}")
+
+
 def prepare(config: pytest.Config, started: float) -> SessionState:
     """Everything that can be checked before a test runs is checked here: a bad setup
     is a usage error (exit 4) with one line saying what to fix, never a wall of failures.
@@ -32,6 +52,7 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
     from conformance.target.settings import RunSettings
     from knowledge_schemas import load_catalogue
 
+    _check_registrations()
     if is_worker(config):
         run_id = str(config.workerinput.get("kc_run_id", "local"))  # type: ignore[attr-defined]
         worker = str(config.workerinput.get("workerid", "w"))  # type: ignore[attr-defined]

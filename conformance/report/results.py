@@ -28,7 +28,7 @@ class TestResult:
     message: str = ""
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     duration: float = 0.0
-    exercised: list[str] | None = None  # generated tests: the tagged IDs whose checks really ran
+    exercised: list[str] | None = None  # the rules whose checks passed in the test (its ledger); None: not kept
     sequence: list[str] | None = None  # generated stateful tests: the minimal failing sequence, replayable
     detail: str = ""  # the traceback behind a failure, for whoever debugs the suite itself
 

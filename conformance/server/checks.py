@@ -167,6 +167,14 @@ def page(
     expect(
         body.get("trust") == "reference_only", READ_003, f"trust is {body.get('trust')!r}, expected 'reference_only'"
     )
+    content = body.get("content")
+    if isinstance(content, str):  # what shows a split without knowing the document: half of an astral character
+        lone = next((ch for ch in content if "\ud800" <= ch <= "\udfff"), None)
+        expect(
+            lone is None,
+            READ_016,
+            f"the page has a lone surrogate U+{ord(lone or ' '):04X}: half of an astral character",
+        )
     cursor = body["next_cursor"]
     if cursor is not None:
         expect(body["truncated"] is True, READ_009, "a page with a next_cursor says truncated false")

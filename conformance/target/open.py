@@ -43,6 +43,16 @@ class Target:
     _closers: tuple[Any, ...] = ()
     app: Any = None  # the bundled simulator's ASGI app (sim targets only): its MCP path is served beside it
     settings: RunSettings = field(default_factory=RunSettings)
+    _loopback_url: str | None = None
+
+    def loopback_url(self) -> str:
+        """The target over loopback HTTP: its own URL, or (in-process) its app served beside it until ``close``."""
+        if not self.base_url.startswith("http://sim.local"):
+            return self.base_url
+        if self._loopback_url is None:
+            self._loopback_url, stop = serve_over_loopback(self.app)
+            self._closers = (*self._closers, stop)
+        return self._loopback_url
 
     @property
     def has_control(self) -> bool:
@@ -60,7 +70,8 @@ class Target:
 SIM_CLOCK_TICK = 1e-6
 
 
-def _factory(name: str = "sim") -> Any:
+def factory(name: str = "sim") -> Any:
+    """An object the bundled simulator offers through the targets entry point group (never imported by name)."""
     found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
     if not found:
         raise ConfigError(
@@ -115,7 +126,7 @@ def open_target(cfg: TargetConfig, settings: RunSettings) -> Target:
     if cfg.is_sim:
         token = Secret(secrets.token_hex(16))
         SECRETS.add(str(token))
-        app = _factory()(
+        app = factory()(
             quirks=list(settings.sim_quirks),
             seed=settings.sim_seed,
             control_token=str(token),
