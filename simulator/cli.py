@@ -8,6 +8,8 @@ import logging.handlers
 import math
 import os
 import queue
+import socket
+import sqlite3
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +46,33 @@ def _seconds(text: str) -> int:
     return math.ceil(value)
 
 
+def _port(text: str) -> int:
+    """A TCP port: 0 (any free one, named in the banner) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {value}")
+    return value
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before the banner names it (so the banner is never wrong, and
+    port 0 shows the port it got); raises OSError with the reason when it cannot be bound."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="knowledge-sim", description="Reference Core for the agent knowledge contract."
@@ -51,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve the Core over HTTP")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--port", type=_port, default=8765, help="0 to 65535; 0: any free port (default %(default)s)")
     serve.add_argument(
         "--database",
         default=":memory:",
@@ -83,6 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--log-level",
         default="warning",
+        choices=("critical", "error", "warning", "info", "debug"),
         help="info logs one line per request (never blocking: dropped when stderr is not read); default warning",
     )
     serve.add_argument(
@@ -264,12 +294,20 @@ def main(argv: list[str] | None = None) -> int:
             core = app.state.core
             if not core.store.routes():
                 seed_demo(core, load_corpus(args.corpus))
-    except ValueError as exc:
-        print(f"knowledge-sim: {exc}", file=sys.stderr)
+    except (ValueError, sqlite3.Error) as exc:
+        print(
+            f"knowledge-sim: {exc}" + (f" ({args.database})" if isinstance(exc, sqlite3.Error) else ""), file=sys.stderr
+        )
         return 2
+    try:
+        listening = _listen(args.host, args.port)
+    except OSError as exc:
+        print(f"knowledge-sim: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    port = listening.getsockname()[1]
     core = app.state.core
     print(
-        f"knowledge-sim on http://{args.host}:{args.port}  workspaces: {', '.join(core.store.routes())}",
+        f"knowledge-sim on http://{args.host}:{port}  workspaces: {', '.join(core.store.routes())}",
         file=sys.stderr,
     )
     for route in core.store.routes():
@@ -286,8 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     _exit_through_python_on_sigterm()
     uvicorn.run(
         app,
-        host=args.host,
-        port=args.port,
+        fd=listening.fileno(),
         log_level="warning",
         timeout_keep_alive=args.timeout_keep_alive,
         limit_concurrency=args.limit_concurrency,

@@ -145,3 +145,57 @@ def test_the_default_control_credential_stays_refused_off_loopback(
     monkeypatch.setenv("KNOWLEDGE_SIM_CONTROL_TOKEN", "")
     assert sim_main(["serve", "--host", "0.0.0.0", *given]) == 2
     assert "KNOWLEDGE_SIM_CONTROL_TOKEN" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--port", "99999"], "a port is 0 to 65535"),
+        (["--port", "-1"], "a port is 0 to 65535"),
+        (["--log-level", "nope"], "invalid choice"),
+        (["--database", "/nonexistent-folder/x.db"], "unable to open database file"),
+    ],
+)
+def test_bad_serve_options_are_one_line_before_any_banner(args: list[str], said: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "simulator.cli", "serve", *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and said in done.stderr and "knowledge-sim on" not in done.stderr, done.stderr[-800:]
+    assert "Traceback" not in done.stderr
+
+
+def test_a_port_in_use_is_one_line_and_port_0_names_the_port_it_got() -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        busy = held.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "simulator.cli", "serve", "--port", str(busy)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2 and f"cannot listen on 127.0.0.1:{busy}" in done.stderr, done.stderr[-800:]
+    assert "knowledge-sim on" not in done.stderr
+    server = subprocess.Popen(
+        [sys.executable, "-m", "simulator.cli", "serve", "--port", "0"], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stderr is not None
+        banner = server.stderr.readline()
+        url = banner.split()[2]
+        assert not url.endswith(":0"), banner
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert (
+                    httpx.get(url + "/agent-api/v1/workspaces/demo/knowledge/capabilities", timeout=2).status_code
+                    == 401
+                )
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the port the banner names never answered"
+                time.sleep(0.1)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
