@@ -145,9 +145,10 @@ class SuiteSession:
             usage_error(
                 f"suite tests without a requirement ID (every test must name what it verifies): {', '.join(untagged[:5])}"
             )
-        unknown = sorted({rid for i in suite for rid in _ids(i) if rid not in catalogue})
-        if unknown:
-            usage_error(f"tests name requirement IDs missing from the catalogue: {', '.join(unknown)}")
+        unknown = {i.nodeid: [rid for rid in _ids(i) if rid not in catalogue] for i in suite}
+        named = sorted(f"{rid} ({nodeid})" for nodeid, rids in unknown.items() for rid in rids)
+        if named:
+            usage_error(f"tests name requirement IDs missing from the catalogue: {', '.join(named[:5])}")
         wanted = set(option(config, "--requirement"))
         if wanted:
             keep = [i for i in items if wanted & set(_ids(i))]
