@@ -18,6 +18,7 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class ToolResult:
     structured: Any  # None when the result carries no structuredContent
     has_structured: bool
     texts: tuple[str, ...]
+    protocol_error: str | None = None  # a JSON-RPC error instead of a tool result: the server's answer, judged as such
 
     def text_json(self) -> Any:
         """The first text block parsed as JSON, or None when there is none or it is not JSON."""
@@ -69,7 +71,10 @@ class McpSession:
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments))
-        raw = self.portal.call(self.client.session.send_request, request, types.CallToolResult)
+        try:
+            raw = self.portal.call(self.client.session.send_request, request, types.CallToolResult)
+        except MCPError as exc:  # the server answered, with an error instead of a result: not the suite breaking
+            return ToolResult(False, None, False, (), protocol_error=f"JSON-RPC error {exc.code}: {exc.message}")
         texts = tuple(block.text for block in raw.content if isinstance(block, types.TextContent))
         present = "structured_content" in raw.model_fields_set and raw.structured_content is not None
         return ToolResult(bool(raw.is_error), raw.structured_content, present, texts)

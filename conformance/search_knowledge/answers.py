@@ -16,8 +16,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp.shared.exceptions import MCPError
-
 from conformance.mcp.session import McpSession, connect
 from conformance.target.secrets import clip
 
@@ -78,16 +76,10 @@ def _codes(body: Any) -> set[str]:
 
 
 def call(session: McpSession, arguments: dict[str, Any]) -> Answer:
-    try:
-        result = session.call(TOOL, arguments)
-    except MCPError as exc:  # a JSON-RPC error (e.g. invalid params): a refusal without a tool result
-        return Answer(
-            False,
-            None,
-            frozenset({f"jsonrpc:{exc.code}"}),
-            True,
-            clip(f"JSON-RPC error {exc.code}: {exc.message}", 300),
-        )
+    result = session.call(TOOL, arguments)
+    if result.protocol_error is not None:  # e.g. invalid params: a refusal without a tool result
+        code = result.protocol_error.removeprefix("JSON-RPC error ").split(":", 1)[0]
+        return Answer(False, None, frozenset({f"jsonrpc:{code}"}), True, clip(result.protocol_error, 300))
     body = result.structured if result.has_structured else result.text_json()
     body = body if isinstance(body, dict) else None
     codes = _codes(body)

@@ -10,10 +10,11 @@ from functools import cache
 from typing import Any
 
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
 
 from knowledge_schemas.mcp import AGENT_TOOLS, KNOWLEDGE_TOOLS
 from simulator.mcp.jobs import JobTools
-from simulator.mcp.tools import AgentTools, Session
+from simulator.mcp.tools import AgentTools, Session, ToolError
 
 
 class McpMissingFlag(AgentTools):
@@ -95,12 +96,20 @@ class McpKnowledgeOnJobPath(JobTools):
         return [*super().tools(), extra]
 
 
+class McpErrorAsJsonRpc(AgentTools):
+    """A Core error comes back as a JSON-RPC error, not as an ``isError`` result with its feedback."""
+
+    def failure(self, name: str, err: ToolError) -> types.CallToolResult:
+        raise MCPError(-32000, f"{name}: {err}")
+
+
 AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_missing_flag": McpMissingFlag,
     "mcp_no_structured_content": McpNoStructuredContent,
     "mcp_identity_argument_honoured": McpIdentityArgumentHonoured,
     "mcp_read_before_turn": McpReadBeforeTurn,
     "mcp_differs_from_http": McpDiffersFromHttp,
+    "mcp_error_as_jsonrpc": McpErrorAsJsonRpc,
 }
 JOB_MINIATURES: dict[str, type[JobTools]] = {"mcp_knowledge_on_job_path": McpKnowledgeOnJobPath}
 MINIATURES: dict[str, type[AgentTools] | type[JobTools]] = {**AGENT_MINIATURES, **JOB_MINIATURES}

@@ -54,11 +54,13 @@ class Agent:
 
     def start_turn(self, text: str) -> ToolResult:
         result = self.session.call(TURN, {"user_input": text})
-        expect(not result.is_error, MCP_004, f"{TURN} failed: {_clip(result)}")
+        expect(not result.is_error and result.protocol_error is None, MCP_004, f"{TURN} failed: {_clip(result)}")
         return result
 
 
 def _clip(result: ToolResult) -> str:
+    if result.protocol_error is not None:
+        return result.protocol_error[:300]
     return json.dumps(result.structured if result.has_structured else list(result.texts), ensure_ascii=False)[:300]
 
 
@@ -129,7 +131,7 @@ def _tool(agent: Agent, name: str) -> Any:
 def _success(agent: Agent, name: str, result: ToolResult, stem: str) -> dict[str, Any]:
     """A success: both flags, structuredContent valid against the declared outputSchema and
     this project's schema of the result, and a text block with the same JSON."""
-    expect(not result.is_error, MCP_001, f"{name} failed: {_clip(result)}")
+    expect(not result.is_error and result.protocol_error is None, MCP_001, f"{name} failed: {_clip(result)}")
     body = _flags(result, name)
     expect(result.has_structured, MCP_009, f"{name} succeeded without structuredContent")
     declared = _tool(agent, name).output_schema
@@ -146,6 +148,11 @@ def _success(agent: Agent, name: str, result: ToolResult, stem: str) -> dict[str
 
 
 def _failure(name: str, result: ToolResult, *, reference: bool = False) -> dict[str, Any]:
+    expect(
+        result.protocol_error is None,
+        MCP_010,
+        f"{name} answered a failing call with a JSON-RPC error, not an isError result with feedback: {_clip(result)}",
+    )
     expect(result.is_error, MCP_010, f"{name} answered a failing call without isError: {_clip(result)}")
     body = _flags(result, name)
     feedback = body.get("feedback", body)
@@ -190,6 +197,8 @@ def test_inputs_admit_no_identity_route_connection_or_run(agent: Agent, kc_confi
     injected = agent.session.call(
         SEARCH, {"query": kc_config.probe_query, "run_id": str(uuid.uuid4()), "route": "kc-elsewhere"}
     )
+    if injected.protocol_error is not None:
+        return  # refused as invalid arguments (a JSON-RPC error, as MCP itself answers an argument it does not declare)
     _flags(injected, "an injected search")
     if injected.is_error:
         return  # refused: the documented way
@@ -210,7 +219,11 @@ def test_knowledge_calls_before_the_turn_are_refused(agent: Agent) -> None:
     if not agent.fresh:
         pytest.skip("not verified: this MCP session may share its current run (no fresh Agent Session without control)")
     for name, result in ((SEARCH, agent.search_before), (READ, agent.read_before)):
-        expect(result.is_error, MCP_004, f"{name} before any turn was accepted: {_clip(result)}")
+        expect(
+            result.is_error or result.protocol_error is not None,
+            MCP_004,
+            f"{name} before any turn was accepted: {_clip(result)}",
+        )
         _failure(name, result)
 
 
@@ -240,7 +253,11 @@ def test_reads_bind_the_current_run(agent: Agent, world: World, kc_config: Targe
         pytest.skip("not verified: the search found nothing to read")
     agent.start_turn("a later turn")
     stale = agent.session.call(READ, {"ref": hints[0]["ref"]})
-    expect(stale.is_error, MCP_004, "a reference of the previous turn's run was read in the current run")
+    expect(
+        stale.is_error or stale.protocol_error is not None,
+        MCP_004,
+        "a reference of the previous turn's run was read in the current run",
+    )
     _failure(READ, stale, reference=True)
 
 
@@ -343,11 +360,13 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
             MCP_010.fail(f"{what} {name} crashed instead of answering isError with feedback ({result})")
             continue
         if name == TURN:
-            if result.is_error:  # a turn the old Core refused is a failure like any other
+            if (
+                result.is_error or result.protocol_error is not None
+            ):  # a turn the old Core refused: a failure like any other
                 _failure(TURN, result)
             continue
         expect(
-            result.is_error,
+            result.is_error or result.protocol_error is not None,
             MCP_007,
             f"{what} {name} answered as a success, taking the tools' presence as knowledge support: {_clip(result)}",
         )
