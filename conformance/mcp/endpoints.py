@@ -14,6 +14,13 @@ from conformance.target.open import Target, factory
 JOB_SECONDS = 1.0  # how long the bundled simulator's governed jobs stay pending
 
 
+def on_route(template: str, route: str) -> str:
+    """An MCP URL or argument with ``{route}`` in it names the workspace of each session: a server
+    scoped to its route (as every Agent API endpoint is) then gets each world's session on its own.
+    Without ``{route}`` the one endpoint serves every route the run creates."""
+    return template.replace("{route}", route)
+
+
 def agent_endpoints(
     cfg: TargetConfig, target: Target, chosen: str | None, token: str, route: str
 ) -> dict[str, Endpoint]:
@@ -22,13 +29,13 @@ def agent_endpoints(
         return {}
     if chosen:
         if chosen.startswith(("http://", "https://")):
-            return {"http": Endpoint("http", url=chosen, token=str(cfg.mcp.get("token") or token))}
-        return {"stdio": Endpoint("stdio", argv=tuple(shlex.split(chosen)))}
+            return {"http": Endpoint("http", url=on_route(chosen, route), token=str(cfg.mcp.get("token") or token))}
+        return {"stdio": Endpoint("stdio", argv=tuple(on_route(a, route) for a in shlex.split(chosen)))}
     found: dict[str, Endpoint] = {}
     if cfg.mcp.get("url"):
-        found["http"] = Endpoint("http", url=cfg.mcp["url"], token=str(cfg.mcp.get("token") or token))
+        found["http"] = Endpoint("http", url=on_route(cfg.mcp["url"], route), token=str(cfg.mcp.get("token") or token))
     if cfg.mcp.get("command"):
-        found["stdio"] = Endpoint("stdio", argv=tuple(cfg.mcp["command"]))
+        found["stdio"] = Endpoint("stdio", argv=tuple(on_route(a, route) for a in cfg.mcp["command"]))
     found = {k: v for k, v in found.items() if _wanted(cfg, k)}
     if found or not cfg.is_sim or target.app is None:
         return found
