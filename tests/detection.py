@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.quirks import Quirk
+from tests.suite_command import SUITE
 
 STRICT_CONFIG = "[wire]\ncodes = {strict = true}\n"
 
@@ -37,14 +37,7 @@ class Outcome:
 def command(quirk: Quirk, reports: Path) -> list[str]:
     """The whole suite (no --requirement filter), the stateful model unshrunk; strict when the quirk needs it."""
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--pyargs",
-        "conformance.suite",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        *SUITE,
         "--sim-quirk",
         quirk.name,
         "--no-shrink",

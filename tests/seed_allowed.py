@@ -15,7 +15,6 @@ import os
 import random
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +25,7 @@ from simulator import create_app
 from simulator.core import Caller, Core
 from simulator.errors import ApiError
 from simulator.store import Revision, Run
+from tests.suite_command import SUITE
 
 CONTROL_TOKEN = "seed-allowed-control"
 CONTROL = "/_control/"
@@ -507,14 +507,7 @@ def run_suite(
             "utf-8",
         )
         cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--pyargs",
-            "conformance.suite",
-            "-q",
-            "-p",
-            "no:cacheprovider",
+            *SUITE,
             "--no-shrink",
             "--target",
             url,

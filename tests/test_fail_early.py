@@ -24,6 +24,7 @@ from conformance.target.open import known_quirks, serve_over_loopback
 from knowledge_schemas import SCHEMA_DIR, load_catalogue, load_wire_defaults
 from simulator.config import SimConfig
 from simulator.quirks import QUIRKS
+from tests.suite_command import SUITE
 
 CONTROL_TOKEN = "ctl-" + "q" * 28
 WRONG_CONTROL_TOKEN = "ctl-wrong-" + "w" * 22
@@ -33,14 +34,7 @@ def _suite(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> sub
     """A suite run limited to one requirement, so that a setup this file expects to be refused
     but is not still ends quickly (and then fails the assertions below)."""
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--pyargs",
-        "conformance.suite",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        *SUITE,
         "--report-dir",
         str(tmp_path / "reports"),
         "--requirement",

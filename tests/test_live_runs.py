@@ -23,6 +23,7 @@ from conformance.target.open import serve_over_loopback
 from conformance.target.secrets import FRAGMENT
 from knowledge_schemas import SCHEMA_DIR, load_catalogue
 from simulator.config import SimConfig
+from tests.suite_command import SUITE
 
 CONTROL_TOKEN = "ctl-" + "k" * 28
 
@@ -102,14 +103,7 @@ def served() -> Iterator[Served]:
 
 def _cmd(served: Served, root: Path, name: str, *args: str) -> list[str]:
     return [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--pyargs",
-        "conformance.suite",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        *SUITE,
         "--no-shrink",
         "--target",
         served.url,
@@ -170,14 +164,7 @@ def test_two_concurrent_runs_against_one_core_do_not_interfere(served: Served, t
 
 def test_serial_and_xdist_runs_give_the_same_verdict_and_reports(tmp_path: Path) -> None:
     base = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--pyargs",
-        "conformance.suite",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        *SUITE,
         "--no-shrink",
     ]
     serial = subprocess.run(
@@ -235,14 +222,7 @@ def test_a_url_with_credentials_never_shows_them(tmp_path: Path) -> None:
     config.write_text('[target]\nroute = "acme"\n[identities.primary]\ntoken = "bha_' + "s" * 40 + '"\n', "utf-8")
     url = "http://alice:pa55word-secret@127.0.0.1:9/core?api_key=query-secret-value"
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--pyargs",
-        "conformance.suite",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        *SUITE,
         "--target",
         url,
         "--target-config",
@@ -280,14 +260,7 @@ def test_bad_waivers_fail_before_any_test(tmp_path: Path) -> None:
     file = tmp_path / "w.toml"
     file.write_text('[[waiver]]\nid = "SRCH-999"\njustification = "x"\nexpires = 2999-01-01\n', "utf-8")
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--pyargs",
-        "conformance.suite",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        *SUITE,
         "--waivers",
         str(file),
         "--report-dir",
@@ -307,14 +280,7 @@ def test_a_datetime_waiver_expiry_is_a_date(tmp_path: Path) -> None:
         '[[waiver]]\nid = "SRCH-003"\njustification = "fix in flight"\nexpires = 2999-01-01T10:00:00Z\n', "utf-8"
     )
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--pyargs",
-        "conformance.suite",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        *SUITE,
         "--sim-quirk",
         "search_fourth_hint",
         "--requirement",
@@ -334,14 +300,7 @@ def test_an_unwritable_report_folder_fails_before_any_test(tmp_path: Path) -> No
     blocker = tmp_path / "file"
     blocker.write_text("", "utf-8")
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--pyargs",
-        "conformance.suite",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        *SUITE,
         "--report-dir",
         str(blocker / "reports"),
     ]
@@ -386,14 +345,7 @@ def test_unreachable_control_is_a_harness_error_not_a_failure(tmp_path: Path) ->
         config = tmp_path / "t.toml"
         config.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "KC_CONTROL"}}\n', "utf-8")
         cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--pyargs",
-            "conformance.suite",
-            "-q",
-            "-p",
-            "no:cacheprovider",
+            *SUITE,
             "-k",
             "capabilities",
             "--target",

@@ -10,10 +10,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.suite_command import SUITE
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
@@ -31,14 +32,7 @@ FLAGS = [
 def quirk_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     reports = tmp_path_factory.mktemp("browser")
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--pyargs",
-        "conformance.suite",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        *SUITE,
         "--sim-quirk",
         "search_fourth_hint",
         "--requirement",

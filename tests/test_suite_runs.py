@@ -18,19 +18,13 @@ import httpx
 import pytest
 
 from knowledge_schemas import load_registry
+from tests.suite_command import SUITE
 
 
 def _suite(reports: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     """Run the suite in a subprocess; its results.json must always match its schema."""
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--pyargs",
-        "conformance.suite",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        *SUITE,
         "--report-dir",
         str(reports),
         *args,
@@ -100,14 +94,7 @@ def test_waiver_keeps_a_known_deviation_visible_but_not_gating(tmp_path: Path) -
 )
 def test_bad_options_are_usage_errors(tmp_path: Path, bad: list[str]) -> None:
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--pyargs",
-        "conformance.suite",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        *SUITE,
         "--reports",
         str(tmp_path),
         *bad,

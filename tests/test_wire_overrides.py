@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from knowledge_schemas import load_registry
+from tests.suite_command import SUITE
 
 CONTROL_TOKEN = "names-test-control-credential"
 RENAMED = {
@@ -68,14 +69,7 @@ def _toml(tables: dict[str, dict[str, str]], prefix: str) -> str:
 
 def _suite(reports: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--pyargs",
-        "conformance.suite",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        *SUITE,
         "--report-dir",
         str(reports),
         *args,
