@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mcp.shared.exceptions import MCPError
-
 from conformance.mcp.session import ToolResult
 from conformance.search_knowledge.answers import call, envelope_types, message_of, utf16_len, utf16_slice
 
@@ -47,7 +45,8 @@ def test_only_a_typed_result_without_codes_is_a_success() -> None:
 
 
 def test_a_protocol_error_is_a_refusal() -> None:
-    answer = call(_Session(MCPError(-32602, "bad")), {})  # type: ignore[arg-type]
+    result = ToolResult(False, None, False, (), protocol_error="JSON-RPC error -32602: bad")
+    answer = call(_Session(result), {})  # type: ignore[arg-type]
     assert (answer.ok, answer.is_error, answer.codes) == (False, True, frozenset({"jsonrpc:-32602"}))
 
 
