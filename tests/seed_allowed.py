@@ -270,15 +270,6 @@ class ControlAtFirstRelease(Wrapper):
         return headers, body, None
 
 
-class LegacySearchGone(Wrapper):
-    """A legacy Core whose capabilities answer 404 but whose search answers 410: not a legacy status."""
-
-    def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
-        if path.endswith("/knowledge/search") and status in (404, 405, 501) and body.get("message") == "unknown path":
-            return 410, {"error": "gone", "message": "knowledge search is gone"}
-        return None
-
-
 class CoreSwap(Wrapper):
     """Not a rewrite on the way: the wrapped app's own Core becomes ``core_class`` (a subclass of
     the clean Core that changes one habit), so its cursors, expiry and binding stay its own."""
@@ -313,6 +304,39 @@ class SmallPages(CoreSwap):
     PAGE_BYTES = 1400  # complete JSON of a page: a few hundred content bytes next to the ref and cursor
 
     core_class = _SmallPagesCore
+
+
+class _SmallerBudgetCore(Core):
+    chain_budget = 65536  # the clean Core's pages, but its chains stop here
+
+
+class SmallerChainBudget(CoreSwap):
+    """A Core whose read chains stop after 65536 content bytes and that says so (capabilities and pages
+    advertise ``read_chain_max_bytes: 65536``): the seed fixes only "at most 131072"."""
+
+    BUDGET = 65536
+    core_class = _SmallerBudgetCore
+
+    def applies(self, path: str) -> bool:
+        return not path.startswith(CONTROL)
+
+    def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
+        limits = body.get("limits")
+        if path.endswith("/knowledge/capabilities") and isinstance(limits, dict):
+            return status, {**body, "limits": {**limits, "read_chain_max_bytes": self.BUDGET}}
+        if path.endswith("/knowledge/read") and "read_chain_max_bytes" in body:
+            return status, {**body, "read_chain_max_bytes": self.BUDGET}
+        return None
+
+
+class NoTruncatedMember(Wrapper):
+    """Read pages leave ``truncated`` out: the seed lists a page's members as ref, revision, content and
+    next_cursor; a cursor (or budget_exhausted) says the read is incomplete."""
+
+    def response(self, path: str, status: int, body: dict[str, Any]) -> tuple[int, Any] | None:
+        if path.endswith("/knowledge/read") and status == 200 and "truncated" in body:
+            return status, {k: v for k, v in body.items() if k != "truncated"}
+        return None
 
 
 class _MemberOrderCore(Core):

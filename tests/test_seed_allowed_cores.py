@@ -31,13 +31,14 @@ from tests.seed_allowed import (
     ForbiddenWithoutToken,
     IgnoresContentType,
     IntegerRevisions,
-    LegacySearchGone,
     LenientSearch,
     MemberOrderMatters,
+    NoTruncatedMember,
     OneHint,
     OtherPaths,
     PaddedBase64Refs,
     RefusesLargeLimit,
+    SmallerChainBudget,
     SmallPages,
     TurnsOfAnotherSchema,
     core,
@@ -63,6 +64,7 @@ ALLOWED = (
     FeedbackNextActionOnly,
     DeliveryExtraMember,
     MemberOrderMatters,
+    NoTruncatedMember,
 )
 CHAIN_IDS = ("READ-004", "READ-005", "READ-010", "READ-011", "READ-015", "READ-020")
 PATHS_CONFIG = "[wire.paths]\n" + "".join(f'{name} = "{path}"\n' for name, path in OTHER_PATHS.items())
@@ -79,15 +81,17 @@ RUNS: dict[str, tuple[Any, ...]] = {
     "clamped-strict": ((ClampsMaxBytes,), only("READ-006"), True),
     "no-message": ((ErrorsWithoutMessage,), only(*ERROR_IDS), False),
     "no-message-strict": ((ErrorsWithoutMessage,), [*only("WIRE-001"), "-k", "bad_input"], True),
-    "no-legacy-knob": ((ControlWithoutLegacyStatus,), only("NEG-005"), False),
+    "no-legacy-knob": ((ControlWithoutLegacyStatus,), only("MCP-007"), False),
     "no-lost-readback": ((ControlWithoutLostReadback,), only("TURN-012", "TURN-004"), False),
-    "legacy-search-gone": ((LegacySearchGone,), only("NEG-005"), False),
     "turn-schema": ((TurnsOfAnotherSchema,), [*only("WIRE-001", "WIRE-002"), "-k", "generated"], False),
     "lenient": ((LenientSearch,), only("WIRE-001", "WIRE-002"), False),
     "lenient-strict": ((LenientSearch,), [*only("WIRE-001"), "-k", "generated"], True),
     "content-type": ((IgnoresContentType,), [*only("WIRE-001"), "-k", "content_type"], False),
     "content-type-strict": ((IgnoresContentType,), [*only("WIRE-001"), "-k", "content_type"], True),
     "small-pages": ((SmallPages,), only(*CHAIN_IDS), False),
+    "smaller-budget": ((SmallerChainBudget,), only(*CHAIN_IDS, "CAP-005", "READ-014"), False),
+    "no-truncated": ((NoTruncatedMember,), only(*CHAIN_IDS, "READ-002", "READ-009"), False),
+    "no-truncated-strict": ((NoTruncatedMember,), only("READ-002"), True),
     "forbidden": ((ForbiddenWithoutToken,), only("CAP-007", "AUTH-001"), False),
     "forbidden-strict": ((ForbiddenWithoutToken,), only("CAP-007", "AUTH-001"), True),
     "int-revision": ((IntegerRevisions,), only("READ-001", "READ-002", "WIRE-002"), False),
@@ -176,10 +180,9 @@ def test_an_error_without_message_passes_unless_strict(runs: Any) -> None:
 
 
 def test_legacy_status_is_whatever_the_core_answers(runs: Any) -> None:
-    """The suite does not choose the legacy status; it checks what every knowledge endpoint answers."""
-    assert _status(runs, "no-legacy-knob", "NEG-005") == "verified", _out(runs, "no-legacy-knob")
-    failed = _failed(runs, "legacy-search-gone")
-    assert set(failed) == {"NEG-005"} and "410" in failed["NEG-005"], _out(runs, "legacy-search-gone")
+    """The suite does not choose the legacy status: a control without the legacy_status knob still
+    puts a legacy Core behind the MCP tools."""
+    assert _status(runs, "no-legacy-knob", "MCP-007") == "verified", _out(runs, "no-legacy-knob")
 
 
 def test_a_control_without_lost_readback_leaves_the_committed_run_not_verified_never_failed(runs: Any) -> None:
@@ -218,6 +221,23 @@ def test_pages_much_smaller_than_asked_pass(runs: Any) -> None:
     a few hundred small pages is read to its end (it used to fail READ-010 after 64 pages)."""
     assert _failed(runs, "small-pages") == {}, _out(runs, "small-pages")
     assert all(_status(runs, "small-pages", rid) == "verified" for rid in CHAIN_IDS), _out(runs, "small-pages")
+
+
+def test_a_smaller_advertised_chain_budget_passes(runs: Any) -> None:
+    """CAP-005 accepts a read_chain_max_bytes under 131072; the chain rules judge a chain against
+    the budget the Core advertises (READ-020 used to demand more than 98,304 bytes)."""
+    assert _failed(runs, "smaller-budget") == {}, _out(runs, "smaller-budget")
+    assert all(_status(runs, "smaller-budget", rid) == "verified" for rid in CHAIN_IDS), _out(runs, "smaller-budget")
+
+
+def test_pages_without_a_truncated_member_pass_unless_strict(runs: Any) -> None:
+    """The seed lists a page's members as ref, revision, content and next_cursor: a page may leave
+    truncated out (READ-002 used to demand it); strict holds this project's choice."""
+    assert _failed(runs, "no-truncated") == {}, _out(runs, "no-truncated")
+    verified = ("READ-002", "READ-009", *CHAIN_IDS)
+    assert all(_status(runs, "no-truncated", rid) == "verified" for rid in verified), _out(runs, "no-truncated")
+    failed = _failed(runs, "no-truncated-strict")
+    assert set(failed) == {"READ-002"} and "truncated" in failed["READ-002"], _out(runs, "no-truncated-strict")
 
 
 def test_403_for_a_missing_token_passes_unless_strict(runs: Any) -> None:

@@ -154,6 +154,8 @@ class ReferenceClient:
         action = body.get("next_action") if isinstance(body, dict) else None
         if action is None and isinstance(body, dict) and isinstance(body.get("feedback"), dict):
             action = body["feedback"].get("next_action")
+        if action is None and C.is_reference_error_code(code):  # the SDK's feedback: search again (seed)
+            action = "search_knowledge"
         return KnowledgeError(
             feedback(
                 operation,

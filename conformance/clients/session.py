@@ -22,6 +22,7 @@ class Session:
     world: World
     control: Control
     surfaces: list[str]
+    strict: bool = False  # --strict: this project's choices too, where the seed is open (CHOICES.md)
 
     @property
     def wire(self) -> Wire:

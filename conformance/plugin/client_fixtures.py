@@ -69,7 +69,7 @@ def _start(config: pytest.Config) -> None:
         ],
         tuple(gate(load_catalogue(), surfaces)),
     )
-    parts.session = Session(running, world, control, surfaces)
+    parts.session = Session(running, world, control, surfaces, strict=bool(option(config, "--harness-strict")))
 
 
 def _xdist_controller(config: pytest.Config) -> bool:

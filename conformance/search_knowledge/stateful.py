@@ -352,11 +352,16 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         it.revisions.append(Rev(self.world.control.publish(item, text), text, token))
         it.current, it.published = len(it.revisions) - 1, True  # publishing makes it current and published
 
-    def _state_refusal(self, who: str, answer: Answer) -> bool:
-        """Refusals the caller's or the workspace's state predicts, whatever was asked."""
+    def _state_refusal(self, who: str, answer: Answer, undeclared: bool = False) -> bool:
+        """Refusals the caller's or the workspace's state predicts, whatever was asked. A request that
+        also carries an argument the tool does not declare (``undeclared``) may be refused for that
+        instead: the seed ranks no error over another, so only "nothing shown" is asked then."""
         shows = bool(answer.hits()) or "content" in (answer.body or {})
         if who == "bob":
             self._expect(not answer.ok and not shows, SK_008, f"a caller without knowledge:read got {answer.raw}")
+            return True
+        if not self.truth.runtime and undeclared and not answer.has("knowledge_runtime_disabled"):
+            self._expect(not answer.ok and not shows, SK_020, f"runtime off, an undeclared argument: {answer.raw}")
             return True
         if not self.truth.runtime:
             self._expect(answer.has("knowledge_runtime_disabled"), SK_020, f"runtime off answered {answer.raw}")
@@ -482,7 +487,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
             + (f" in {base}" if base else "")
             + (" with owner=carol" if owner else "")
         )
-        if not self._state_refusal(who, answer):
+        if not self._state_refusal(who, answer, undeclared=owner):
             self._judge_query(who, item, token, mode, base, max_results, owner, answer, what)
 
     def _judge_query(

@@ -39,7 +39,7 @@ from conformance.server.rules import (
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
 from conformance.target.names import WireNames
-from conformance.target.outcomes import ContractViolation
+from conformance.target.outcomes import ContractViolation, NotVerified
 from conformance.target.rules import Rule, expect
 from conformance.target.secrets import clip
 from knowledge_schemas import load_registry
@@ -155,8 +155,9 @@ def page(
         requirement_bound,
         f"read JSON is {len(response.content)} bytes, over max_bytes {limit}",
     )
-    missing = {"ref", "revision", "content", "next_cursor", "truncated"} - set(body)
-    expect(not missing, READ_002, f"page lacks {sorted(missing)}")
+    required = {"ref", "revision", "content", "next_cursor"} | ({"truncated"} if strict else set())
+    missing = required - set(body)
+    expect(not missing, READ_002, f"page lacks {sorted(missing)}{' (strict: truncated, CHOICES.md)' if strict else ''}")
     expect(body["ref"] == ref, READ_002, "page ref is not the original ref")
     if strict:
         expect(
@@ -177,13 +178,13 @@ def page(
         )
     cursor = body["next_cursor"]
     if cursor is not None:
-        expect(body["truncated"] is True, READ_009, "a page with a next_cursor says truncated false")
+        expect(body.get("truncated", True) is True, READ_009, "a page with a next_cursor says truncated false")
         expect(C.utf8_size(cursor) <= C.REFERENCE_MAX_BYTES, READ_007, f"next_cursor is {C.utf8_size(cursor)} bytes")
     if body.get("budget_exhausted") is True:
         expect(
-            body["truncated"] is True and cursor is None,
+            body.get("truncated", True) is True and cursor is None,
             READ_011,
-            "budget_exhausted needs truncated true and next_cursor null",
+            "budget_exhausted needs truncated true (or no truncated member) and next_cursor null",
         )
     for name in ("total_content_bytes", "read_chain_max_bytes"):
         if name in body:
@@ -201,6 +202,12 @@ def page(
         )
     schema("read-response", body)
     return dict(body)
+
+
+def says_complete(page: dict[str, Any]) -> bool:
+    """A page that ends the revision says so: ``truncated`` false, or no ``truncated`` member (the
+    seed lists it among no page's members; "``truncated: true`` means incomplete")."""
+    return page.get("truncated", False) is False
 
 
 _REFERENCE_KINDS = {
@@ -261,12 +268,18 @@ def reference_error(
         expect(
             isinstance(body.get("message"), str), WIRE_001, f"strict: the error body has no message: {describe(body)}"
         )
-    actions = [C.json_pointer(body, p) for p in cfg.wire["feedback"]["next_action_pointers"]]
-    expect(
-        "search_knowledge" in actions,
-        REF_012,
-        f"next_action is {next((a for a in actions if a is not None), None)!r}, expected 'search_knowledge'",
-    )
+    actions = [
+        a for a in (C.json_pointer(body, p) for p in cfg.wire["feedback"]["next_action_pointers"]) if a is not None
+    ]
+    if actions or cfg.strict_codes:  # the feedback object is the SDK's to build from the code; strict: the Core's body
+        expect(
+            actions and all(a == "search_knowledge" for a in actions),
+            REF_012,
+            f"next_action is {actions[0] if actions else None!r}, expected 'search_knowledge'"
+            + ("" if actions else " (strict: the Core's error body carries it, CHOICES.md)"),
+        )
+    else:
+        REF_012.held()  # nothing points elsewhere: the SDK's feedback says search_knowledge (REF-013)
     expect(
         not ({"content", "hints", "knowledge"} & set(body)),
         REF_014,
@@ -296,12 +309,49 @@ def describe(body: Any) -> str:
     return clip(json.dumps(body, ensure_ascii=False), 300)
 
 
+def advertises_on_demand(world: Any) -> bool:
+    """The route's capabilities offer the on_demand mode: 200, enabled true, on_demand among the
+    delivery modes. What a negotiating client sends on_demand on (seed: "capabilities.supported ?
+    { knowledgeDelivery: 'on_demand' } : {}")."""
+    member = world.cfg.names.capabilities
+    response = world.core.capabilities(world.primary.token, world.route)
+    try:
+        body = response.json() if response.status_code == 200 else None
+    except ValueError:
+        return False
+    if not isinstance(body, dict):
+        return False
+    modes = body.get(member["delivery_modes"])
+    return body.get(member["enabled"]) is True and isinstance(modes, list) and "on_demand" in modes
+
+
+def on_demand_answer(world: Any, context: dict[str, Any]) -> None:
+    """An on_demand turn's answer is judged as one when it carries ``context.knowledge_delivery`` ("An
+    explicit context.knowledge_delivery response must match..."), or when the route's capabilities
+    offer the on_demand mode (a Core that advertises the mode answers in it: TURN-003). Without
+    either, it is a legacy-shaped answer the seed allows ("A legacy response's inline body is
+    retained"): not verified here. Strict demands the object on every on_demand turn (CHOICES.md)."""
+    field = world.cfg.names.turn_context["knowledge_delivery"]
+    sent = context.get(field)
+    if sent is not None or world.cfg.strict_codes:
+        expect(isinstance(sent, dict), TURN_003, f"an on_demand turn has no context.{field}")
+        return
+    if advertises_on_demand(world):
+        TURN_003.fail(
+            f"the route's capabilities offer the on_demand mode, yet an on_demand turn came back without context.{field}"
+        )
+    raise NotVerified(
+        f"not verified: the on_demand turn came back without context.{field} on a route whose capabilities do not "
+        "offer the on_demand mode (a legacy-shaped answer the seed allows)"
+    )
+
+
 def bounded_delivery(world: Any, body: dict[str, Any], context: dict[str, Any]) -> None:
     """The checks of an on_demand turn's delivery object (also run under load, conformance.load)."""
     names = world.cfg.names
     field = names.turn_context["knowledge_delivery"]
+    on_demand_answer(world, context)
     sent = context.get(field)
-    expect(isinstance(sent, dict), TURN_003, f"an on_demand turn has no context.{field}")
     delivery = names.delivery(context)
     hints = delivery.get("hints", [])
     expect(
@@ -336,6 +386,7 @@ def bounded_delivery(world: Any, body: dict[str, Any], context: dict[str, Any]) 
 
 def empty_knowledge(world: Any, context: dict[str, Any]) -> None:
     """context.knowledge and knowledge_refs present and empty in on_demand mode (also run under load)."""
+    on_demand_answer(world, context)
     member = world.cfg.names.turn_context
     knowledge, refs = member["knowledge"], member["knowledge_refs"]
     expect(

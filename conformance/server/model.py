@@ -485,10 +485,10 @@ class Model:
             body.get("budget_exhausted") is True,
         )
         if end == len(text):
-            if truncated is not False:
+            if truncated is True:  # no truncated member is a complete page too (the seed lists none)
                 return Violation(READ_009, f"the page that completes the revision says truncated {truncated!r}")
         elif cursor is None:
-            if not (exhausted and truncated is True):
+            if not (exhausted and truncated is not False):
                 return Violation(
                     READ_011,
                     f"the chain stopped {len(text) - end} characters before the end of the revision after {after} "

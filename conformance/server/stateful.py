@@ -34,7 +34,6 @@ from conformance.server.leaks import DocumentText
 from conformance.server.model import AWAY, HOME, IDENTITIES, MODES, PageOutcome, Run, account_of, route_of
 from conformance.server.rules import (
     CAP_006,
-    NEG_005,
     READ_002,
     READ_003,
     READ_004,
@@ -98,7 +97,6 @@ CLAIMS = (
     SRCH_010,
     TURN_004,
     CAP_006,
-    NEG_005,
 )
 WHO = st.sampled_from(tuple(IDENTITIES))
 LONG, MEDIUM = "filler0", "filler1"  # given a chain-budget-sized and a many-page revision at setup

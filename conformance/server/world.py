@@ -165,6 +165,22 @@ class World:
             strict=self.cfg.strict_codes,
         )
 
+    def chain_budget(self, pages: list[dict[str, Any]]) -> int:
+        """The content bytes a chain may carry here: 131072, or the smaller ``read_chain_max_bytes``
+        the Core advertises on its pages or in capabilities (the seed fixes only the "at most")."""
+        advertised = [p["read_chain_max_bytes"] for p in pages if _count(p.get("read_chain_max_bytes"))]
+        if "_caps_budget" not in self.__dict__:  # asked once per world: under load a chain is one of many
+            name = self.cfg.names.limits["read_chain_max_bytes"]
+            response = self.core.capabilities(self.primary.token, self.route)
+            try:
+                body = response.json() if response.status_code == 200 else None
+                limits = body.get(self.cfg.names.capabilities["limits"]) if isinstance(body, dict) else None
+            except ValueError:
+                limits = None
+            found = limits.get(name) if isinstance(limits, dict) else None
+            self.__dict__["_caps_budget"] = found if _count(found) else C.READ_CHAIN_MAX_BYTES
+        return min([C.READ_CHAIN_MAX_BYTES, self.__dict__["_caps_budget"], *advertised])
+
     def follow(self, ref: str, run_id: str, max_bytes: int | None = None) -> list[dict[str, Any]]:
         """Every page of a chain, each checked as a page on the way.
 
@@ -237,3 +253,8 @@ def provision(
         "other_hub": mint("alice", hub=OTHER_HUB, session_id=primary.session),
     }
     return World(cfg, core, route, primary, others, docs, control, realtime)
+
+
+def _count(value: Any) -> bool:
+    """A positive integer (never a boolean): a limit a Core may advertise."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

@@ -168,6 +168,13 @@ OPTIONS: tuple[Opt, ...] = (
         type=float,
         spelled={CLIENT: ("--timeout",)},
     ),
+    Opt(
+        "--harness-strict",
+        "client checks: also hold the client to this project's choices where the seed is open (schemas/CHOICES.md)",
+        (PYTEST, CLIENT),
+        action="store_true",
+        spelled={CLIENT: ("--strict",)},
+    ),
     Opt("--users", "concurrent simulated users, each its own identity (default 8)", (LOAD,), default=8, type=int),
     Opt("--spawn-rate", "users started per second (default 4)", (LOAD,), default=4.0, type=float),
     Opt("--run-time", "how long the load lasts once every user started: 20s, 2m, 1h30m (default 20s)", (LOAD,), "20s"),

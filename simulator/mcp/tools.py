@@ -100,6 +100,11 @@ def _category(status: int, code: str) -> str:
     }.get(status, "core")
 
 
+def _reference_family(code: str) -> bool:
+    """``knowledge_reference_*`` / ``knowledge_*changed``: a reference error (seed 000)."""
+    return code.startswith("knowledge_reference_") or (code.startswith("knowledge_") and code.endswith("changed"))
+
+
 def core_error(status: int, body: Any) -> ToolError:
     """The feedback of a Core error response: the same code, message and next_action as HTTP."""
     envelope = body if isinstance(body, dict) else {}
@@ -107,6 +112,8 @@ def core_error(status: int, body: Any) -> ToolError:
     found = envelope.get("feedback")
     nested: dict[str, Any] = found if isinstance(found, dict) else {}
     next_action = envelope.get("next_action", nested.get("next_action"))
+    if next_action is None and _reference_family(code):  # the adapter builds the feedback: search again
+        next_action = "search_knowledge"
     retryable = envelope.get("retryable")
     return ToolError(
         code,

@@ -80,12 +80,6 @@ class DisabledStillEnabled(Core):
         return super()._search_hints(caller, run, query, limit, mode, endpoint=endpoint)
 
 
-class LegacyAnswers500(Core):
-    def legacy_refusal(self, route: str) -> ApiError | None:
-        refusal = super().legacy_refusal(route)
-        return None if refusal is None else ApiError(500, "internal_error", "unexpected failure")
-
-
 MINIATURES: dict[str, Miniature] = {
     "capabilities_missing": CapabilitiesMissing,
     "capabilities_wrong_schema": CapabilitiesWrongSchema,
@@ -94,5 +88,4 @@ MINIATURES: dict[str, Miniature] = {
     "capabilities_loose_limits": CapabilitiesLooseLimits,
     "disabled_still_enabled": DisabledStillEnabled,
     "capabilities_unauthenticated": CapabilitiesUnauthenticated,
-    "legacy_answers_500": LegacyAnswers500,
 }

@@ -160,6 +160,15 @@ class ErrorWithoutNextAction(Core):
         return err
 
 
+class ErrorNextActionElsewhere(Core):
+    """Reference errors send the caller to replay the operation, not to search again."""
+
+    def _ref_error(self, status: int, code: str, message: str) -> ApiError:
+        err = super()._ref_error(status, code, message)
+        err.next_action = "replay_operation"
+        return err
+
+
 class ErrorLeaksContent(Core):
     """An expired reference's error carries the start of the document it names."""
 
@@ -210,6 +219,7 @@ MINIATURES: dict[str, Miniature] = {
     "ref_any_account": _accepts_another("a", "Account"),
     "generic_error_codes": GenericErrorCodes,
     "error_without_next_action": ErrorWithoutNextAction,
+    "error_next_action_elsewhere": ErrorNextActionElsewhere,
     "error_leaks_content": ErrorLeaksContent,
     "unsigned_refs": UnsignedRefs,
 }

@@ -69,6 +69,7 @@ from conformance.search_knowledge.rules import (
     SK_024,
     SK_025,
     SK_026,
+    SK_027,
 )
 from conformance.server.world import World
 from conformance.target.config import TargetConfig
@@ -109,6 +110,11 @@ class SkWorld:
         expect(answer.ok, SK_001, f"query search {extra} failed: {answer.raw}")
         errors = load_registry().errors("search-knowledge-search-result", answer.body)
         expect(not errors, SK_017, f"the query result is not knowledge_search: {errors[:3]}")
+        if self.strict:  # this project's excerpt bound and member name (CHOICES.md)
+            for hit in answer.hits():
+                excerpt = str(hit.get("excerpt", ""))
+                expect(len(excerpt) <= STRICT_EXCERPT, SK_017, f"strict: an excerpt of {len(excerpt)} characters")
+                expect("source" in hit, SK_017, f"strict: a result without source: {sorted(hit)}")
         return answer
 
     def read(self, who: str = "alice", **arguments: Any) -> dict[str, Any]:
@@ -118,6 +124,9 @@ class SkWorld:
         expect(not errors, SK_018, f"the addressed result is not type knowledge: {errors[:3]}")
         assert answer.body is not None
         return answer.body
+
+
+STRICT_EXCERPT = 2000  # characters of a result's excerpt under strict (the seed says "bounded excerpt")
 
 
 def _need_agent_path(cfg: TargetConfig, target: Target, chosen: str | None, world: World) -> None:
@@ -299,6 +308,8 @@ def test_malformed_values_fail_validation(sk: SkWorld) -> None:
 def test_unrecognised_modes_become_hybrid(sk: SkWorld) -> None:
     query = sk.corpus.direction_query
     hybrid = sk.search(query, mode="hybrid", max_results=50).items()
+    if not hybrid:
+        pytest.skip("not verified: hybrid search found nothing: an empty list shows no normalisation to hybrid")
     for mode in ("bm25-please", "vector", "HYBRID-ish"):
         answer = sk.ask({"query": query, "mode": mode, "max_results": 50})
         expect(answer.ok, SK_015, f"mode {mode!r} was refused instead of becoming hybrid: {answer.raw}")
@@ -365,6 +376,8 @@ def test_alpha_is_clamped(sk: SkWorld) -> None:
     query = sk.corpus.direction_query
     for outside, edge in ((5.0, 1.0), (1.5, 1.0), (-3.0, 0.0), (-0.25, 0.0)):
         at_edge = sk.search(query, mode="hybrid", alpha=edge, max_results=50)
+        if not at_edge.items():
+            pytest.skip(f"not verified: hybrid search at alpha {edge} found nothing: two empty lists show no clamping")
         answer = sk.ask({"query": query, "mode": "hybrid", "alpha": outside, "max_results": 50})
         expect(answer.ok, SK_016, f"alpha {outside} was refused instead of clamped: {answer.raw}")
         expect(
@@ -402,7 +415,7 @@ def test_rrf_fuses_the_lexical_and_semantic_ranks(sk: SkWorld) -> None:
     best = max(expected.values())
     top = [i for i, v in expected.items() if math.isclose(v, best, abs_tol=1e-12)]
     expect(order[0] in top, SK_025, f"rrf's first result is {order[0]}, the fused sums put {top} first")
-    for hit in fused.hits():
+    for hit in fused.hits() if sk.strict else ():  # modes are judged by rank; strict also by the fused value
         value = (hit.get("scores") or {}).get("rrf")
         item = str(hit.get("knowledge_item_id"))
         if isinstance(value, (int, float)) and item in expected:
@@ -508,8 +521,11 @@ def test_unavailable_resources_are_indistinguishable(sk: SkWorld) -> None:
             re.sub(r"\s+", " ", text),
             tuple(sorted(answer.body or {})),
         )
-    distinct = {v: k for k, v in seen.items()}
-    expect(len(distinct) == 1, SK_023, f"unavailable resources answer differently: {sorted(distinct.values())}")
+    if sk.strict:  # one answer, word for word, is this project's reading of "indistinguishable" (CHOICES.md)
+        distinct = {v: k for k, v in seen.items()}
+        expect(
+            len(distinct) == 1, SK_023, f"strict: unavailable resources answer differently: {sorted(distinct.values())}"
+        )
     for base in (PRIVATE, ARCHIVED_BASE, "kb-no-such-base"):
         answer = sk.ask({"query": sk.corpus.token("hidden"), "knowledge_base_id": base})
         expect(not answer.items(), SK_023, f"a query narrowed to {base} returned {answer.items()}")
@@ -588,12 +604,21 @@ def test_read_only_no_audit_event(sk: SkWorld) -> None:
 
 
 @R("SK-009")
-def test_hidden_but_callable(sk: SkWorld) -> None:
+def test_callable_whether_listed_or_not(sk: SkWorld) -> None:
     answer = sk.ask({"query": "knowledge"})
     expect(answer.ok, SK_009, f"search_knowledge is not callable: {answer.raw}")
-    if sk.strict:
-        listed = {t.name for t in sk.sessions["alice"].tools()}
-        expect("search_knowledge" not in listed, SK_009, "search_knowledge is in the minimal tool list (strict)")
+
+
+@R("SK-027")
+def test_not_in_the_minimal_tool_list(sk: SkWorld) -> None:
+    """The seed keeps the tool out of "the minimal public marketplace-app tool list"; this project
+    reads the Agent Session path's tools/list as that list (CHOICES.md), so a listing is a SHOULD
+    warning (a failure with --fail-on should)."""
+    sk.ask({"query": "knowledge"})  # the session exists (or the check is not verified)
+    listed = {t.name for t in sk.sessions["alice"].tools()}
+    expect(
+        "search_knowledge" not in listed, SK_027, "search_knowledge is listed by tools/list of the Agent Session path"
+    )
 
 
 # ----------------------------------------------------------------- windows

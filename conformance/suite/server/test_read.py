@@ -48,8 +48,8 @@ def test_default_pages_fit_16384_bytes_and_rebuild_the_document(world: World) ->
     if doc is None:  # a live Core's own document: bounds and flags, but nothing to compare the chain with
         return
     expect(len(pages) > 1, READ_004, "a 60 KB document fit into one default page")
-    expect(_joined(pages) == doc.content, READ_015, "the pages do not concatenate to the stored revision")
-    expect(last["truncated"] is False, READ_009, "the page that completes the document says truncated true")
+    if _read_to_the_end(world, doc.content, pages, _continues(doc.content, pages)):
+        expect(checks.says_complete(last), READ_009, "the page that completes the document says truncated true")
     if "total_content_bytes" in last:
         expect(
             last["total_content_bytes"] == C.utf8_size(doc.content),
@@ -71,6 +71,15 @@ def _continues_at(doc: str, position: int, piece: str, i: int) -> int:
     return position + len(piece)
 
 
+def _read_to_the_end(world: World, doc: str, pages: list[dict[str, Any]], position: int) -> bool:
+    """The chain read the whole revision (True), unless it stopped budget_exhausted on a revision larger
+    than the budget the Core advertises (False: where it stopped is READ-011's and READ-020's to judge)."""
+    if pages[-1].get("budget_exhausted") is True and C.utf8_size(doc) > world.chain_budget(pages):
+        return False
+    expect(position == len(doc), READ_015, f"the chain ended after {position} of {len(doc)} characters")
+    return True
+
+
 def _continues(doc: str, pages: list[dict[str, Any]]) -> int:
     """Every page continues the document; returns the characters read."""
     position = 0
@@ -89,8 +98,7 @@ def test_requested_max_bytes_bounds_every_page(world: World, max_bytes: int) -> 
     pages = world.follow(world.ref_for(run_id, doc), run_id, max_bytes=max_bytes)
     if doc is None:
         return
-    position = _continues(doc.content, pages)
-    expect(position == len(doc.content), READ_015, f"the chain ended after {position} of {len(doc.content)} characters")
+    _read_to_the_end(world, doc.content, pages, _continues(doc.content, pages))
 
 
 @R("READ-009", "READ-015", "READ-016")
@@ -112,9 +120,8 @@ def test_pages_cut_next_to_escapes_astral_characters_and_combining_marks(world: 
     doc = world.need_doc("cuts")
     run_id = world.start_run()
     pages = world.follow(world.ref_for(run_id, doc), run_id, max_bytes=max_bytes)
-    position = _continues(doc.content, pages)
-    expect(position == len(doc.content), READ_015, f"the chain ended after {position} of {len(doc.content)} characters")
-    expect(pages[-1]["truncated"] is False, READ_009, "the page that completes the document says truncated true")
+    if _read_to_the_end(world, doc.content, pages, _continues(doc.content, pages)):
+        expect(checks.says_complete(pages[-1]), READ_009, "the page that completes the document says truncated true")
 
 
 @R("READ-006")
@@ -171,28 +178,41 @@ def test_read_chain_delivers_at_most_131072_content_bytes(world: World, key: str
 @R("READ-011", "READ-015", "READ-016")
 @pytest.mark.parametrize("key", ["big", "over"])
 def test_the_page_that_exhausts_the_budget_says_so(world: World, key: str) -> None:
-    """The page after which the revision's next character no longer fits 131072 content bytes
-    is the last: budget_exhausted true, truncated true, next_cursor null. Not a later, empty
-    page, and not a page that claims the read is complete."""
+    """Once the revision's next character no longer fits the chain budget (131072 content bytes, or
+    the smaller one the Core advertises), the chain ends with budget_exhausted true, truncated true
+    (or no truncated member) and next_cursor null, and never claims the read is complete. The seed
+    does not say on which page: by default a Core may offer one more cursor whose pages carry no
+    content, the last of them with the flags; strict wants the flags on the exhausting page (READ-020)."""
     content, pages = _budget_chain(world, key)
+    budget = world.chain_budget(pages)
     delivered, position = 0, 0
     for i, page in enumerate(pages):
         position = _continues_at(content, position, page["content"], i)
         delivered += C.utf8_size(page["content"])
         rest = content[position : position + 1]
-        if rest and C.utf8_size(rest) > C.READ_CHAIN_MAX_BYTES - delivered:
+        if rest and C.utf8_size(rest) > budget - delivered:
+            later = pages[i + 1 :]
             expect(
-                page.get("budget_exhausted") is True and page["truncated"] is True and page["next_cursor"] is None,
+                all(p["content"] == "" for p in later),
+                READ_011,
+                f"page {i} brought the chain to {delivered} content bytes, where the next character no longer fits "
+                f"its {budget}-byte budget, yet a later page carries content",
+            )
+            last = pages[-1]
+            expect(
+                last.get("budget_exhausted") is True
+                and last.get("truncated", True) is True
+                and last["next_cursor"] is None,
                 READ_011,
                 f"page {i} brought the chain to {delivered} content bytes and the next character ({C.utf8_size(rest)} bytes) "
-                f"no longer fits {C.READ_CHAIN_MAX_BYTES}, yet it says {_flags(page)}",
+                f"no longer fits the {budget}-byte budget, yet the chain ends with {_flags(last)}",
             )
             return
     last = pages[-1]
     expect(
         position < len(content),
         READ_011,
-        f"a {C.utf8_size(content)}-byte revision was read completely, past the budget",
+        f"a {C.utf8_size(content)}-byte revision was read completely, past the {budget}-byte budget",
     )
     expect(
         last.get("budget_exhausted") is True,
@@ -206,46 +226,54 @@ def test_the_page_that_exhausts_the_budget_says_so(world: World, key: str) -> No
 @pytest.mark.parametrize("key", ["exact", "over", "big"])
 def test_a_chain_reads_up_to_its_budget(world: World, key: str) -> None:
     """The seed fixes the most a chain may carry ("at most 131072 content bytes"), not how close
-    to it a Core must go. By default a chain that stops budget_exhausted must have carried more
-    than the budget less one largest page (a Core may refuse a page that could pass the budget);
-    strict holds it to this project's edge: it stops only when the next character would pass
-    131072 bytes, so a revision of exactly 131072 bytes reads completely."""
+    to it a Core must go; a Core may advertise a smaller ``read_chain_max_bytes``. By default a chain
+    that stops budget_exhausted must have carried more than its advertised budget less one largest
+    page (a Core may refuse a page that could pass the budget); strict holds it to this project's
+    edge: it stops on the page after which the next character would pass the budget (not one empty
+    page later), so a revision of exactly 131072 bytes reads completely."""
     content, pages = _budget_chain(world, key)
     _continues(content, pages)
     joined = _joined(pages)
     delivered = C.utf8_size(joined)
     last = pages[-1]
+    budget = world.chain_budget(pages)
     strict = world.cfg.strict_codes
     if last.get("budget_exhausted") is True and not strict:
         expect(
-            delivered > C.READ_CHAIN_MAX_BYTES - C.READ_MAX_MAX_BYTES,
+            delivered > budget - C.READ_MAX_MAX_BYTES,
             READ_020,
             f"the chain of a {C.utf8_size(content)}-byte revision stopped budget_exhausted after only {delivered} content bytes "
-            f"(more than {C.READ_CHAIN_MAX_BYTES - C.READ_MAX_MAX_BYTES} were expected before the budget runs out)",
+            f"(more than {budget - C.READ_MAX_MAX_BYTES} were expected before its {budget}-byte budget runs out)",
         )
     elif last.get("budget_exhausted") is True:
         rest = content[len(joined) : len(joined) + 1]
         expect(
-            rest and C.utf8_size(rest) > C.READ_CHAIN_MAX_BYTES - delivered,
+            rest and C.utf8_size(rest) > budget - delivered,
             READ_020,
             f"the chain of a {C.utf8_size(content)}-byte revision stopped budget_exhausted after {delivered} content bytes, "
-            f"though its next character ({C.utf8_size(rest)} bytes) still fits {C.READ_CHAIN_MAX_BYTES}",
+            f"though its next character ({C.utf8_size(rest)} bytes) still fits {budget}",
         )
-    elif C.utf8_size(content) > C.READ_CHAIN_MAX_BYTES:  # never pass without judging where the chain stopped
+        expect(
+            pages[-1]["content"] != "" or len(pages) == 1,
+            READ_020,
+            f"strict: the chain offered one more cursor after the page that exhausted its budget, "
+            f"and ended with an empty page: {_flags(last)} (CHOICES.md)",
+        )
+    elif C.utf8_size(content) > budget:  # never pass without judging where the chain stopped
         expect(
             False,
             READ_010 if joined == content else READ_011,
             f"the chain of a {C.utf8_size(content)}-byte revision, over "
-            f"the budget, ended after {delivered} content bytes without budget_exhausted: {_flags(last)}",
+            f"its {budget}-byte budget, ended after {delivered} content bytes without budget_exhausted: {_flags(last)}",
         )
-    if C.utf8_size(content) <= C.READ_CHAIN_MAX_BYTES and (strict or last.get("budget_exhausted") is not True):
+    if C.utf8_size(content) <= budget and (strict or last.get("budget_exhausted") is not True):
         expect(
             joined == content,
             READ_020,
             f"a {C.utf8_size(content)}-byte revision, within the budget, was not read "
             f"completely: the chain ended after {delivered} bytes with {_flags(last)}",
         )
-        expect(last["truncated"] is False, READ_009, "the page that completes the document says truncated true")
+        expect(checks.says_complete(last), READ_009, "the page that completes the document says truncated true")
 
 
 def _padded(token: str, size: int, unit: str = "A") -> str:
