@@ -9,13 +9,16 @@ area and kind of miniature, so the project's tests stay within CI's time), ``all
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from simulator.quirks import QUIRKS, Quirk
 from tests import detection
+from tests.suite_command import SUITE
 
 FAST = (
     "capabilities_missing",
@@ -133,3 +136,19 @@ def test_a_seed_allowed_quirk_passes_a_default_run(tmp_path: Path, name: str) ->
     plain = Quirk(quirk.name, quirk.violates, quirk.description, quirk.exit)  # the same Core, judged without strict
     outcome = detection.run(plain, tmp_path)
     assert outcome.exit == 0 and outcome.failed == frozenset(), (outcome.failed, outcome.exit, outcome.note)
+
+
+def test_every_seed_allowed_quirk_at_once_passes_a_default_run(tmp_path: Path) -> None:
+    """Every strict_only quirk of the table in one simulator (the Core, MCP and search_knowledge
+    miniatures mixed): a default run calls it conformant. One run in every CI, whatever KC_QUIRKS
+    picks, so no seed-allowed choice can make a default run stricter than the seed unnoticed."""
+    names = sorted(q.name for q in QUIRKS.values() if q.strict_only)
+    assert {"budget_ends_one_page_late", "error_without_next_action", "sk_other_choices", "mcp_own_page_size"} <= set(
+        names
+    )
+    reports = tmp_path / "allowed"
+    cmd = [*SUITE, *(a for n in names for a in ("--sim-quirk", n)), "--no-shrink", "--reports", str(reports)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    results = json.loads((reports / "results.json").read_text("utf-8"))
+    failed = {r["id"]: r["reason"] for r in results["requirements"] if r["status"] == "failed"}
+    assert failed == {} and done.returncode == 0, (failed, done.returncode, done.stdout[-3000:])

@@ -639,11 +639,12 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
             tuple(sorted(answer.body or {})),
         )
         self.unavailable.setdefault(signature, f"{what} ({why})")
-        self._expect(
-            len(self.unavailable) == 1,
-            SK_023,
-            f"unavailable resources answer differently: {sorted(self.unavailable.values())}",
-        )
+        if self.world.strict:  # one answer word for word is this project's reading; the seed fixes the code
+            self._expect(
+                len(self.unavailable) == 1,
+                SK_023,
+                f"strict: unavailable resources answer differently: {sorted(self.unavailable.values())}",
+            )
 
     def _window(
         self, answer: Answer, item: str, rev: Rev, at: int, limit: int | None, what: str

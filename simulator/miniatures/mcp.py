@@ -103,6 +103,14 @@ class McpErrorAsJsonRpc(AgentTools):
         raise MCPError(-32000, f"{name}: {err}")
 
 
+class McpOwnPageSize(AgentTools):
+    """Seed-allowed: the MCP read tool pages at 8192 bytes unless asked otherwise (HTTP's default is
+    16384), so its chain of a document has more pages than HTTP's; the content is the same."""
+
+    async def read(self, session: Session, run_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await super().read(session, run_id, {"max_bytes": 8192, **arguments})
+
+
 AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_missing_flag": McpMissingFlag,
     "mcp_no_structured_content": McpNoStructuredContent,
@@ -110,6 +118,7 @@ AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_read_before_turn": McpReadBeforeTurn,
     "mcp_differs_from_http": McpDiffersFromHttp,
     "mcp_error_as_jsonrpc": McpErrorAsJsonRpc,
+    "mcp_own_page_size": McpOwnPageSize,
 }
 JOB_MINIATURES: dict[str, type[JobTools]] = {"mcp_knowledge_on_job_path": McpKnowledgeOnJobPath}
 MINIATURES: dict[str, type[AgentTools] | type[JobTools]] = {**AGENT_MINIATURES, **JOB_MINIATURES}

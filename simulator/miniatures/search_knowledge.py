@@ -85,6 +85,28 @@ class SkAuditWritten(SearchKnowledge):
         self.state.audit(context.route, "knowledge.searched", now, account=context.account)
 
 
+class SkOtherChoices(SearchKnowledge):
+    """Seed-allowed, not this project's choices: excerpts of up to 3000 characters, a citation and no
+    source member, a wording of its own per unavailable cause (the code stays one), scores rounded to
+    six decimals, and undeclared arguments refused before the runtime switch is looked at."""
+
+    def call(self, context: Context, arguments: dict[str, Any], now: float) -> dict[str, Any]:
+        self.parse(dict(arguments))  # an undeclared or malformed argument is refused first, even with the runtime off
+        return super().call(context, arguments, now)
+
+    def unavailable(self, reason: str) -> SkError:
+        return SkError(
+            "knowledge_resource_unavailable", f"nothing to read here ({len(reason)}/{sum(map(ord, reason)) % 89})"
+        )
+
+    def hit(self, rev: Revision, scored: Any, mode: str) -> dict[str, Any]:
+        out = super().hit(rev, scored, mode)
+        out.pop("source", None)
+        out["excerpt"] = rev.content[:3000]
+        out["scores"] = {k: round(v, 6) if isinstance(v, float) else v for k, v in out["scores"].items()}
+        return out
+
+
 MINIATURES: dict[str, type[SearchKnowledge]] = {
     "sk_alpha_inverted": SkAlphaInverted,
     "sk_alpha_unclamped": SkAlphaUnclamped,
@@ -94,6 +116,7 @@ MINIATURES: dict[str, type[SearchKnowledge]] = {
     "sk_existence_leak": SkExistenceLeak,
     "sk_owner_argument_honoured": SkOwnerArgumentHonoured,
     "sk_audit_written": SkAuditWritten,
+    "sk_other_choices": SkOtherChoices,
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+import schemathesis  # at collection, on a shallow stack: imported inside a deep test it can trip CPython 3.11's AST recursion check
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,8 +44,6 @@ def _served(path: str, wire: dict[str, Any]) -> str:
 @cache
 def _schema(served: tuple[tuple[str, str], ...]) -> Any:
     """The bundled openapi.yaml with each operation moved to where the target serves it."""
-    import schemathesis
-
     document = bundle()
     document["paths"] = {dict(served).get(path, path): item for path, item in document["paths"].items()}
 
