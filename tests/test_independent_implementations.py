@@ -1,7 +1,9 @@
-"""The suite on implementations written apart from it: a second Core (seed 000, with the control
-extension) and a second client SDK with a host transport (JavaScript), both in
+"""The suite on implementations written apart from it: a second Core (seed 000 and seed 003, with
+the control extension, its Agent Session MCP path over streamable HTTP per route and over stdio, and
+the Fixed Client Token job path) and a second client SDK with a host transport (JavaScript), both in
 ``examples/independent/``, written blind from the seeds and ``schemas/`` and taking the other choice
-wherever the seeds leave one open. Each passes its own tests, and the suite calls each CONFORMANT."""
+wherever the seeds leave one open. Each passes its own tests, and the suite calls each CONFORMANT on
+every surface it has."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from knowledge_schemas import load_catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "examples" / "independent" / "core"
@@ -72,7 +76,9 @@ def test_the_independent_core_passes_its_own_tests() -> None:
 def test_the_suite_calls_the_independent_core_conformant(independent_core: tuple[str, str], tmp_path: Path) -> None:
     url, token = independent_core
     config = tmp_path / "target.toml"
-    config.write_text((CORE / "target.toml").read_text("utf-8").replace("http://127.0.0.1:8765", url), "utf-8")
+    launcher = json.dumps([sys.executable, str(CORE / "run.py")])[1:-1]  # its stdio servers, from any directory
+    text = (CORE / "target.toml").read_text("utf-8").replace("http://127.0.0.1:8765", url)
+    config.write_text(text.replace('"python", "-m", "blindcore"', launcher), "utf-8")
     reports = tmp_path / "reports"
     done = subprocess.run(
         [
@@ -100,6 +106,16 @@ def test_the_suite_calls_the_independent_core_conformant(independent_core: tuple
     summary = results["summary"]
     assert summary["server_must_verified"] == summary["server_must_total"], summary
     assert done.returncode == 0 and results["verdict"] == "conformant", done.stdout[-3000:]
+    checked = {s["surface"] for s in results["surfaces"] if s["checked"]}
+    assert checked == {"http", "mcp-stdio", "mcp-http"}, results["surfaces"]
+    catalogue = load_catalogue()
+    observable = [
+        r
+        for r in results["requirements"]
+        if r["surface"] in ("mcp", "tool") and r["level"] == "MUST" and catalogue[r["id"]].via != "none"
+    ]
+    unverified = {r["id"]: r["reason"] for r in observable if r["status"] != "verified"}
+    assert unverified == {}, unverified
 
 
 @needs_node

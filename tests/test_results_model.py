@@ -24,7 +24,7 @@ SERVER_MUSTS = [r.id for r in load_catalogue() if r.server_observable and r.leve
 
 
 def passing(*ids: str) -> TestResult:
-    return TestResult("t::pass", "passed", list(ids))
+    return TestResult("t::pass", "passed", list(ids), exercised=list(ids))
 
 
 def run(tests: list[TestResult], waivers: list[Waiver] | None = None, fail_on: str = "must") -> dict[str, str]:
@@ -59,6 +59,12 @@ def test_generated_tests_verify_only_what_they_reached() -> None:
     generated = TestResult("t::gen", "passed", ["REF-001", "REF-002"], exercised=["REF-002"])
     out = run([generated])
     assert out["REF-002"] == "verified" and out["REF-001"] == "not_verified"
+
+
+def test_a_passed_test_without_a_ledger_verifies_nothing() -> None:
+    """Fail closed: a test whose checks were not recorded (no ledger kept) cannot verify its marks."""
+    out = run([TestResult("t::bare", "passed", ["REF-001"])])
+    assert out["REF-001"] == "not_verified"
 
 
 def test_waivers_apply_until_they_expire_and_should_gating() -> None:

@@ -12,6 +12,9 @@ from conformance.target.config import TargetConfig
 from conformance.target.open import Target, factory
 
 JOB_SECONDS = 1.0  # how long the bundled simulator's governed jobs stay pending
+TOKEN_ENV = "KC_AGENT_TOKEN"
+"""The environment variable that hands a configured stdio server the Agent Session token of the
+session it acts for (never on its command line, where process listings would show it)."""
 
 
 def on_route(template: str, route: str) -> str:
@@ -30,12 +33,12 @@ def agent_endpoints(
     if chosen:
         if chosen.startswith(("http://", "https://")):
             return {"http": Endpoint("http", url=on_route(chosen, route), token=str(cfg.mcp.get("token") or token))}
-        return {"stdio": Endpoint("stdio", argv=tuple(on_route(a, route) for a in shlex.split(chosen)))}
+        return {"stdio": _stdio(shlex.split(chosen), route, token)}
     found: dict[str, Endpoint] = {}
     if cfg.mcp.get("url"):
         found["http"] = Endpoint("http", url=on_route(cfg.mcp["url"], route), token=str(cfg.mcp.get("token") or token))
     if cfg.mcp.get("command"):
-        found["stdio"] = Endpoint("stdio", argv=tuple(on_route(a, route) for a in cfg.mcp["command"]))
+        found["stdio"] = _stdio(cfg.mcp["command"], route, token)
     found = {k: v for k, v in found.items() if _wanted(cfg, k)}
     if found or not cfg.is_sim or target.app is None:
         return found
@@ -47,6 +50,11 @@ def agent_endpoints(
         "http": Endpoint("http", url=factory("sim-mcp-http")(base, route), token=token),
         "stdio": Endpoint("stdio", argv=tuple(argv), env=tuple(sorted(env.items()))),
     }
+
+
+def _stdio(argv: list[str], route: str, token: str) -> Endpoint:
+    """A configured stdio server for one session: ``{route}`` in its arguments, the token in its environment."""
+    return Endpoint("stdio", argv=tuple(on_route(a, route) for a in argv), env=((TOKEN_ENV, token),))
 
 
 def _wanted(cfg: TargetConfig, transport: str) -> bool:

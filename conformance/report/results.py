@@ -28,7 +28,9 @@ class TestResult:
     message: str = ""
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     duration: float = 0.0
-    exercised: list[str] | None = None  # the rules whose checks passed in the test (its ledger); None: not kept
+    exercised: list[str] | None = (
+        None  # the rules whose checks passed in the test (its ledger); None: not kept, none verified
+    )
     sequence: list[str] | None = None  # generated stateful tests: the minimal failing sequence, replayable
     detail: str = ""  # the traceback behind a failure, for whoever debugs the suite itself
 
@@ -255,8 +257,9 @@ def aggregate(
     for req in catalogue:
         mine = by_req.get(req.id, [])
         failed = [t for t in mine if t.outcome == "failed" and t.violated == req.id]
-        passed = [t for t in mine if t.outcome == "passed" and (t.exercised is None or req.id in t.exercised)]
-        unreached = [t for t in mine if t.outcome == "passed" and t.exercised is not None and req.id not in t.exercised]
+        # Fail closed: a passed test verifies only the rules its ledger shows checked (none kept: none verified).
+        passed = [t for t in mine if t.outcome == "passed" and req.id in (t.exercised or ())]
+        unreached = [t for t in mine if t.outcome == "passed" and req.id not in (t.exercised or ())]
         skips = [t.message for t in mine if t.outcome == "skipped"]
         errors = [t for t in mine if t.outcome == "error"]
         unnamed = [t for t in mine if t.outcome == "failed" and (t.violated is None or t.violated not in catalogue)]

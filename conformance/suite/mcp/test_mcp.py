@@ -357,12 +357,14 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
     chosen = option(pytestconfig, "--mcp-target")
     if skipped(chosen):
         pytest.skip("not verified: MCP checks skipped: --mcp-target none")
-    if chosen or kc_config.mcp.get("url") or kc_config.mcp.get("command"):
+    configured = [chosen] if chosen else [kc_config.mcp.get("url") or "", *(kc_config.mcp.get("command") or [])]
+    if any(configured) and not any("{route}" in str(part) for part in configured):
         pytest.skip(
-            "not verified: the configured MCP server acts on its own route; a legacy workspace needs one on any route"
+            "not verified: the configured MCP server acts on its own route; a legacy workspace needs one per route "
+            "({route} in its URL or command)"
         )
     who = fresh_world.primary
-    endpoint = agent_endpoints(kc_config, kc_target, None, str(who.token), fresh_world.route).get(transport)
+    endpoint = agent_endpoints(kc_config, kc_target, chosen, str(who.token), fresh_world.route).get(transport)
     if endpoint is None:
         pytest.skip(f"not verified: no Agent Session MCP server over {transport} for a fresh workspace")
     fresh_world.need_control("set the workspace's mode").set_mode(fresh_world.route, "legacy")

@@ -16,6 +16,8 @@ import uuid
 from collections import Counter
 from urllib.parse import parse_qs, unquote
 
+from . import knowledge
+
 # --------------------------------------------------------------------------- constants
 CAPS_SCHEMA = "bailing.agent-knowledge-capabilities.v1"
 KNOWLEDGE_SCHEMA = "bailing.agent-knowledge.v1"
@@ -216,7 +218,7 @@ def new_opaque(prefix: str) -> str:
 # --------------------------------------------------------------------------- state
 class Revision:
     __slots__ = ("id", "item_id", "title", "summary", "content", "content_bytes",
-                 "title_tokens", "body_tf")
+                 "title_tokens", "body_tf", "sk")
 
     def __init__(self, rev_id: int, item_id: str, title: str, summary, content: str):
         self.id = rev_id
@@ -229,10 +231,11 @@ class Revision:
         self.body_tf = Counter(tokens(content))
         if summary:
             self.body_tf.update(set(tokens(summary)))
+        self.sk = None  # the seed-003 ranking index, built on first use
 
 
 class Item:
-    __slots__ = ("id", "base_id", "current", "revisions", "order")
+    __slots__ = ("id", "base_id", "current", "revisions", "order", "active", "published")
 
     def __init__(self, item_id: str, base_id: str, order: int):
         self.id = item_id
@@ -240,6 +243,8 @@ class Item:
         self.current: Revision | None = None
         self.revisions: list = []
         self.order = order
+        self.active = True      # seed 003: archived when False
+        self.published = True   # seed 003: unpublished when False
 
 
 class Workspace:
@@ -255,6 +260,13 @@ class Workspace:
         self.refs: dict = {}           # ref token -> ref record
         self.cursors: dict = {}        # cursor token -> cursor record
         self.rev_counter = 0
+        self.knowledge = knowledge.KnowledgeState()   # seed 003 states
+
+    def new_revision(self, item: "Item", title: str, summary, content: str) -> "Revision":
+        rev = Revision(self.next_revision_id(), item.id, title, summary, content)
+        item.current = rev
+        item.revisions.append(rev)
+        return rev
 
     def next_revision_id(self) -> int:
         self.rev_counter += 1
@@ -334,7 +346,11 @@ class Core:
         (re.compile(r"/agent-api/v1/workspaces/([^/]+)/knowledge/search"), "search", "POST"),
         (re.compile(r"/agent-api/v1/workspaces/([^/]+)/knowledge/read"), "read", "POST"),
         (re.compile(r"/agent-api/v1/workspaces/([^/]+)/turns"), "turns", "POST"),
+        (re.compile(r"/agent-api/v1/workspaces/([^/]+)/bootstrap"), "bootstrap", "GET"),
+        (re.compile(r"/agent-api/v1/workspaces/([^/]+)/knowledge-service/search-knowledge"),
+         "search_knowledge", "POST"),
     )
+    LEGACY_ENDPOINTS = ("capabilities", "search", "read")
 
     def _match_agent(self, path):
         for rx, name, meth in self.AGENT_ROUTES:
@@ -356,6 +372,10 @@ class Core:
         try:
             if ident is None:
                 raise err(401, "unauthorized")
+            if path == "/agent-api/v1/session":
+                if method != "GET":
+                    raise HTTPError(405, {"error": "method_not_allowed"}, {"Allow": "GET"})
+                return 200, {}, self._session_of(ident), ident
             if endpoint is None:
                 raise err(404, "not_found")
             if not is_route(route):
@@ -364,12 +384,12 @@ class Core:
             if ws is None or ident["route"] != route:
                 # Another workspace's token learns nothing about this one.
                 raise err(404, "route_unavailable")
-            if ws.mode == "legacy" and endpoint != "turns":
+            if ws.mode == "legacy" and endpoint in self.LEGACY_ENDPOINTS:
                 st = ws.legacy_status
                 raise HTTPError(st, dict(LEGACY_BODIES[st]))
             if method != allowed:
                 raise HTTPError(405, {"error": "method_not_allowed"}, {"Allow": allowed})
-            if endpoint != "capabilities" and len(raw) > AGENT_BODY_LIMIT:
+            if endpoint not in ("capabilities", "bootstrap") and len(raw) > AGENT_BODY_LIMIT:
                 raise err(413, "payload_too_large")
             handler = getattr(self, "_ep_" + endpoint)
             status, body = handler(ws, ident, raw)
@@ -385,6 +405,28 @@ class Core:
         if scheme.lower() != "bearer":
             return None
         return self.tokens.get(token.strip())
+
+    # ---------------------------------------------------------------- bootstrap
+    @staticmethod
+    def _session_of(ident: dict) -> dict:
+        return {"schema_version": "bailing.agent-bootstrap.v1", "route": ident["route"],
+                "hub": ident["hub"], "session_id": ident["session_id"], "account": ident["account"]}
+
+    def _ep_bootstrap(self, ws: Workspace, ident: dict, raw: bytes) -> tuple[int, dict]:
+        """Who the token is on this route: what an adapter in front of the Core needs
+        to key an Agent Session's current run (vendor sibling, minimal body).
+        `GET /agent-api/v1/session` answers the same without a route."""
+        return 200, self._session_of(ident)
+
+    # ---------------------------------------------------------------- search_knowledge (seed 003)
+    def _ep_search_knowledge(self, ws: Workspace, ident: dict, raw: bytes) -> tuple[int, dict]:
+        try:
+            args = parse_json(raw) if raw else {}
+            return 200, knowledge.search_knowledge(ws, ident["account"], args)
+        except HTTPError:
+            raise err(400, "knowledge_invalid_request")
+        except knowledge.KnowledgeError as e:
+            raise err(e.status, e.code, type=e.kind)
 
     # ---------------------------------------------------------------- capabilities
     def _ep_capabilities(self, ws, ident, raw):
@@ -498,7 +540,7 @@ class Core:
 
     def _visible_items(self, ws, ident):
         bases, _ = ws.scope_of(ident["account"])
-        items = [it for it in ws.items.values() if it.current is not None]
+        items = [it for it in ws.items.values() if knowledge.item_searchable(ws, it)]
         if bases is not None:
             items = [it for it in items if it.base_id in bases]
         if ws.mode == "partial":
@@ -618,7 +660,8 @@ class Core:
         if ws.scope_of(ident["account"])[1] != rec["scope_version"]:
             raise ref_error("scope")
         item = ws.items.get(rec["item_id"])
-        if item is None or item.current is None or item.current.id != rec["revision_id"]:
+        if (item is None or item.current is None or item.current.id != rec["revision_id"]
+                or not knowledge.item_searchable(ws, item)):
             raise ref_error("revision")
         bases, _ = ws.scope_of(ident["account"])
         if bases is not None and item.base_id not in bases:
@@ -708,6 +751,13 @@ class Core:
         (re.compile(r"/faults"), {"POST": "fault"}),
         (re.compile(r"/faults/lost"), {"GET": "lost"}),
         (re.compile(r"/transcript"), {"GET": "transcript"}),
+        # seed 003 Knowledge service (control-openapi.yaml, feature `knowledge`)
+        (re.compile(r"/workspaces/([^/]+)/knowledge/items/([^/]+)/revisions"), {"POST": "k_publish"}),
+        (re.compile(r"/workspaces/([^/]+)/knowledge/items/([^/]+)/state"), {"PUT": "k_item_state"}),
+        (re.compile(r"/workspaces/([^/]+)/knowledge/bases/([^/]+)/state"), {"PUT": "k_base_state"}),
+        (re.compile(r"/workspaces/([^/]+)/knowledge/runtime"), {"PUT": "k_runtime"}),
+        (re.compile(r"/workspaces/([^/]+)/knowledge/scopes/([^/]+)"), {"PUT": "k_scopes"}),
+        (re.compile(r"/workspaces/([^/]+)/knowledge/audit"), {"GET": "k_audit"}),
     )
 
     def _control(self, method, sub, query, headers, raw, host):
@@ -734,6 +784,8 @@ class Core:
             raise err(404, "not_found")
         except HTTPError as e:
             return e.status, e.headers, e.body
+        except knowledge.ControlError as e:
+            return e.status, {}, {"error": e.code}
 
     def _ws(self, route) -> Workspace:
         if not is_route(route):
@@ -807,6 +859,7 @@ class Core:
                               self._text(it, "content", 4194304, True)))
             parsed.append((b["id"], name, items))
         ws.bases, ws.items = [], {}
+        ws.knowledge.base_active = {}
         receipt, order = {}, 0
         for base_id, name, items in parsed:
             ws.bases.append((base_id, name))
@@ -818,6 +871,8 @@ class Core:
                 item.revisions.append(rev)
                 ws.items[item_id] = item
                 receipt[item_id] = str(rev.id)
+        ws.knowledge.record(self.now(ws.route), "knowledge.corpus.replaced",
+                            bases=len(parsed), items=len(receipt))
         return 200, {"items": receipt}
 
     def _c_publish(self, route, item_id, raw, query, host):
@@ -836,6 +891,8 @@ class Core:
                        content)
         item.current = rev
         item.revisions.append(rev)
+        ws.knowledge.record(self.now(ws.route), "knowledge.revision.published",
+                            knowledge_item_id=item_id, knowledge_revision_id=str(rev.id))
         return 201, {"item_id": item_id, "revision_id": str(rev.id)}
 
     def _c_scope(self, route, account, raw, query, host):
@@ -943,3 +1000,29 @@ class Core:
 
     def _c_transcript(self, raw, query, host):
         return 200, {"requests": list(self.transcript)}
+
+    # ---------------------------------------------------------------- seed 003 control
+    def _c_k_publish(self, route: str, item_id: str, raw: bytes, query: str, host: str) -> tuple[int, dict]:
+        ws = self._ws(route)
+        return 201, knowledge.publish_revision(ws, item_id, raw, self.now(route), ws.new_revision)
+
+    def _c_k_item_state(self, route: str, item_id: str, raw: bytes, query: str, host: str) -> tuple[int, None]:
+        ws = self._ws(route)
+        knowledge.set_item_state(ws, item_id, raw, self.now(route))
+        return 204, None
+
+    def _c_k_base_state(self, route: str, base_id: str, raw: bytes, query: str, host: str) -> tuple[int, None]:
+        ws = self._ws(route)
+        knowledge.set_base_state(ws, base_id, raw, self.now(route))
+        return 204, None
+
+    def _c_k_runtime(self, route: str, raw: bytes, query: str, host: str) -> tuple[int, dict]:
+        ws = self._ws(route)
+        return 200, knowledge.set_runtime(ws, raw, self.now(route))
+
+    def _c_k_scopes(self, route: str, account: str, raw: bytes, query: str, host: str) -> tuple[int, dict]:
+        ws = self._ws(route)
+        return 200, knowledge.set_scopes(ws, account, raw, self.now(route))
+
+    def _c_k_audit(self, route: str, raw: bytes, query: str, host: str) -> tuple[int, dict]:
+        return 200, knowledge.audit(self._ws(route))

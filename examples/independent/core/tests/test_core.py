@@ -287,8 +287,9 @@ def test_control_extension(c):
     assert any(e.get("body", {}) and e["body"].get("knowledge_delivery") == "on_demand" for e in tr)
     assert tok not in json.dumps(tr) and CONTROL not in json.dumps(tr)
     assert any(e.get("account") == "alice" for e in tr)
-    # seed 003 knowledge control routes are not part of this Core
-    assert c.ctl("PUT", f"/workspaces/{R}/knowledge/runtime", {"enabled": False}).status == 404
+    # seed 003 knowledge control routes exist; the extension stays at release 1.0.0 (no GET /)
+    assert c.ctl("PUT", f"/workspaces/{R}/knowledge/runtime", {"enabled": False}).json == {"enabled": False}
+    assert c.ctl("GET", "/").status == 404 and c.ctl("GET", "").status == 404
     # duplicate workspace, delete
     assert c.ctl("POST", "/workspaces", {"route": R}).status == 409
     assert c.ctl("POST", "/workspaces", {"route": "auto"}).status == 400
