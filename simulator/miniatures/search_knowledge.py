@@ -87,8 +87,8 @@ class SkAuditWritten(SearchKnowledge):
 
 class SkOtherChoices(SearchKnowledge):
     """Seed-allowed, not this project's choices: excerpts of up to 3000 characters, a citation and no
-    source member, a wording of its own per unavailable cause (the code stays one), scores rounded to
-    six decimals, and undeclared arguments refused before the runtime switch is looked at."""
+    source member, a wording of its own per unavailable cause (the code stays one), and undeclared
+    arguments refused before the runtime switch is looked at."""
 
     def call(self, context: Context, arguments: dict[str, Any], now: float) -> dict[str, Any]:
         self.parse(dict(arguments))  # an undeclared or malformed argument is refused first, even with the runtime off
@@ -103,6 +103,14 @@ class SkOtherChoices(SearchKnowledge):
         out = super().hit(rev, scored, mode)
         out.pop("source", None)
         out["excerpt"] = rev.content[:3000]
+        return out
+
+
+class SkScoresRounded(SearchKnowledge):
+    """Seed-allowed: every score rounded to six decimals (modes are judged by rank)."""
+
+    def hit(self, rev: Revision, scored: Any, mode: str) -> dict[str, Any]:
+        out = super().hit(rev, scored, mode)
         out["scores"] = {k: round(v, 6) if isinstance(v, float) else v for k, v in out["scores"].items()}
         return out
 
@@ -117,6 +125,7 @@ MINIATURES: dict[str, type[SearchKnowledge]] = {
     "sk_owner_argument_honoured": SkOwnerArgumentHonoured,
     "sk_audit_written": SkAuditWritten,
     "sk_other_choices": SkOtherChoices,
+    "sk_scores_rounded": SkScoresRounded,
 }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-import schemathesis  # at collection, on a shallow stack: imported inside a deep test it can trip CPython 3.11's AST recursion check
+import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -51,6 +51,22 @@ def _schema(served: tuple[tuple[str, str], ...]) -> Any:
     # negative case counts as refused only with a 4xx (never a 5xx, which is WIRE-001 anyway).
     config = schemathesis.Config.from_dict({"checks": {"negative_data_rejection": {"expected-statuses": ["4xx"]}}})
     return schemathesis.openapi.from_dict(document, config=config)
+
+
+def _warm_up() -> None:
+    """Every module schemathesis imports lazily, imported now, at collection, on a shallow stack:
+    imported (and assertion-rewritten) inside a deep test they can trip CPython 3.11's AST
+    recursion check ("AST constructor recursion depth mismatch"), a harness error of no target's."""
+    import schemathesis.specs.openapi.checks  # noqa: F401
+    from schemathesis.generation import GenerationMode
+
+    for path, method in OPERATIONS:
+        operation = _schema(tuple((p, p) for p, _ in OPERATIONS))[path][method]
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            operation.as_strategy(generation_mode=mode, path_parameters={"route": "warm-up"})
+
+
+_warm_up()
 
 
 def _bind_run(case: Any, run_id: str, negative: bool) -> None:
