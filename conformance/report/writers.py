@@ -82,7 +82,7 @@ def _markdown_context(run: RunResult) -> dict[str, Any]:
         "scope": scope,
         "outside": [(rid, titles.get(rid, "")) for rid in scope["outside"]] if scope else [],
         "judged": judged,
-        "short": _short,
+        "short": short,
         "cut": TITLE_CUT,
     }
 
@@ -92,7 +92,7 @@ TITLE_CUT = 36
 would make a clean run's report too long for a pull-request comment (report.html has them whole)."""
 
 
-def _short(text: str, limit: int) -> str:
+def short(text: str, limit: int) -> str:
     """``text`` on one line and at most ``limit`` characters, cut at a word, for a table cell."""
     flat = " ".join(text.split()).replace("|", "/")
     if len(flat) <= limit:
