@@ -51,8 +51,14 @@ def test_clean_simulator_in_process_is_conformant_with_every_report(tmp_path: Pa
         assert set(test["exercised"]) == set(test["requirements"]), (
             f"{test['nodeid']}: the default walk must reach every rule it claims"
         )
+    report = (tmp_path / "report.md").read_bytes()
+    assert len(report) < 8 * 1024, (
+        f"a clean run's report.md is {len(report)} bytes: too long for a pull-request comment"
+    )
+    text = report.decode("utf-8")
+    assert text.index("**Verdict: CONFORMANT**") < text.index("<details>") and "## Failures" not in text
     print(
-        f"\nin-process: {out.strip().splitlines()[-1]}; MUSTs {summary['server_must_verified']}/{summary['server_must_total']}"
+        f"\nin-process: {out.strip().splitlines()[-1]}; MUSTs {summary['server_must_verified']}/{summary['server_must_total']}; report.md {len(report)} bytes"
     )
 
 
@@ -76,6 +82,18 @@ def test_quirk_run_shows_the_failed_clause_and_a_reproduction(tmp_path: Path) ->
     assert "Verdict: NON-CONFORMANT" in html and "SRCH-003" in html
     assert "Search returns at most three title/summary/ref hints" in html and "curl -sS -X POST" in html
     assert "bha_" not in html + (tmp_path / "results.json").read_text("utf-8"), "tokens must never reach a report"
+    md = (tmp_path / "report.md").read_text("utf-8")
+    assert "bha_" not in md and "$TOKEN'" not in md
+    # Failures first, each with its title and the request its check judged (a search, even in a
+    # test whose last requests were reads), as a curl line naming its identity.
+    assert md.index("## Failures") < md.index("## Counts") < md.index("<details><summary>Requirement matrix")
+    assert "### SRCH-003 (MUST) At most three hints" in md
+    assert "# identity: primary\ncurl -sS -X POST" in md and '-H "Authorization: Bearer $CORE_TOKEN_PRIMARY"' in md
+    failed = [t for t in results["tests"] if t["violated"] == "SRCH-003"]
+    for test in failed:
+        judged = [e for e in test["exchanges"] if e["judged"]]
+        assert len(judged) == 1 and judged[0]["operation"] == "search", test["nodeid"]
+        assert judged[0]["identity"] == "primary" and judged[0]["curl"].startswith("# identity: primary\n")
 
 
 def test_waiver_keeps_a_known_deviation_visible_but_not_gating(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 import gevent
@@ -58,7 +57,8 @@ from conformance.server.world import World
 from conformance.target import contract as C
 from conformance.target.outcomes import ContractViolation, HarnessError, NotVerified
 from conformance.target.rules import expect, record_into
-from conformance.target.transport import Recorder
+from conformance.target.transport import Recorder, judged_exchange
+from knowledge_schemas import load_catalogue
 
 MAX_BYTES = (None, C.READ_MIN_MAX_BYTES, 8192, C.READ_DEFAULT_MAX_BYTES, C.READ_MAX_MAX_BYTES)
 LONGEST_CHARACTER = 4  # UTF-8 bytes: a chain that stops with more room than this left stopped early
@@ -105,7 +105,8 @@ class ContractUser(HttpUser):
 
     def _recorder(self) -> Recorder:
         """The exchanges of the current step, secrets redacted: a violation's evidence."""
-        return Recorder(0.0, str(self.ctx.cfg.wire["auth"]["header"]))
+        wire = self.ctx.cfg.wire
+        return Recorder(0.0, str(wire["auth"]["header"]), str(wire["auth"]["scheme"]), wire["paths"])
 
     def _core(self, session: Any, recorder: Recorder) -> CoreWire:
         def keep(response: httpx.Response) -> None:
@@ -132,7 +133,7 @@ class ContractUser(HttpUser):
         try:
             step()
         except ContractViolation as exc:
-            self.ctx.tally.violated(exc.requirement, str(exc), self._exchange(recorder))
+            self.ctx.tally.violated(exc.requirement, str(exc), self._exchange(recorder, exc.requirement))
             return False
         except NotVerified as exc:  # the suite's "not verified" (e.g. a search found nothing)
             self.ctx.tally.skip(exc.reason.removeprefix("not verified: ")[:200])
@@ -142,12 +143,12 @@ class ContractUser(HttpUser):
             return False
         return True
 
-    def _exchange(self, recorder: Recorder) -> dict[str, Any] | None:
-        if not recorder.current:
-            return None
-        auth = self.ctx.cfg.wire["auth"]
-        last = recorder.current[-1]
-        return {**asdict(last), "curl": last.curl(self.host or "", auth["header"], auth["scheme"])}
+    def _exchange(self, recorder: Recorder, requirement: str) -> dict[str, Any] | None:
+        """The request the violated check judged (see ``judged_exchange``), as evidence."""
+        catalogue = load_catalogue()
+        via = catalogue[requirement].via if requirement in catalogue else None
+        chosen = judged_exchange(recorder.current, via)
+        return None if chosen is None else chosen.evidence(self.host or "", self.ctx.cfg.wire["auth"], judged=True)
 
     # -------------------------------------------------------------- steps
     def new_run(self) -> None:

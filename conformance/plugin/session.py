@@ -9,7 +9,6 @@ import json
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -202,10 +201,11 @@ class SuiteSession:
                 report.user_properties.append(("sequence", json.dumps([scrub(s) for s in sequence])))
             recorder = self.state.recorder
             if recorder is not None and recorder.current:
-                base, auth = self.state.base_url, self.state.config.wire["auth"]
-                exchanges = [
-                    {**asdict(e), "curl": e.curl(base, auth["header"], auth["scheme"])} for e in recorder.current[-4:]
-                ]
+                from knowledge_schemas import load_catalogue
+
+                catalogue = load_catalogue()
+                via = catalogue[violated].via if violated is not None and violated in catalogue else None
+                exchanges = recorder.evidence(self.state.base_url, self.state.config.wire["auth"], via)
                 report.user_properties.append(("exchanges", json.dumps(exchanges)))
         self._scrub_report(report)
 

@@ -104,6 +104,12 @@ class RunResult:
     requirements: list[RequirementResult]
     tests: list[TestResult]
     surfaces: list[dict[str, Any]] = field(default_factory=list)
+    scope: dict[str, Any] | None = None  # the declared scope (results.schema.json ``scope``); None: none declared
+
+    @property
+    def declared_scope(self) -> dict[str, Any] | None:
+        """The scope the verdict is given within, when one was declared."""
+        return self.scope if self.scope is not None and self.scope.get("declared") else None
 
     @property
     def is_client_run(self) -> bool:
@@ -119,8 +125,18 @@ class RunResult:
         """The surfaces in one phrase, for the verdict line and every report's header."""
         return surfaces_line(self.surfaces)
 
+    @property
+    def must_explained(self) -> str:
+        """What the verdict's MUST count counts, against the whole catalogue's counts by level."""
+        if self.is_client_run:
+            return "the client and host MUSTs of the surfaces the harness declares that a harness can show"
+        return "the Core HTTP (`server`) MUSTs a request to a Core shows: the verdict counts these, nothing else"
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.scope is None:  # an optional member: absent, never null
+            del out["scope"]
+        return out
 
 
 def load_waivers(path: str | None, catalogue: Catalogue | None = None) -> list[Waiver]:

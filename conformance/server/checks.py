@@ -42,10 +42,12 @@ from conformance.target.names import WireNames
 from conformance.target.outcomes import ContractViolation, NotVerified
 from conformance.target.rules import Rule, expect
 from conformance.target.secrets import clip
+from conformance.target.transport import judged
 from knowledge_schemas import load_registry
 
 
 def body_of(response: httpx.Response, requirement: Rule) -> Any:
+    judged(response)  # if this check fails, the report shows this exchange
     try:
         return response.json()
     except ValueError:
@@ -61,6 +63,7 @@ def schema(stem: str, body: Any, requirement: Rule = WIRE_002, *, names: WireNam
 
 
 def ok(response: httpx.Response, requirement: Rule, what: str) -> Any:
+    judged(response)
     expect(
         response.status_code == 200,
         requirement,
@@ -74,6 +77,7 @@ def error_envelope(
 ) -> dict[str, Any]:
     """A 4xx with the error envelope. The seed names only the error code; ``strict``
     (codes.strict) also demands the vendor's human-readable ``message``."""
+    judged(response)
     expect(
         response.status_code in statuses,
         requirement,
@@ -93,6 +97,7 @@ def error_envelope(
 
 def search_response(response: httpx.Response, *, what: str = "search") -> dict[str, Any]:
     """Shape rules first (the most specific violation is reported), then the byte bound."""
+    judged(response)
     body = ok(response, SRCH_001, what)
     hints = body.get("hints")
     if not isinstance(hints, list):  # the hint rules are verified by the hints themselves, below
@@ -139,6 +144,7 @@ def page(
     ``accepted`` is the rule a refusal breaks (READ-001 for a plain read; a test that
     knows the read itself works names the rule of what it varied, e.g. READ-005).
     ``strict`` (codes.strict) also holds the page to this project's choices: a string revision."""
+    judged(response)
     if response.status_code == 200:
         try:
             response.content.decode("utf-8")
@@ -236,6 +242,7 @@ def reference_error(
     ``requirement`` is the rule being exercised (e.g. REF-001): if the server
     accepted the reference, that is the rule it broke.
     """
+    judged(response)
     kinds = sorted({kind} if isinstance(kind, str) else set(kind))
     if not kinds:
         raise ValueError("reference_error needs at least one kind")
@@ -398,6 +405,7 @@ def empty_knowledge(world: Any, context: dict[str, Any]) -> None:
 
 def binding_refused(world: Any, response: Any, rule: Rule, what: str, *, known: list[str]) -> None:
     """The read under a foreign context must fail with a 4xx envelope that carries no document text."""
+    judged(response)
     expect(response.status_code != 200, rule, f"a {what} was accepted under a context that differs from its binding")
     body = error_envelope(response, rule)
     text = world.document_text()

@@ -18,6 +18,7 @@ from conformance.target.config import TargetConfig
 from conformance.target.control import Control
 from conformance.target.outcomes import NotVerified
 from conformance.target.rules import expect
+from conformance.target.transport import IDENTITIES
 
 OTHER_HUB = "https://other-hub.knowledge-conformance.example"
 STALLED_PAGES = (
@@ -227,6 +228,7 @@ def provision(
     if control is None:
         ids = cfg.identities
         configured = {name: Who(i.token, i.route, i.account, i.session) for name, i in ids.items()}
+        _name(configured)
         main = configured.pop("primary")
         return World(cfg, core, cfg.route, main, configured, realtime=realtime)
     route = f"kc-{core.namespace}-{next(_routes)}"
@@ -252,9 +254,16 @@ def provision(
         "other_route": mint("alice", other_route, session_id=primary.session),
         "other_hub": mint("alice", hub=OTHER_HUB, session_id=primary.session),
     }
+    _name({"primary": primary, **others})
     return World(cfg, core, route, primary, others, docs, control, realtime)
 
 
 def _count(value: Any) -> bool:
     """A positive integer (never a boolean): a limit a Core may advertise."""
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _name(identities: dict[str, Who]) -> None:
+    """Each identity's token by its name (``primary``, ``other_route``, ...): a failure's curl line names it."""
+    for name, who in identities.items():
+        IDENTITIES.name(who.token, name)

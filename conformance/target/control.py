@@ -25,6 +25,7 @@ import httpx
 
 from conformance.target.outcomes import HarnessError, NotVerified
 from conformance.target.secrets import SECRETS, clip
+from conformance.target.transport import IDENTITIES
 
 CONTROL_BASE = "/_control/v1"  # where the bundled simulator serves control (wire-defaults' paths.control_base)
 NOT_OFFERED = (404, 405, 501)
@@ -215,6 +216,8 @@ class Control:
             body["session_id"] = session_id
         minted = dict(self._request("POST", "/identities", body))
         SECRETS.add(minted.get("token"))
+        # Named by its account until a world gives it its role (primary, other_route, ...).
+        IDENTITIES.name(minted.get("token"), f"minted_{account}")
         return minted
 
     # ------------------------------------------------------------- faults

@@ -114,7 +114,8 @@ def serve_over_loopback(app: Any) -> tuple[str, Any]:
 
 
 def open_target(cfg: TargetConfig, settings: RunSettings) -> Target:
-    recorder = Recorder(settings.rate_limit, str(cfg.wire["auth"]["header"]))
+    auth = cfg.wire["auth"]
+    recorder = Recorder(settings.rate_limit, str(auth["header"]), str(auth["scheme"]), cfg.wire["paths"])
 
     def on_response(response: httpx.Response) -> None:
         response.read()
