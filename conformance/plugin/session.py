@@ -112,8 +112,8 @@ class SuiteSession:
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         """Ctrl-C is always the verdict ``interrupted`` (exit 2), whatever failed or errored before it."""
-        if isinstance(excinfo.value, KeyboardInterrupt):
-            self.state.keyboard_interrupted = True
+        if isinstance(excinfo.value, KeyboardInterrupt) and not isinstance(excinfo.value, pytest.Session.Interrupted):
+            self.state.keyboard_interrupted = True  # not a stop the run asked for itself (session.shouldstop)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         cfg, settings = self.state.config, self.state.settings
