@@ -11,6 +11,7 @@ import pytest
 from conformance.plugin.state import STATE
 
 if TYPE_CHECKING:
+    from conformance.server.expiry import Clock, ExpiryProbes
     from conformance.server.wire import CoreWire
     from conformance.server.world import World
     from conformance.target.config import TargetConfig
@@ -96,3 +97,29 @@ def fresh_world(kc_config: TargetConfig, kc_settings: RunSettings, core: CoreWir
     if control is None:
         pytest.skip("not verified: needs the test-control extension to provision an isolated workspace")
     return provision(kc_config, core, control, large=False, realtime=kc_settings.realtime)
+
+
+TEST_CLOCK = "KNOWLEDGE_CONFORMANCE_TEST_CLOCK"
+"""For the project's own tests only: the control URL of a served simulator whose clock stands in
+for real time in the realtime expiry probes (its credential in ``TEST_CLOCK + "_TOKEN"``)."""
+
+
+@pytest.fixture(scope="session")
+def kc_clock() -> Clock:
+    """The clock the realtime expiry probes wait on: real time, unless the project's tests say otherwise."""
+    import os
+
+    from conformance.server.expiry import ControlClock, RealClock
+
+    url = os.environ.get(TEST_CLOCK)
+    if url:
+        return ControlClock(url, os.environ.get(f"{TEST_CLOCK}_TOKEN", ""))
+    return RealClock()
+
+
+@pytest.fixture(scope="session")
+def expiry_probes(world: World, kc_clock: Clock) -> ExpiryProbes:
+    """Every realtime expiry probe of the run, issued together and read in one wait (on first use)."""
+    from conformance.server.expiry import ExpiryProbes
+
+    return ExpiryProbes(world, kc_clock)

@@ -103,16 +103,16 @@ class SuiteSession:
             return
         if is_worker(self.config) or self.config.option.collectonly or cfg.is_sim:
             return
-        import httpx
+        from conformance.plugin.identities import check_live_target
 
-        from conformance.target.config import redact_url
-
-        try:
-            httpx.get(cfg.target, timeout=min(cfg.timeout_seconds, 10.0))
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            usage_error(f"--target {redact_url(cfg.target)}: cannot reach it ({type(exc).__name__}: {exc})")
+        check_live_target(cfg, self.state.settings)  # the base URL, then every configured identity on its route
         if cfg.control_url is not None and cfg.control_token is not None:
             check_control(cfg)
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """Ctrl-C is always the verdict ``interrupted`` (exit 2), whatever failed or errored before it."""
+        if isinstance(excinfo.value, KeyboardInterrupt) and not isinstance(excinfo.value, pytest.Session.Interrupted):
+            self.state.keyboard_interrupted = True  # not a stop the run asked for itself (session.shouldstop)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         cfg, settings = self.state.config, self.state.settings
@@ -178,6 +178,8 @@ class SuiteSession:
         if report.when == "teardown" and is_worker(self.config) and self.state.recorder is not None:
             # The worker's running total rides on every test: an interrupted run's workers never report at the end.
             report.user_properties.append(("kc_worker_requests", self.state.recorder.count))
+        if call.excinfo is not None and report.failed:
+            self._bound_transport_failure(item, report, call.excinfo.value)
         if call.excinfo is not None and isinstance(call.excinfo.value, NotVerified):
             # The library's "not verified" is pytest's skip: reported with its reason, nothing verified.
             report.outcome = "skipped"
@@ -208,6 +210,21 @@ class SuiteSession:
                 exchanges = recorder.evidence(self.state.base_url, self.state.config.wire["auth"], via)
                 report.user_properties.append(("exchanges", json.dumps(exchanges)))
         self._scrub_report(report)
+
+    @staticmethod
+    def _bound_transport_failure(item: pytest.Item, report: pytest.TestReport, exc: BaseException) -> None:
+        """A request that timed out is one line, not a traceback through the HTTP stack; once
+        the watchdog has tripped (conformance.target.transport) the run stops after this test."""
+        import httpx
+
+        from conformance.target.transport import TargetUnresponsive
+
+        if isinstance(exc, TargetUnresponsive):
+            item.session.shouldstop = f"harness error: {exc}"
+        if isinstance(exc, (TargetUnresponsive, httpx.TimeoutException)):
+            request = getattr(exc, "_request", None)
+            where = f" ({request.method} {request.url.path})" if request is not None else ""
+            report.longrepr = scrub(f"{type(exc).__name__}: {exc}{where}")
 
     @staticmethod
     def _scrub_report(report: pytest.TestReport) -> None:
@@ -336,7 +353,7 @@ class SuiteSession:
             requests=sum(state.worker_requests.values()) + (recorder.count if recorder else 0),
             fail_on=option(config, "--fail-on"),
             run_id=state.settings.run_id,
-            interrupted=exitstatus == pytest.ExitCode.INTERRUPTED and not errored,
+            interrupted=state.keyboard_interrupted or (exitstatus == pytest.ExitCode.INTERRUPTED and not errored),
             surfaces=tuple(
                 client.surfaces
                 if client

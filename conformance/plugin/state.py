@@ -69,6 +69,7 @@ class SessionState:
     harness_failed: str | None = None  # a client run: why the harness did not start
     paths: dict[str, Path] = field(default_factory=dict)  # the reports written
     write_error: str | None = None
+    keyboard_interrupted: bool = False  # Ctrl-C: the verdict is interrupted, whatever else happened
     run: RunResult | None = None  # the run's results, once aggregated
 
 

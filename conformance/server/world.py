@@ -60,6 +60,37 @@ class World:
             raise NotVerified(f"not verified: needs a second identity [{name}] in the target configuration")
         return who
 
+    def isolated(self, name: str, dimension: str) -> Who:
+        """The identity ``name``, which must differ from primary in ``dimension`` alone: a check
+        of one binding credits its rule only when nothing else tells the two apart (a stranger
+        that is also another Agent Session is refused by the session check, and a Core that
+        ignores ``dimension`` passes). Known dimensions are compared (routes always; accounts
+        and sessions where the target configuration gives both); when one is known to differ
+        besides ``dimension``, or ``dimension`` is known not to differ, the rule is not isolated."""
+        who = self.need(name)
+        known = {
+            dim: (mine, theirs)
+            for dim, mine, theirs in (
+                ("route", self.primary.route, who.route),
+                ("account", self.primary.account, who.account),
+                ("session", self.primary.session, who.session),
+            )
+            if mine and theirs
+        }
+        if dimension in known and known[dimension][0] == known[dimension][1]:
+            raise NotVerified(
+                f"not verified: not isolated: [identities.{name}] has the same {dimension} as primary; "
+                f"it must differ from primary in its {dimension} only"
+            )
+        also = sorted(dim for dim, (mine, theirs) in known.items() if dim != dimension and mine != theirs)
+        if also:
+            raise NotVerified(
+                f"not verified: not isolated: [identities.{name}] differs from primary in its {', '.join(also)} "
+                f"as well as its {dimension}, so a refusal may come from the {also[0]} check alone; "
+                f"it must share everything but its {dimension} with primary (README: Testing a live Core)"
+            )
+        return who
+
     def need_doc(self, key: str) -> corpus.Doc:
         if key not in self.docs:
             raise NotVerified(f"not verified: needs the suite's own corpus (document {key!r}), seeded through control")

@@ -1,5 +1,6 @@
-"""HTTP plumbing: an in-process ASGI transport for sync tests, a rate limit,
-and a recorder that keeps every exchange (secrets redacted) for the reports."""
+"""HTTP plumbing: an in-process ASGI transport for sync tests, a rate limit, a watchdog that
+stops a run against a target that no longer answers, and a recorder that keeps every exchange
+(secrets redacted) for the reports."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import SECRETS, scrub
 
 REDACTED = "Bearer ***"
@@ -87,6 +89,54 @@ def operation_of(path: str, paths: Mapping[str, str]) -> str:
         if template and re.fullmatch(re.escape(template).replace(re.escape("{route}"), "[^/]+"), bare):
             return operation
     return "other"
+
+
+TIMEOUTS_IN_A_ROW = 3
+"""Transport timeouts in a row after which the target is taken to have stopped answering: every
+later request fails at once, and the run stops as a harness error (never hours of waiting)."""
+
+
+class TargetUnresponsive(HarnessError):
+    """The target let several requests in a row time out: the suite can judge nothing more."""
+
+
+class Watchdog(httpx.BaseTransport):
+    """Wraps a transport and counts transport timeouts in a row (any answer resets the count).
+
+    Once ``limit`` requests in a row have timed out it trips: that request and every later one
+    raise :class:`TargetUnresponsive` at once, with one line saying what happened."""
+
+    def __init__(self, inner: httpx.BaseTransport, timeout_seconds: float, limit: int = TIMEOUTS_IN_A_ROW) -> None:
+        self._inner = inner
+        self._timeout = timeout_seconds
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._in_a_row = 0
+        self.tripped: str | None = None
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.tripped is not None:
+            raise TargetUnresponsive(self.tripped)
+        try:
+            response = self._inner.handle_request(request)
+        except httpx.TimeoutException as exc:
+            with self._lock:
+                self._in_a_row += 1
+                if self._in_a_row >= self._limit and self.tripped is None:
+                    self.tripped = (
+                        f"the target did not answer {self._in_a_row} requests in a row within {self._timeout:g} s "
+                        f"(last: {request.method} {scrub(request.url.path)}, {type(exc).__name__}); the run stopped"
+                    )
+                tripped = self.tripped
+            if tripped is not None:
+                raise TargetUnresponsive(tripped) from None
+            raise
+        with self._lock:
+            self._in_a_row = 0
+        return response
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 @dataclass

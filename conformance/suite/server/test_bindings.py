@@ -61,7 +61,7 @@ def test_one_differing_binding_is_refused(world: World, dimension: str, what: st
     if dimension == "run":
         stranger, run = world.primary, world.start_run()
     else:
-        stranger = world.need(DIMENSIONS[dimension][0])
+        stranger = world.isolated(DIMENSIONS[dimension][0], dimension)
         run = run_id if presented == "victims_run" else world.start_run(stranger)
     extra = {"cursor": page["next_cursor"]} if what == "cursor" else {}
     response = world.read(ref, run, who=stranger, max_bytes=C.READ_MIN_MAX_BYTES, **extra)

@@ -4,12 +4,12 @@ binding to Hub, Agent Session, route, run and account is the matrix of test_bind
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
 from conformance.server import checks, corpus
+from conformance.server.expiry import ExpiryProbes, Probe, aged, ages
 from conformance.server.rules import (
     READ_002,
     READ_004,
@@ -33,23 +33,6 @@ R = pytest.mark.requirement
 ERROR_RULES = (REF_011, REF_012, REF_014)
 
 
-STEP = 0.1  # seconds either side of the edge: a Core that rounds or truncates ages to whole seconds is off by more
-
-
-def _age(world: World, seconds: float) -> None:
-    if world.control is not None:
-        world.control.advance(seconds)
-    elif world.realtime:
-        time.sleep(seconds)
-    else:
-        pytest.skip("not verified: needs the control clock, or --realtime to wait the seconds out")
-
-
-def _can_age(world: World) -> None:
-    if world.control is None and not world.realtime:
-        pytest.skip("not verified: needs the control clock, or --realtime to wait the seconds out")
-
-
 def _secret_of(world: World, ref: str, run_id: str) -> str:
     """A slice of the document, to prove that errors do not carry it."""
     return str(checks.page(world.read(ref, run_id), ref=ref, max_bytes=None, requirement_bound=READ_004)["content"])
@@ -61,7 +44,6 @@ def _issued(world: World, what: str) -> tuple[str, str, dict[str, Any], dict[str
     A cursor is issued by reading its reference, so it is never older than the reference:
     when a cursor has expired its reference has too, and only a cursor refused too early
     (the just-below probe) shows a cursor's own expiry on its own."""
-    _can_age(world)
     run_id = world.start_run()
     ref = world.ref_for(run_id, world.docs.get("unicode"))
     first = world.page(ref, run_id, C.READ_MIN_MAX_BYTES)
@@ -70,60 +52,80 @@ def _issued(world: World, what: str) -> tuple[str, str, dict[str, Any], dict[str
     return run_id, ref, first, ({"cursor": first["next_cursor"]} if what == "cursor" else {})
 
 
+def _probe(world: World, expiry: ExpiryProbes, kind: str, what: str) -> Probe:
+    """A reference (or cursor) read at the age of ``kind``: on the control clock, issued and aged
+    here; without one, under --realtime, from the one wait of every probe (conformance.server.expiry)."""
+    if world.control is None:
+        if not world.realtime:
+            pytest.skip("not verified: needs the control clock, or --realtime to wait the seconds out")
+        probe = expiry.get(kind, what)
+        if kind == "before" and probe.age[1] >= C.REFERENCE_TTL_SECONDS:
+            pytest.skip(f"not verified: the read reached the Core too late to be younger than 300 s ({probe.measured})")
+        return probe
+    run_id, ref, first, extra = _issued(world, what)
+    age = ages(world.cfg.clock_skew_seconds)[kind]
+    world.control.advance(age)
+    response = world.read(ref, run_id, **extra)
+    return Probe(kind, what, run_id, ref, first, extra, response=response, age=(age, age), clock="on the control clock")
+
+
 @R("REF-001", *ERROR_RULES)
 @pytest.mark.parametrize("what", ["ref", "cursor"])
-def test_references_and_cursors_are_expired_just_after_300_seconds(world: World, what: str) -> None:
-    run_id, ref, first, extra = _issued(world, what)
-    _age(world, C.REFERENCE_TTL_SECONDS + STEP + world.cfg.clock_skew_seconds)
-    response = world.read(ref, run_id, **extra)
-    checks.reference_error(
-        response,
-        world.cfg,
-        "reference_expired",
-        requirement=REF_001,
-        secret=first["content"],
-        text=world.document_text(),
-    )
+def test_references_and_cursors_are_expired_just_after_300_seconds(
+    world: World, expiry_probes: ExpiryProbes, what: str
+) -> None:
+    probe = _probe(world, expiry_probes, "after", what)
+    with aged(probe.measured):
+        checks.reference_error(
+            probe.answer,
+            world.cfg,
+            "reference_expired",
+            requirement=REF_001,
+            secret=probe.first["content"],
+            text=world.document_text(),
+        )
 
 
 @R("REF-002")
 @pytest.mark.parametrize("what", ["ref", "cursor"])
-def test_references_and_cursors_stay_valid_just_before_300_seconds(world: World, what: str) -> None:
-    run_id, ref, _, extra = _issued(world, what)
-    age = C.REFERENCE_TTL_SECONDS - STEP - world.cfg.clock_skew_seconds
-    _age(world, age)
-    response = world.read(ref, run_id, **extra)
+def test_references_and_cursors_stay_valid_just_before_300_seconds(
+    world: World, expiry_probes: ExpiryProbes, what: str
+) -> None:
+    probe = _probe(world, expiry_probes, "before", what)
+    response = probe.answer
     expect(
         response.status_code == 200,
         REF_002,
-        f"a {what} {age:g} s old was refused: HTTP {response.status_code} {clip(response.text, 200)}",
+        f"a {what} younger than 300 s was refused ({probe.measured}): HTTP {response.status_code} {clip(response.text, 200)}",
     )
 
 
 @R("REF-016", *ERROR_RULES)
 @pytest.mark.parametrize("what", ["ref", "cursor"])
-def test_at_exactly_300_seconds_a_reference_is_read_or_expired(world: World, what: str) -> None:
+def test_at_exactly_300_seconds_a_reference_is_read_or_expired(
+    world: World, expiry_probes: ExpiryProbes, what: str
+) -> None:
     """The edge itself: "expire after 300 seconds" does not say on which side of the instant.
     By default a page and an expired-reference error both pass (each checked as such);
     strict holds the Core to this project's reading, expired from 300 s on (CHOICES.md)."""
     strict = world.cfg.strict_codes
     if strict and world.control is None and world.cfg.clock_skew_seconds > 0:
         pytest.skip("not verified: with a clock skew and no control clock the instant of 300 s cannot be hit")
-    run_id, ref, first, extra = _issued(world, what)
-    _age(world, C.REFERENCE_TTL_SECONDS)
-    response = world.read(ref, run_id, **extra)
-    if response.status_code == 200 and not strict:
-        checks.page(response, ref=ref, max_bytes=None, requirement_bound=READ_004)
-        REF_016.held()  # read at the edge: one of the two answers the rule allows, and a valid page
-        return
-    checks.reference_error(
-        response,
-        world.cfg,
-        "reference_expired",
-        requirement=REF_016,
-        secret=first["content"],
-        text=world.document_text(),
-    )
+    probe = _probe(world, expiry_probes, "edge", what)
+    response = probe.answer
+    with aged(probe.measured):
+        if response.status_code == 200 and not strict:
+            checks.page(response, ref=probe.ref, max_bytes=None, requirement_bound=READ_004)
+            REF_016.held()  # read at the edge: one of the two answers the rule allows, and a valid page
+            return
+        checks.reference_error(
+            response,
+            world.cfg,
+            "reference_expired",
+            requirement=REF_016,
+            secret=probe.first["content"],
+            text=world.document_text(),
+        )
 
 
 @R("REF-007", *ERROR_RULES)

@@ -1,0 +1,161 @@
+"""Pre-flight of a live target, before any test: the base URL answers, and every configured
+identity can use its route. What is clearly setup (a token or route the Core refuses, a route it
+does not know, a base URL that serves a web page, a probe query that finds nothing) is a usage
+error (exit 4) naming the identity and what to fix. A target that accepts the connection and
+never answers stops the run as a harness error (exit 7), one line. Anything else a Core
+answers is left to the tests, which judge it by the rules: a server's failure is never exit 4."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NoReturn
+
+import httpx
+import pytest
+
+from conformance.plugin.preflight import usage_error
+from conformance.target.config import TargetConfig, redact_url
+from conformance.target.secrets import scrub
+from conformance.target.settings import RunSettings
+
+HARNESS_EXIT = 7
+"""The verdict ``error``'s exit code (conformance.report.results.VERDICT_EXIT)."""
+PREFLIGHT_TIMEOUT = 10.0
+"""At most this many seconds for each pre-flight request (less when [target].timeout_seconds is less)."""
+ROUTE_UNKNOWN = {404: frozenset({"route_unavailable"}), 400: frozenset({"invalid_route"})}
+"""Statuses and codes by which a Core says it knows no such route (the vendor's conventions)."""
+REFUSED = (401, 403)
+
+
+def stop(message: str) -> NoReturn:
+    """The run stops before any test as a harness error: one line, exit 7."""
+    pytest.exit(scrub(f"harness error: {message}"), returncode=HARNESS_EXIT)
+
+
+def _is_json(response: httpx.Response) -> bool:
+    try:
+        response.json()
+    except ValueError:
+        return False
+    return True
+
+
+def _looks_like_html(response: httpx.Response) -> bool:
+    kind = response.headers.get("content-type", "").lower()
+    head = response.content[:512].lstrip().lower()
+    return "html" in kind or head.startswith((b"<!doctype", b"<html", b"<"))
+
+
+def _code(response: httpx.Response) -> str:
+    try:
+        body: Any = response.json()
+    except ValueError:
+        return ""
+    return str(body.get("error", "")) if isinstance(body, dict) else ""
+
+
+class Preflight:
+    """The pre-flight requests of one live run: one client, the configured auth header, the
+    rate limit honoured, no request recorded in a report."""
+
+    def __init__(self, cfg: TargetConfig, settings: RunSettings) -> None:
+        self.cfg = cfg
+        self.settings = settings
+        self.where = f"--target {redact_url(cfg.target)}"
+        url = httpx.URL(cfg.target).copy_with(username=None, password=None)
+        self.http = httpx.Client(base_url=url, timeout=min(cfg.timeout_seconds, PREFLIGHT_TIMEOUT))
+        self._gap = 1.0 / settings.rate_limit if settings.rate_limit > 0 else 0.0
+        self._last = 0.0
+
+    def close(self) -> None:
+        self.http.close()
+
+    def request(self, method: str, path: str, token: str | None = None, **kw: Any) -> httpx.Response:
+        if self._gap:
+            time.sleep(max(0.0, self._last + self._gap - time.monotonic()))
+            self._last = time.monotonic()
+        auth = self.cfg.wire["auth"]
+        headers = {auth["header"]: f"{auth['scheme']} {token}".strip()} if token else {}
+        try:
+            return self.http.request(method, path, headers=headers, **kw)
+        except httpx.TimeoutException as exc:
+            stop(
+                f"{self.where} accepted the connection but {method} {path} got no answer within "
+                f"{self.http.timeout.read:g} s ({type(exc).__name__}); is the Core up and answering?"
+            )
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            usage_error(f"{self.where}: cannot reach it ({type(exc).__name__}: {exc})")
+
+    def run(self) -> None:
+        base = self.request("GET", "/")
+        if self.cfg.control_url is not None:
+            return  # worlds are provisioned and identities minted through control: none configured is used
+        html_base = not _is_json(base) and base.status_code < 500
+        for name, who in self.cfg.identities.items():
+            self.identity(name, who.token, who.route, html_base=html_base)
+        primary = self.cfg.identities.get("primary")
+        if primary is not None:
+            self.probe(primary.token, primary.route)
+
+    def identity(self, name: str, token: str, route: str, *, html_base: bool) -> None:
+        """One capabilities call with the identity's token on its route: a refusal or an unknown
+        route is setup; every other answer (even a wrong one) is for the tests to judge."""
+        response = self.request("GET", self.cfg.path("capabilities", route), token)
+        status, code = response.status_code, _code(response)
+        fix = f"[identities.{name}] (route {route!r})"
+        if html_base and status < 500 and not _is_json(response):
+            what = "a web page (HTML)" if _looks_like_html(response) else "no JSON"
+            usage_error(
+                f"{self.where}: serves {what}, not the Agent API: GET / and the capabilities endpoint of "
+                f"route {route!r} both answer HTTP {status} without JSON; give the Core's base URL, "
+                f"below which {self.cfg.path('capabilities', '{route}')} is served"
+            )
+        if status in REFUSED:
+            usage_error(
+                f"{fix}: the Core refused this identity's token on its route (HTTP {status}"
+                f"{' ' + code if code else ''}); check the token, and that this identity may use route {route!r}"
+            )
+        if code in ROUTE_UNKNOWN.get(status, frozenset()):
+            usage_error(
+                f"{fix}: the Core knows no workspace at route {route!r} (HTTP {status} {code}); "
+                f"check the route in [target] or [identities.{name}]"
+            )
+
+    def probe(self, token: str, route: str) -> None:
+        """The probe query on the primary identity's route: one turn, one search. Finding nothing
+        is setup (most checks need a reference to read); a turn or search the Core refuses or
+        answers wrongly is left to the tests."""
+        n = f"{self.settings.namespace}-preflight"
+        body = {
+            "client_conversation_id": f"conv-{n}",
+            "client_turn_id": f"turn-{n}",
+            "user_message_id": f"msg-{n}",
+            "user_input": self.cfg.probe_query,
+            "knowledge_delivery": "on_demand",
+        }
+        turn = self.request("POST", self.cfg.path("turns", route), token, json=body)
+        started: Any = turn.json() if turn.status_code == 200 and _is_json(turn) else None
+        run_id = started.get("run_id") if isinstance(started, dict) else None
+        if not isinstance(run_id, str):
+            return
+        query = self.cfg.probe_query
+        found = self.request("POST", self.cfg.path("search", route), token, json={"query": query, "run_id": run_id})
+        answer: Any = found.json() if found.status_code == 200 and _is_json(found) else None
+        if not isinstance(answer, dict):
+            return
+        status, hints = answer.get("status"), answer.get("hints")
+        if status in ("ok", "partial", "disabled") and hints == []:
+            usage_error(
+                f"[target].probe_query {query!r} finds nothing on route {route!r} (search status {status!r}, no hints); "
+                "set it to a query that finds documents in that workspace"
+                + (" (knowledge is disabled there)" if status == "disabled" else "")
+            )
+
+
+def check_live_target(cfg: TargetConfig, settings: RunSettings) -> None:
+    """The whole pre-flight of a live target (see the module's docstring)."""
+    preflight = Preflight(cfg, settings)
+    try:
+        preflight.run()
+    finally:
+        preflight.close()
