@@ -211,7 +211,7 @@ class World:
                 limits = None
             found = limits.get(name) if isinstance(limits, dict) else None
             self.__dict__["_caps_budget"] = found if _count(found) else C.READ_CHAIN_MAX_BYTES
-        return min([C.READ_CHAIN_MAX_BYTES, self.__dict__["_caps_budget"], *advertised])
+        return int(min([C.READ_CHAIN_MAX_BYTES, self.__dict__["_caps_budget"], *advertised]))
 
     def follow(self, ref: str, run_id: str, max_bytes: int | None = None) -> list[dict[str, Any]]:
         """Every page of a chain, each checked as a page on the way.
