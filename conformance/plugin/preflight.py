@@ -77,6 +77,14 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
         usage_error("--sim-quirk applies to the bundled simulator only (--target sim or sim+http)")
     if quirks:
         _check_quirks(quirks)
+    scope = option(config, "--scope")
+    if scope is not None:
+        from conformance.target.scope import ScopeError, parse_scope
+
+        try:
+            scope = parse_scope(scope).label
+        except ScopeError as exc:
+            usage_error(str(exc))
     settings = RunSettings(
         run_id=run_id,
         worker=worker,
@@ -85,6 +93,7 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
         realtime=option(config, "--realtime"),
         rate_limit=rate_limit,
         no_control=option(config, "--no-control"),
+        scope=scope,
     )
     state = SessionState(started, cfg, settings)
     if is_worker(config):

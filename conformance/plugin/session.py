@@ -331,6 +331,7 @@ class SuiteSession:
         from conformance.mcp.endpoints import planned_surfaces
         from conformance.report.results import VERDICT_EXIT, RunInfo, aggregate
         from conformance.report.writers import write_all
+        from conformance.target.scope import parse_scope
         from knowledge_schemas import load_catalogue
         from knowledge_schemas.catalogue import catalogue_version
 
@@ -362,6 +363,7 @@ class SuiteSession:
                 else _unstarted_client()
             ),
             gate=client.gate if client else None if option(config, "--harness") is None else (),
+            scope=None if state.settings.scope is None or client else parse_scope(state.settings.scope),
         )
         run = aggregate(
             load_catalogue(),
@@ -435,9 +437,16 @@ class SuiteSession:
             return
         s = run.summary
         terminalreporter.section("knowledge contract verdict")
+        scope = run.declared_scope
+        within = (
+            f" within scope {scope['label']}: {scope['must_verified']} of {scope['must_total']} MUSTs of the scope "
+            f"verified; {len(scope['outside'])} outside it ({', '.join(scope['outside']) or 'none'})"
+            if scope
+            else ""
+        )
         terminalreporter.write_line(
             scrub(
-                f"VERDICT: {run.verdict.upper()}  (surfaces: {run.surfaces_line}; {'client/host' if run.is_client_run else 'server'} MUSTs verified {s['server_must_verified']}/{s['server_must_total']}; "
+                f"VERDICT: {run.verdict.upper()}{within}  (surfaces: {run.surfaces_line}; {'client/host' if run.is_client_run else 'server'} MUSTs verified {s['server_must_verified']}/{s['server_must_total']}; "
                 f"requirements verified {s['verified']}, failed {s['failed']}, waived {s['waived']}, not verified {s['not_verified']}; "
                 f"tests failed {s['tests_failed']}, harness errors {s['tests_errored']}; {run.requests} requests; run {run.run_id})"
             )

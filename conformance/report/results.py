@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conformance.target.scope import Scope
 from knowledge_schemas import Catalogue, Requirement
 
 VERDICT_EXIT = {"conformant": 0, "non-conformant": 1, "interrupted": 2, "incomplete": 6, "error": 7}
@@ -82,6 +83,7 @@ class RunInfo:
     gate: tuple[str, ...] | None = (
         None  # a client run: the MUSTs whose not being verified makes it incomplete (default: the Core's)
     )
+    scope: Scope | None = None  # a declared scope (--scope): the verdict is given within it
 
 
 @dataclass
@@ -328,7 +330,11 @@ def aggregate(
             )
         )
     status_of = {r.id: r for r in results}
-    if info.gate is None:
+    if info.scope is not None:
+        gate = info.scope.members(catalogue)
+        core = [r for r in results if r.id in gate]
+        observable = set(gate)
+    elif info.gate is None:
         core = [r for r in results if r.surface == "server" and r.level == "MUST"]
         observable = {q.id for q in catalogue if q.server_observable}
     else:
@@ -367,6 +373,9 @@ def aggregate(
         level: {s: sum(r.status == s and r.level == level for r in results) for s in STATUSES}
         for level in ("MUST", "SHOULD", "MAY")
     }
+    if info.scope is not None:  # the summary keeps counting the Core's MUSTs; the scope member counts the scope's
+        core = [r for r in results if r.surface == "server" and r.level == "MUST"]
+        observable = {q.id for q in catalogue if q.server_observable}
     summary["server_must_total"] = sum(1 for r in core if r.id in observable)
     summary["server_must_verified"] = sum(1 for r in core if r.id in observable and r.status == "verified")
     summary["tests"] = len(tests)
@@ -392,4 +401,19 @@ def aggregate(
         results,
         tests,
         surfaces,
+        scope=None if info.scope is None else _scope_member(info.scope, catalogue, status_of),
     )
+
+
+def _scope_member(scope: Scope, catalogue: Catalogue, status_of: Mapping[str, RequirementResult]) -> dict[str, Any]:
+    """results.json's ``scope``: what the verdict covers, and the MUSTs it leaves out (listed, never counted)."""
+    inside = scope.members(catalogue)
+    return {
+        "declared": True,
+        "label": scope.label,
+        "surfaces": list(scope.surfaces),
+        "access": list(scope.access),
+        "must_total": len(inside),
+        "must_verified": sum(1 for rid in inside if status_of[rid].status == "verified"),
+        "outside": list(scope.outside(catalogue)),
+    }

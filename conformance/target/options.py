@@ -109,6 +109,12 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("--sim-seed", "seed of the bundled simulator", (PYTEST,), default=0, type=int),
     Opt("--no-control", "do not use the test-control extension during tests", SUITE, action="store_true"),
     Opt("--realtime", "wait real seconds for expiry when there is no control", SUITE, action="store_true"),
+    Opt(
+        "--scope",
+        "the surfaces and access the verdict covers, SURFACES@ACCESS: server@no-control, server,mcp,tool@control, "
+        "server@no-control+realtime (default: every server MUST, today's meaning)",
+        SUITE,
+    ),
     Opt("--rate-limit", "at most this many requests per second to the target", SUITE, default=0.0, type=float),
     Opt(
         "--reports",

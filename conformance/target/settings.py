@@ -21,6 +21,8 @@ class RunSettings:
     """At most this many requests per second to the target (0: no limit)."""
     no_control: bool = False
     """Tests do not use the control extension (worlds are still provisioned through it)."""
+    scope: str | None = None
+    """The declared scope (``--scope``, conformance.target.scope), already checked; None: none declared."""
 
     @property
     def namespace(self) -> str:
