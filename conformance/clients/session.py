@@ -4,7 +4,7 @@ of answers (an error's next_action wherever the client put it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from conformance.clients.core import Wire
 from conformance.clients.protocol import Answer, Harness
@@ -12,7 +12,7 @@ from conformance.clients.rules import READ_018
 from conformance.clients.world import World
 from conformance.server.checks import describe
 from conformance.target.control import Control
-from conformance.target.outcomes import HarnessError, NotVerified
+from conformance.target.outcomes import NotVerified
 from conformance.target.rules import expect
 
 
@@ -104,9 +104,16 @@ def mapped(entries: list[dict[str, Any]]) -> None:
         )
 
 
+def client_failed(what: str) -> NoReturn:
+    """The client under test failed a call a check builds on: its own failure, never a harness error
+    (that means the suite or its Core broke). Unless a rule names it, what the check needed it for
+    stays not verified, so such a client is never conformant by it."""
+    raise NotVerified(f"not verified: {what} (the client's own failure, before what this check judges)")
+
+
 def hints(session: Session, answer: Answer, mark: int, route: str) -> list[dict[str, Any]]:
     """The hints of a search a check builds on; when there are none, the wire says whose fault that is."""
     mapped(requests(session.wire.since(mark, route), "POST", "search"))
     if not (answer.ok and answer.value["hints"]):
-        raise HarnessError(f"the search found nothing to build on: {answer.describe()}")
+        client_failed(f"the client's search found nothing to build on: {answer.describe()}")
     return list(answer.value["hints"])

@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from conformance.clients.rules import HOST_001, HOST_002, HOST_003, HOST_004, HOST_005
-from conformance.clients.session import Session, hints, mapped, requests
+from conformance.clients.session import Session, client_failed, hints, mapped, requests
 from conformance.server.checks import describe
-from conformance.target.outcomes import HarnessError
 from conformance.target.rules import expect
 
 requirement = pytest.mark.requirement
@@ -27,7 +26,7 @@ def _current_run(host: Session, connection: str) -> str:
     """Start the authorized user turn: the host's reads bind its run."""
     answer = host.turn(connection, "on_demand")
     if not answer.ok:
-        raise HarnessError(f"the host's turn failed: {answer.describe()}")
+        client_failed(f"the host's turn failed: {answer.describe()}")
     return str(answer.value["run_id"])
 
 
@@ -145,7 +144,9 @@ def test_the_binding_is_checked_again_after_the_request(host: Session, call: str
         host.call("rebind", connection="host", binding=binding, when="now")
     mapped(requests(sent, "POST", "search"))
     if not sent:
-        raise HarnessError("the call sent no request, so its binding never changed underneath it")
+        client_failed(
+            f"the host's {call} sent no request, so its binding never changed underneath it: {answer.describe()}"
+        )
     expect(
         not answer.ok and answer.kind == "binding_changed",
         HOST_004,
