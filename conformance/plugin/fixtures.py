@@ -3,7 +3,7 @@ so a project that merely has this package installed never sees ``world`` or ``co
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -12,7 +12,7 @@ from conformance.plugin.state import STATE
 
 if TYPE_CHECKING:
     from conformance.server.wire import CoreWire
-    from conformance.server.world import World
+    from conformance.server.world import Stated, World
     from conformance.target.config import TargetConfig
     from conformance.target.control import Control
     from conformance.target.open import Target
@@ -96,3 +96,13 @@ def fresh_world(kc_config: TargetConfig, kc_settings: RunSettings, core: CoreWir
     if control is None:
         pytest.skip("not verified: needs the test-control extension to provision an isolated workspace")
     return provision(kc_config, core, control, large=False, realtime=kc_settings.realtime)
+
+
+@pytest.fixture
+def in_state(
+    kc_config: TargetConfig, kc_settings: RunSettings, core: CoreWire, control: Control | None
+) -> Callable[[str], Stated]:
+    """A workspace in a state: one kept so by hand ([target.workspaces]), or a fresh one set through control."""
+    from conformance.server.world import in_state as stated
+
+    return lambda state: stated(kc_config, core, control, state, realtime=kc_settings.realtime)
