@@ -15,40 +15,58 @@ from pathlib import Path
 from typing import Any
 
 from conformance.server import corpus
+from conformance.server.rules import (
+    READ_001,
+    READ_004,
+    READ_005,
+    READ_009,
+    READ_010,
+    READ_011,
+    READ_014,
+    READ_015,
+    READ_016,
+    READ_020,
+    REF_007,
+    REF_011,
+    SRCH_003,
+    SRCH_008,
+    TURN_007,
+)
 from conformance.target import contract as C
+from conformance.target.rules import Rule
 
 MANIFEST = "manifest.json"
 KIT_SCHEMA = "knowledge-conformance.corpus-kit.v1"
 
 _BUDGET = f"past the {C.READ_CHAIN_MAX_BYTES}-byte read-chain budget"
-PURPOSES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "alpha": ("a plain document that 'binding' finds; the probe of reads and references", ("READ-001", "REF-011")),
-    "second": ("a document of a second knowledge base (scope changes need control)", ("REF-007",)),
+PURPOSES: dict[str, tuple[str, tuple[Rule, ...]]] = {
+    "alpha": ("a plain document that 'binding' finds; the probe of reads and references", (READ_001, REF_011)),
+    "second": ("a document of a second knowledge base (scope changes need control)", (REF_007,)),
     "unicode": (
         "about 60 KB of multibyte, astral, escaped and control characters: default and sized pages, a cursor at 4096",
-        ("READ-004", "READ-005", "READ-009", "READ-014", "READ-015", "READ-016"),
+        (READ_004, READ_005, READ_009, READ_014, READ_015, READ_016),
     ),
-    "big": (f"a long document far {_BUDGET}: the chain stops budget_exhausted", ("READ-010", "READ-011", "READ-020")),
+    "big": (f"a long document far {_BUDGET}: the chain stops budget_exhausted", (READ_010, READ_011, READ_020)),
     "longtitle": (
         "a title and summary of long multibyte and escape-heavy text, far past the 4096-byte search bound",
-        ("SRCH-008",),
+        (SRCH_008,),
     ),
     "cuts": (
         "every page cut falls next to an escape, an astral character or a combining sequence",
-        ("READ-009", "READ-015", "READ-016"),
+        (READ_009, READ_015, READ_016),
     ),
-    "exact": (f"exactly {C.READ_CHAIN_MAX_BYTES} content bytes: reads completely", ("READ-009", "READ-020")),
+    "exact": (f"exactly {C.READ_CHAIN_MAX_BYTES} content bytes: reads completely", (READ_009, READ_020)),
     "over": (
         f"{C.READ_CHAIN_MAX_BYTES + 1} content bytes, its last character straddling the budget",
-        ("READ-010", "READ-011", "READ-020"),
+        (READ_010, READ_011, READ_020),
     ),
 }
 for _i in range(4):
-    PURPOSES[f"filler{_i}"] = ("a near-duplicate of the other binding notes: ranking must not matter", ("SRCH-003",))
+    PURPOSES[f"filler{_i}"] = ("a near-duplicate of the other binding notes: ranking must not matter", (SRCH_003,))
 for _key in corpus.WORST_KEYS:
     PURPOSES[_key] = (
         f"one of three documents found together by {corpus.WORST_WORD!r}, title and summary escape-heavy worst cases",
-        ("SRCH-008", "TURN-007"),
+        (SRCH_008, TURN_007),
     )
 
 README = """Conformance corpus kit
