@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from conformance.target.config import ConfigError, load_config
 from knowledge_schemas import load_registry
 
 READ_CHAIN_MAX_BYTES = 131072
@@ -154,3 +155,38 @@ def _staging_demo(target: Path) -> Iterator[str]:
     """The demo corpus served as a staging deployment (no kit)."""
     with _staging(Path(__file__).resolve().parent.parent / "simulator" / "demo", target) as url:
         yield url
+
+
+_PRIMARY = '[identities.primary]\ntoken = "bha_primary_token"\nroute = "staging"\n'
+
+
+@pytest.mark.parametrize(
+    ("toml", "says"),
+    [
+        ('[target.workspaces.disabled]\nroute = "off"\nidentity = "other_account"\n', "[identities.other_account]"),
+        ('[target.workspaces.disabled]\nroute = "off"\ntoken = "bha_x_token"\nidentity = "primary"\n', "workspaces"),
+        ('[target.workspaces.disabled]\nroute = "off"\n', "workspaces"),
+        ('[target.workspaces.paused]\nroute = "off"\ntoken = "bha_x_token"\n', "unknown key(s) paused"),
+        ('[target.workspaces.legacy]\nroute = "old"\ntoken = "bha_x_token"\nurl = "x"\n', "unknown key(s) url"),
+        ("[target.documents]\nlong = 3\n", "expected a string"),
+        ('[target]\nkit_route = "elsewhere"\n', "kit_route 'elsewhere'"),
+    ],
+)
+def test_the_no_control_tables_refuse_what_they_do_not_know(tmp_path: Path, toml: str, says: str) -> None:
+    config = tmp_path / "target.toml"
+    config.write_text(_PRIMARY + toml, "utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_config(str(config), target="http://core.example.test")
+    assert says in str(refused.value), str(refused.value)
+
+
+def test_the_no_control_tables_are_read(tmp_path: Path) -> None:
+    config = tmp_path / "target.toml"
+    config.write_text(
+        '[target]\nroute = "staging"\nkit_route = "staging"\n[target.documents]\nlong = "annual report"\n'
+        '[target.workspaces.legacy]\nroute = "old"\nidentity = "primary"\n' + _PRIMARY,
+        "utf-8",
+    )
+    cfg = load_config(str(config), target="http://core.example.test")
+    assert cfg.kit_route == "staging" and cfg.documents == {"long": "annual report"}
+    assert cfg.workspaces["legacy"].route == "old" and cfg.workspaces["legacy"].token == "bha_primary_token"
