@@ -57,6 +57,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="exit 1 when the new run has new failures or lost coverage (a rule judged before is not verified now)",
     )
+    kit = sub.add_parser(
+        "corpus", help="the conformance corpus kit: the suite's test documents, to ingest into a Core without control"
+    )
+    kit_sub = kit.add_subparsers(dest="corpus_command", required=True)
+    export = kit_sub.add_parser(
+        "export", help="write the documents as plain files and a manifest (what each is for, its probe phrase)"
+    )
+    export.add_argument("folder", metavar="DIR")
     return parser
 
 
@@ -91,6 +99,19 @@ def main(argv: list[str] | None = None) -> int:
         diff = compare(old, new)
         print(render(diff, old, new))
         return 1 if args.fail_on_new_failures and regressed(diff) else 0
+    if args.command == "corpus":
+        from pathlib import Path
+
+        from conformance.server.kit import MANIFEST, export
+
+        folder = Path(args.folder)
+        try:
+            written = export(folder)
+        except OSError as exc:
+            print(f"knowledge-conformance: cannot write the kit into {folder}: {exc.strerror or exc}", file=sys.stderr)
+            return USAGE_ERROR
+        print(f"{len(written['documents'])} documents and {MANIFEST} written to {folder}")
+        return 0
     import pytest
 
     if args.command == "client":

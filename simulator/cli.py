@@ -96,6 +96,18 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--quirk", action="append", default=[], metavar="NAME", help="deviate on purpose (repeatable); see `quirks`"
     )
+    serve.add_argument(
+        "--route",
+        metavar="NAME",
+        help="seed the corpus (--corpus, a conformance corpus kit folder included; default the demo) as a staging "
+        "deployment: workspace NAME and NAME-other, a token per identity role, NAME-disabled, NAME-legacy and "
+        "NAME-unavailable kept in their state; tokens printed with their role",
+    )
+    serve.add_argument(
+        "--write-target",
+        metavar="FILE",
+        help="with --route: write a target configuration for knowledge-conformance (URL, identities, workspaces)",
+    )
     serve.add_argument("--no-control", action="store_true", help="do not expose the test-control extension")
     serve.add_argument(
         "--control-token",
@@ -260,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     from simulator.app import create_app
-    from simulator.corpus import load_corpus, seed_demo
+    from simulator.corpus import DEMO_DIR, KIT_MANIFEST, load_corpus, seed_demo, seed_staging, target_toml
     from simulator.wire_names import load_wire_names
 
     control_token = args.control_token or os.environ.get(CONTROL_TOKEN_ENV) or None  # empty counts as not given
@@ -284,13 +296,21 @@ def main(argv: list[str] | None = None) -> int:
                 control_token=control_token or SimConfig.control_token,
                 frozen_clock=args.frozen_clock,
                 clock_start=None if not args.frozen_clock else SimConfig.clock_start,
-                demo=args.corpus is None,
+                demo=args.corpus is None and args.route is None,
                 wire_names=load_wire_names(args.wire_names) if args.wire_names else {},
                 embedder=args.embedder,
             ),
             quirks=args.quirk,
         )
-        if args.corpus:
+        roles: dict[str, Any] = {}
+        states: dict[str, Any] = {}
+        if args.write_target and not args.route:
+            raise ValueError("--write-target needs --route")
+        if args.route:
+            core = app.state.core
+            if core.store.workspace(args.route) is None:
+                roles, states = seed_staging(core, load_corpus(args.corpus or str(DEMO_DIR)), args.route)
+        elif args.corpus:
             core = app.state.core
             if not core.store.routes():
                 seed_demo(core, load_corpus(args.corpus))
@@ -310,11 +330,25 @@ def main(argv: list[str] | None = None) -> int:
         f"knowledge-sim on http://{args.host}:{port}  workspaces: {', '.join(core.store.routes())}",
         file=sys.stderr,
     )
+    labels = {ident.token: role for role, ident in roles.items()}
+    labels.update({ident.token: f"workspace {state}" for state, ident in states.items()})
     for route in core.store.routes():
+        mode, _ = core.mode(route)
         for ident in core.store.identities(route):
+            label = f"{labels[ident.token]}: " if ident.token in labels else ""
             print(
-                f"  route {route}: account {ident.account}, session {ident.session_id}: {ident.token}", file=sys.stderr
+                f"  {label}route {route}{'' if mode == 'normal' else f' ({mode})'}: account {ident.account}, "
+                f"session {ident.session_id}: {ident.token}",
+                file=sys.stderr,
             )
+    if args.write_target and roles:
+        from pathlib import Path
+
+        kit = args.corpus is not None and (Path(args.corpus) / KIT_MANIFEST).is_file()
+        written = Path(args.write_target)
+        written.touch(mode=0o600)
+        written.write_text(target_toml(f"http://{args.host}:{port}", args.route, roles, states, kit=kit), "utf-8")
+        print(f"  target configuration written to {written}", file=sys.stderr)
     if not args.no_control:
         print("  control extension at /_control/v1 (Authorization: Bearer <control token>)", file=sys.stderr)
     print(

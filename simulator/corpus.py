@@ -6,13 +6,18 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simulator.store import ItemInput
+from simulator.store import Identity, ItemInput
 
 if TYPE_CHECKING:
     from simulator.core import Core
 
 DEMO_DIR = Path(__file__).with_name("demo")
 Bases = list[tuple[str, str, list[ItemInput]]]
+KIT_MANIFEST = "manifest.json"
+"""A folder with this file is a conformance corpus kit (``knowledge-conformance corpus export``)."""
+STATES = ("disabled", "legacy", "unavailable")
+"""The workspace states a staging Core can be kept in by hand, one workspace each."""
+OTHER_HUB = "https://other-hub.knowledge-sim.example"
 
 
 def _title_of(path: Path, text: str) -> str:
@@ -53,9 +58,63 @@ def load_jsonl(path: Path) -> Bases:
     return [(base, base, items) for base, items in sorted(grouped.items())]
 
 
+def load_kit(folder: Path) -> Bases:
+    """A corpus kit: its manifest names each document's file, base, item ID, title and summary;
+    the file's UTF-8 bytes are the content, unchanged (read as bytes: no newline translation)."""
+    try:
+        data = json.loads((folder / KIT_MANIFEST).read_text("utf-8"))
+        grouped: dict[str, list[ItemInput]] = {}
+        for entry in data["documents"]:
+            text = (folder / entry["file"]).read_bytes().decode("utf-8")
+            item = ItemInput(str(entry["item_id"]), str(entry["title"]), text, entry.get("summary"))
+            grouped.setdefault(str(entry["base"]), []).append(item)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{folder}: not a corpus kit ({type(exc).__name__}: {exc})") from None
+    return [(base, base, items) for base, items in sorted(grouped.items())]
+
+
 def load_corpus(source: str) -> Bases:
     path = Path(source)
+    if path.is_dir() and (path / KIT_MANIFEST).is_file():
+        return load_kit(path)
     return load_jsonl(path) if path.suffix == ".jsonl" else load_folder(path)
+
+
+def seed_staging(core: Core, corpus: Bases, route: str) -> tuple[dict[str, Identity], dict[str, Identity]]:
+    """A staging deployment as a Core without control keeps it: ``corpus`` in ``route`` and in a
+    second workspace, a token for every identity role a target configuration names, and one
+    workspace per state (``route-disabled``, ...) holding the corpus too. Returns the identities
+    by role and the state workspaces' identities by state."""
+    store, now, hub = core.store, core.clock.now(), core.config.hub
+    other = f"{route}-other"
+    for at, mode in ((route, "normal"), (other, "normal"), *((f"{route}-{state}", state) for state in STATES)):
+        store.create_workspace(at, mode)
+        store.replace_corpus(at, corpus, now)
+    primary = store.mint_identity("alice", route, hub, None)
+    roles = {
+        "primary": primary,
+        "same_session": store.mint_identity("alice", route, hub, primary.session_id),
+        "other_session": store.mint_identity("alice", route, hub, None),
+        "other_account": store.mint_identity("bob", route, hub, primary.session_id),
+        "other_route": store.mint_identity("alice", other, hub, primary.session_id),
+        "other_hub": store.mint_identity("alice", route, OTHER_HUB, primary.session_id),
+    }
+    states = {state: store.mint_identity("alice", f"{route}-{state}", hub, None) for state in STATES}
+    return roles, states
+
+
+def target_toml(url: str, route: str, roles: dict[str, Identity], states: dict[str, Identity], *, kit: bool) -> str:
+    """A target configuration for the suite (``--write-target``): the URL, the identities, the
+    state workspaces and, for a corpus kit, its route. Tokens are written as they are: a test setting."""
+    lines = ["[target]", f'url = "{url}"', f'route = "{route}"', 'probe_query = "binding"']
+    if kit:
+        lines.append(f'kit_route = "{route}"')
+    for role, ident in roles.items():
+        lines += ["", f"[identities.{role}]", f'token = "{ident.token}"', f'route = "{ident.route}"']
+        lines += [f'account = "{ident.account}"', f'session = "{ident.session_id}"']
+    for state, ident in states.items():
+        lines += ["", f"[target.workspaces.{state}]", f'route = "{ident.route}"', f'token = "{ident.token}"']
+    return "\n".join(lines) + "\n"
 
 
 def seed_demo(core: Core, corpus: Bases | None = None) -> None:

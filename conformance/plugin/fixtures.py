@@ -3,7 +3,7 @@ so a project that merely has this package installed never sees ``world`` or ``co
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -13,7 +13,7 @@ from conformance.plugin.state import STATE
 if TYPE_CHECKING:
     from conformance.server.expiry import Clock, ExpiryProbes
     from conformance.server.wire import CoreWire
-    from conformance.server.world import World
+    from conformance.server.world import Stated, World
     from conformance.target.config import TargetConfig
     from conformance.target.control import Control
     from conformance.target.open import Target
@@ -123,3 +123,13 @@ def expiry_probes(world: World, kc_clock: Clock) -> ExpiryProbes:
     from conformance.server.expiry import ExpiryProbes
 
     return ExpiryProbes(world, kc_clock)
+
+
+@pytest.fixture
+def in_state(
+    kc_config: TargetConfig, kc_settings: RunSettings, core: CoreWire, control: Control | None
+) -> Callable[[str], Stated]:
+    """A workspace in a state: one kept so by hand ([target.workspaces]), or a fresh one set through control."""
+    from conformance.server.world import in_state as stated
+
+    return lambda state: stated(kc_config, core, control, state, realtime=kc_settings.realtime)

@@ -177,11 +177,8 @@ def page(
     content = body.get("content")
     if isinstance(content, str):  # what shows a split without knowing the document: half of an astral character
         lone = next((ch for ch in content if "\ud800" <= ch <= "\udfff"), None)
-        expect(
-            lone is None,
-            READ_016,
-            f"the page has a lone surrogate U+{ord(lone or ' '):04X}: half of an astral character",
-        )
+        if lone is not None:  # raised, never recorded: a page of ASCII shows nothing of how characters are cut
+            READ_016.fail(f"the page has a lone surrogate U+{ord(lone):04X}: half of an astral character")
     cursor = body["next_cursor"]
     if cursor is not None:
         expect(body.get("truncated", True) is True, READ_009, "a page with a next_cursor says truncated false")
@@ -361,25 +358,21 @@ def bounded_delivery(world: Any, body: dict[str, Any], context: dict[str, Any]) 
     sent = context.get(field)
     delivery = names.delivery(context)
     hints = delivery.get("hints", [])
-    expect(
-        isinstance(hints, list) and len(hints) <= C.SEARCH_MAX_HINTS,
-        TURN_007,
-        f"{len(hints)} hints in context.{field}",
-    )
-    expect(
-        len(C.canonical(sent).encode()) <= C.SEARCH_MAX_BYTES,
-        TURN_007,
-        f"context.{field} is larger than a search response may be",
-    )
+    # TURN-007 is judged on every turn but counts only for a turn that had hints to bound.
+    bounded = isinstance(hints, list) and bool(hints)
+    if not (isinstance(hints, list) and len(hints) <= C.SEARCH_MAX_HINTS):
+        TURN_007.fail(f"{len(hints)} hints in context.{field}")
+    if len(C.canonical(sent).encode()) > C.SEARCH_MAX_BYTES:
+        TURN_007.fail(f"context.{field} is larger than a search response may be")
     known = set(load_registry().contents["knowledge-delivery.schema.json"]["properties"])
     extras = {name: value for name, value in delivery.items() if name not in known}
     whole = world.document_text().whole(extras)
-    expect(
-        whole is None,
-        TURN_007,
-        f"context.{field} carries a whole document ({len(whole or '')} characters) outside its hints, "
-        f"in {sorted(extras)}",
-    )
+    if whole is not None:
+        TURN_007.fail(
+            f"context.{field} carries a whole document ({len(whole)} characters) outside its hints, in {sorted(extras)}"
+        )
+    if bounded:
+        TURN_007.held()
     errors = load_registry().errors("knowledge-delivery", delivery)
     expect(not errors, TURN_006, f"context.{field} does not match the delivery schema: {'; '.join(errors[:3])}")
     if world.cfg.strict_codes:

@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 from conformance.server import checks, corpus
 from conformance.server.checks import ok
 from conformance.server.leaks import DocumentText
-from conformance.server.rules import READ_001, READ_004, READ_005, READ_010, SRCH_001, TURN_003
+from conformance.server.rules import READ_001, READ_004, READ_005, READ_009, READ_010, READ_014, SRCH_001, TURN_003
 from conformance.server.wire import CoreWire
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
@@ -48,6 +48,7 @@ class World:
     docs: dict[str, corpus.Doc] = field(default_factory=dict)
     control: Control | None = None
     realtime: bool = False  # --realtime: wait real seconds for expiry when there is no control
+    kit: bool = False  # the documents are the corpus kit, ingested by the implementer ([target] kit_route)
 
     def need_control(self, why: str) -> Control:
         if self.control is None:
@@ -93,7 +94,10 @@ class World:
 
     def need_doc(self, key: str) -> corpus.Doc:
         if key not in self.docs:
-            raise NotVerified(f"not verified: needs the suite's own corpus (document {key!r}), seeded through control")
+            raise NotVerified(
+                f"not verified: needs the suite's own corpus (document {key!r}), seeded through control "
+                "or ingested as the corpus kit ([target] kit_route)"
+            )
         return self.docs[key]
 
     def document_text(self) -> DocumentText:
@@ -131,7 +135,8 @@ class World:
             if hint is None:
                 self.not_found(
                     f"no hint of the search for {query!r} reads as document {doc.key!r} "
-                    f"(status {body.get('status')!r}, {len(hints)} hints)"
+                    f"(status {body.get('status')!r}, {len(hints)} hints)",
+                    doc,
                 )
             return str(hint["ref"])
         if not hints:
@@ -153,7 +158,13 @@ class World:
         )
         for hint in candidates:
             page = ok(self.read(hint["ref"], run_id, who), READ_001, "read of a hint the search just returned")
-            if isinstance(page, dict) and doc.token in str(page.get("content", "")):
+            content = page.get("content") if isinstance(page, dict) else None
+            if isinstance(content, str) and doc.token in content:
+                if self.kit and not doc.content.startswith(content[:-1]):  # the last character may be a split one
+                    raise NotVerified(
+                        f"not verified: kit document {doc.key!r} on route {self.route!r} does not hold the kit's text "
+                        "(its first page is not the start of the exported file: ingested altered?)"
+                    )
                 return dict(hint)
         return None
 
@@ -173,9 +184,13 @@ class World:
             return False
         return isinstance(content, str) and doc.token in content
 
-    def not_found(self, what: str) -> NoReturn:
+    def not_found(self, what: str, *docs: corpus.Doc) -> NoReturn:
         """The seed does not require search to find anything ("at most three" hints): a
-        miss leaves what needed the document not verified, unless the run is strict."""
+        miss leaves what needed the document not verified, unless the run is strict. A kit
+        document is never a failure: the suite cannot know how it was ingested."""
+        if self.kit:
+            keys = ", ".join(repr(d.key) for d in docs) or "of the corpus"
+            raise NotVerified(f"not verified: kit document {keys} not found on route {self.route!r}: {what}")
         expect(not self.cfg.strict_codes, SRCH_001, f"strict: {what}")
         raise NotVerified(f"not verified: {what}")
 
@@ -231,18 +246,56 @@ class World:
             cursor = body["next_cursor"]
             if cursor is None:
                 return pages
-            expect(
-                delivered <= C.READ_CHAIN_MAX_BYTES,
-                READ_010,
-                f"the chain delivered {delivered} content bytes in "
-                f"{len(pages)} pages, over {C.READ_CHAIN_MAX_BYTES}, and still offers a next_cursor",
-            )
+            # Raised, never recorded: a chain within the budget shows nothing of how the budget is kept.
+            if delivered > C.READ_CHAIN_MAX_BYTES:
+                READ_010.fail(
+                    f"the chain delivered {delivered} content bytes in "
+                    f"{len(pages)} pages, over {C.READ_CHAIN_MAX_BYTES}, and still offers a next_cursor"
+                )
             stalled = 0 if size else stalled + 1
+            if stalled >= STALLED_PAGES:
+                READ_010.fail(
+                    f"{stalled} pages in a row carried no content and offered a next_cursor "
+                    f"(after {delivered} content bytes): the chain makes no progress and never stops"
+                )
+
+
+def chain_ended(pages: list[dict[str, Any]]) -> None:
+    """What every chain that ended (``next_cursor`` null) shows without knowing the document: a
+    chain not stopped by the budget is complete, so its last page says ``truncated: false``; it
+    carried at most 131072 content bytes; and ``total_content_bytes``, where sent, is what was read
+    (all of it for a complete chain, more than it for an exhausted one).
+
+    Run on chains of documents the suite does not know; where it knows the document, its own
+    comparisons come first and name the rule more precisely (a chain that overlaps its pages
+    breaks READ-015, though its total_content_bytes no longer matches either)."""
+    last = pages[-1]
+    delivered = sum(C.utf8_size(p["content"]) for p in pages if isinstance(p.get("content"), str))
+    exhausted = last.get("budget_exhausted") is True
+    if delivered > C.READ_CHAIN_MAX_BYTES:
+        READ_010.fail(
+            f"the chain delivered {delivered} content bytes in {len(pages)} pages, over {C.READ_CHAIN_MAX_BYTES}"
+        )
+    flags = {k: last.get(k) for k in ("truncated", "next_cursor", "budget_exhausted")}
+    if not exhausted:
+        expect(
+            last["truncated"] is False,
+            READ_009,
+            f"the chain ended (next_cursor null) without budget exhaustion, yet its last page says {checks.describe(flags)}",
+        )
+    total = last.get("total_content_bytes")
+    if isinstance(total, int) and not isinstance(total, bool):
+        if exhausted:
             expect(
-                stalled < STALLED_PAGES,
-                READ_010,
-                f"{stalled} pages in a row carried no content and offered a next_cursor "
-                f"(after {delivered} content bytes): the chain makes no progress and never stops",
+                total > delivered,
+                READ_014,
+                f"total_content_bytes {total}, yet the chain was exhausted after {delivered} content bytes of it",
+            )
+        else:
+            expect(
+                total == delivered,
+                READ_014,
+                f"total_content_bytes {total}, and the complete chain carried {delivered} content bytes",
             )
 
 
@@ -261,7 +314,9 @@ def provision(
         configured = {name: Who(i.token, i.route, i.account, i.session) for name, i in ids.items()}
         _name(configured)
         main = configured.pop("primary")
-        return World(cfg, core, cfg.route, main, configured, realtime=realtime)
+        kit = cfg.kit_route is not None
+        docs = corpus.build() if kit else {}
+        return World(cfg, core, cfg.route, main, configured, docs, realtime=realtime, kit=kit)
     route = f"kc-{core.namespace}-{next(_routes)}"
     # Route names that sort on either side of reserved words such as "auto": a Core that compares
     # route names by order instead of equality refuses one of them (see test_capabilities).
@@ -298,3 +353,53 @@ def _name(identities: dict[str, Who]) -> None:
     """Each identity's token by its name (``primary``, ``other_route``, ...): a failure's curl line names it."""
     for name, who in identities.items():
         IDENTITIES.name(who.token, name)
+
+
+@dataclass(repr=False)
+class Stated:
+    """A workspace in one state (disabled, legacy, unavailable), and a run and a reference of the
+    route where one could be had (through control: before the state was set)."""
+
+    world: World
+    state: str
+    run_id: str | None = None
+    ref: str | None = None
+    no_run: str = ""  # why there is no run
+
+    def need_run(self) -> str:
+        if self.run_id is None:
+            raise NotVerified(f"not verified: {self.no_run}, so there is no run to search with")
+        return self.run_id
+
+
+def in_state(
+    cfg: TargetConfig, core: CoreWire, control: Control | None, state: str, *, realtime: bool = False
+) -> Stated:
+    """The configured ``[target.workspaces]`` route kept in ``state``, or, through control, a fresh
+    workspace set to it; neither: not verified."""
+    configured = cfg.workspaces.get(state)
+    if configured is not None:
+        who = Who(configured.token, configured.route, configured.account, configured.session)
+        kit = cfg.kit_route is not None  # its text is known to the leak checks, wherever it was ingested
+        world = World(cfg, core, who.route, who, {}, corpus.build() if kit else {}, realtime=realtime, kit=kit)
+        # A legacy Core knows no knowledge_delivery; a disabled or unavailable one may refuse a turn.
+        response = core.turn(
+            who.token, who.route, core.turn_body(cfg.probe_query, None if state == "legacy" else "on_demand")
+        )
+        try:
+            body = response.json() if response.status_code == 200 else None
+        except ValueError:
+            body = None
+        run = body.get("run_id") if isinstance(body, dict) else None
+        why = f"the {state} workspace {who.route!r} answered the turn with HTTP {response.status_code}"
+        return Stated(world, state, str(run) if isinstance(run, str) else None, None, why)
+    if control is None:
+        raise NotVerified(
+            f"not verified: needs the test-control extension to set a workspace's mode, "
+            f"or a workspace kept {state} ([target.workspaces.{state}])"
+        )
+    world = provision(cfg, core, control, large=False, realtime=realtime)
+    run_id = world.start_run()
+    hints = checks.search_response(world.search("binding", run_id))["hints"]
+    control.set_mode(world.route, state)
+    return Stated(world, state, run_id, str(hints[0]["ref"]) if hints else None)

@@ -71,6 +71,13 @@ class TargetConfig:
     clock_skew_seconds: float = 0.0
     timeout_seconds: float = 30.0
     mcp: dict[str, Any] = field(default_factory=dict)  # the [mcp] table: transport, command, url, token, jobs_command
+    kit_route: str | None = None  # [target] kit_route: where the conformance corpus kit was ingested
+    documents: dict[str, str] = field(
+        default_factory=dict
+    )  # [target.documents]: name -> query for a Core's own document
+    workspaces: dict[str, IdentityConfig] = field(
+        default_factory=dict
+    )  # [target.workspaces]: state -> route and identity
 
     @property
     def is_sim(self) -> bool:
@@ -278,6 +285,39 @@ def _read_toml(path: str, flag: str) -> dict[str, Any]:
         raise ConfigError(f"{flag} {path}: not valid TOML ({reason})") from None
 
 
+WORKSPACE_STATES = ("disabled", "legacy", "unavailable")
+
+
+def _kit_and_workspaces(cfg: TargetConfig, tgt: dict[str, Any], where: str) -> None:
+    """``kit_route``, ``[target.documents]`` and ``[target.workspaces]`` (their types are checked by the schema)."""
+    cfg.documents = {str(name): str(query) for name, query in tgt.get("documents", {}).items()}
+    for state, table in tgt.get("workspaces", {}).items():
+        if "identity" in table:
+            named = cfg.identities.get(table["identity"])
+            if named is None:
+                raise ConfigError(
+                    f"{where}: [target.workspaces.{state}].identity names [identities.{table['identity']}], "
+                    "which is not configured"
+                )
+            token = named.token
+            account, session = named.account, named.session
+        else:
+            found = _secret(table.get("token"), f"{where} [target.workspaces.{state}].token")
+            if found is None:
+                raise ConfigError(f"{where}: [target.workspaces.{state}] needs a token or an identity")
+            token, account, session = found, "", ""
+        cfg.workspaces[state] = IdentityConfig(state, token, str(table["route"]), account, session)
+    kit = tgt.get("kit_route")
+    if kit is not None:
+        primary = cfg.identities.get("primary")
+        route = primary.route if primary is not None else cfg.route
+        if route and kit != route:
+            raise ConfigError(
+                f"{where}: [target] kit_route {kit!r} is searched with the primary identity, whose route is {route!r}"
+            )
+        cfg.kit_route = str(kit)
+
+
 def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
     """Build the configuration from an optional TOML file and the --target value."""
     cfg = TargetConfig()
@@ -315,6 +355,7 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
             cfg.identities[name] = IdentityConfig(
                 name, token, ident.get("route", cfg.route), ident.get("account", ""), ident.get("session", "")
             )
+        _kit_and_workspaces(cfg, tgt, where)
     if target:
         cfg.target, source = target, "--target"
     SECRETS.add_url(cfg.target)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from conformance.server.rules import (
     WIRE_001,
     WIRE_003,
 )
-from conformance.server.world import World
+from conformance.server.world import Stated, World
 from conformance.target import contract as C
 from conformance.target.outcomes import NotVerified
 from conformance.target.rules import Rule, expect
@@ -178,22 +179,20 @@ def test_responses_are_not_cacheable(world: World) -> None:
 
 
 @R("CAP-006")
-def test_disabled_workspace_reports_enabled_false(fresh_world: World) -> None:
-    fresh_world.need_control("set the workspace's mode").set_mode(fresh_world.route, "disabled")
-    body = checks.ok(
-        fresh_world.core.capabilities(fresh_world.primary.token, fresh_world.route), CAP_006, "capabilities"
-    )
-    enabled = fresh_world.cfg.names.capabilities["enabled"]
+def test_disabled_workspace_reports_enabled_false(in_state: Callable[[str], Stated]) -> None:
+    """A workspace kept disabled ([target.workspaces.disabled]) or set so through control."""
+    world = in_state("disabled").world
+    body = checks.ok(world.core.capabilities(world.primary.token, world.route), CAP_006, "capabilities")
+    enabled = world.cfg.names.capabilities["enabled"]
     expect(body.get(enabled) is False, CAP_006, f"a disabled workspace reports {enabled} {body.get(enabled)!r}")
 
 
 @R("TURN-003")
-def test_a_disabled_workspace_accepts_an_on_demand_turn(fresh_world: World) -> None:
+def test_a_disabled_workspace_accepts_an_on_demand_turn(in_state: Callable[[str], Stated]) -> None:
     """enabled false means the protocol exists (CAP-006): a client that negotiated it emits
     knowledge_delivery on_demand. The seed does not say the turn must then succeed, so by default
     a refusal (a 4xx envelope) passes too; strict expects the turn (CHOICES.md)."""
-    world = fresh_world
-    world.need_control("set the workspace's mode").set_mode(world.route, "disabled")
+    world = in_state("disabled").world
     response = world.core.turn(world.primary.token, world.route, world.core.turn_body("homepage binding", "on_demand"))
     if response.status_code != 200 and not world.cfg.strict_codes:
         checks.error_envelope(response, WIRE_001)  # the seed does not say a disabled Core must take the turn
@@ -206,11 +205,12 @@ def test_a_disabled_workspace_accepts_an_on_demand_turn(fresh_world: World) -> N
 
 @R("CAP-006")
 @pytest.mark.parametrize("delivery", ["inline", "unset"])
-def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(fresh_world: World, delivery: str) -> None:
+def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(in_state: Callable[[str], Stated], delivery: str) -> None:
     """enabled false means knowledge is disabled: a turn that asks for inline delivery, or for
     none, carries no document text either (an error answer carries none by construction)."""
-    world = fresh_world
-    world.need_control("set the workspace's mode").set_mode(world.route, "disabled")
+    world = in_state("disabled").world
+    if not world.docs:
+        pytest.skip("not verified: no document text is known to look for (no control, no corpus kit)")
     response = world.core.turn(
         world.primary.token,
         world.route,
@@ -226,11 +226,10 @@ def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(fresh_world: World
 
 
 @R("SRCH-009")
-def test_disabled_workspace_searches_with_status_disabled(fresh_world: World) -> None:
+def test_disabled_workspace_searches_with_status_disabled(in_state: Callable[[str], Stated]) -> None:
     """Its own test, so a Core that also misreports capabilities is still checked here."""
-    run_id = fresh_world.start_run()
-    fresh_world.need_control("set the workspace's mode").set_mode(fresh_world.route, "disabled")
-    found = checks.search_response(fresh_world.search("binding", run_id))
+    stated = in_state("disabled")
+    found = checks.search_response(stated.world.search("binding", stated.need_run()))
     expect(
         found["status"] == "disabled" and found["hints"] == [],
         SRCH_009,

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance.server import checks
+from conformance.server import checks, corpus
 from conformance.server.rules import (
     READ_002,
     READ_004,
@@ -25,9 +25,9 @@ from conformance.server.rules import (
     READ_019,
     READ_020,
 )
-from conformance.server.world import World
+from conformance.server.world import World, chain_ended
 from conformance.target import contract as C
-from conformance.target.rules import expect
+from conformance.target.rules import Rule, expect
 
 R = pytest.mark.requirement
 
@@ -46,6 +46,7 @@ def test_default_pages_fit_16384_bytes_and_rebuild_the_document(world: World) ->
     expect(len(revisions) == 1, READ_002, f"one chain reported several revisions: {sorted(revisions)}")
     last = pages[-1]
     if doc is None:  # a live Core's own document: bounds and flags, but nothing to compare the chain with
+        chain_ended(pages)
         return
     expect(len(pages) > 1, READ_004, "a 60 KB document fit into one default page")
     if _read_to_the_end(world, doc.content, pages, _continues(doc.content, pages)):
@@ -97,6 +98,7 @@ def test_requested_max_bytes_bounds_every_page(world: World, max_bytes: int) -> 
     run_id = world.start_run()
     pages = world.follow(world.ref_for(run_id, doc), run_id, max_bytes=max_bytes)
     if doc is None:
+        chain_ended(pages)
         return
     _read_to_the_end(world, doc.content, pages, _continues(doc.content, pages))
 
@@ -354,3 +356,127 @@ def test_a_reference_or_cursor_of_4096_bytes_is_not_refused_for_its_size(world: 
         f"a {field} padded to {C.REFERENCE_MAX_BYTES} bytes answered HTTP {at[0]} {at[1]!r}, the same "
         f"{field} padded to {C.REFERENCE_MAX_BYTES - 1} bytes HTTP {below[0]} {below[1]!r}: a token within the bound was refused for its size",
     )
+
+
+def _held_if(condition: object, requirement: Rule, message: str, *, credit: bool) -> None:
+    """A check that always judges but records its rule only where the chain could show it."""
+    if not condition:
+        requirement.fail(message)
+    if credit:
+        requirement.held()
+
+
+def _live_ref(world: World, query: str, doc: corpus.Doc | None, first: str | None) -> tuple[str, str] | None:
+    """``(run_id, ref)`` of ``doc`` (where it is known), of the hit whose first page is ``first``
+    (the document an earlier chain read: never by rank), or of the first hit, in a fresh run: each
+    chain gets a run of its own, as a Core may count the budget per reference and run."""
+    run_id = world.start_run()
+    hints = [h for h in checks.search_response(world.search(query, run_id))["hints"] if isinstance(h, dict)]
+    if doc is not None:
+        hint = world.hint_for(hints, doc, run_id)
+    elif first is None:
+        hint = hints[0] if hints else None
+    else:
+        hint = next((h for h in hints if world.page(str(h["ref"]), run_id)["content"] == first), None)
+    return None if hint is None else (run_id, str(hint["ref"]))
+
+
+def _live_sources(world: World) -> list[tuple[str, str, corpus.Doc | None]]:
+    """``(what, query, doc)``: the probe query and each ``[target.documents]`` query, and the
+    suite's own long and multibyte documents where it has them."""
+    sources: list[tuple[str, str, corpus.Doc | None]] = [("probe_query", world.cfg.probe_query, None)]
+    sources += [(f"[target.documents] {name}", query, None) for name, query in sorted(world.cfg.documents.items())]
+    sources += [
+        (f"document {key!r}", world.docs[key].token, world.docs[key]) for key in ("unicode", "big") if key in world.docs
+    ]
+    return sources
+
+
+def _same_text(small: str, large: str, what: str, *, complete: bool, credit: bool) -> None:
+    """The text of one revision read through 4096- and through 32768-byte pages: the same where both
+    chains completed, else the shorter one a prefix of the longer (each chain may stop elsewhere
+    within the budget). A difference that shows a split character is READ-016's."""
+    shorter, longer = sorted((small, large), key=len)
+    same = small == large if complete else longer.startswith(shorter)
+    if not same:
+        split = checks.split_in(small, large) or checks.split_in(large, small)
+        if split is not None:
+            READ_016.fail(f"{what}: the chains of 4096- and 32768-byte pages differ, one shows {split}")
+        READ_015.fail(
+            f"{what}: the chain of 4096-byte pages ({C.utf8_size(small)} bytes) and of 32768-byte pages "
+            f"({C.utf8_size(large)} bytes) do not carry the same text"
+        )
+    if credit:
+        READ_015.held()
+
+
+@R(
+    "READ-004",
+    "READ-005",
+    "READ-009",
+    "READ-010",
+    "READ-011",
+    "READ-014",
+    "READ-015",
+    "READ-016",
+    "READ-020",
+)
+def test_any_document_reads_the_same_through_every_page_size(world: World) -> None:
+    """What needs no ground truth, on whatever the probe query and each [target.documents] query
+    find first (and on the suite's own long and multibyte documents where it has them): every page
+    within its bound and honest, each chain complete with truncated false or stopped by the budget
+    (budget_exhausted, truncated true, next_cursor null, within 131072 content bytes and not far
+    short of them), total_content_bytes what was read, and the same text through 4096-, 16384- and
+    32768-byte pages. Each rule counts only where the document could show it: the budget rules
+    on a chain the budget stopped, READ-016 on multibyte text cut into several pages."""
+    judged = 0
+    for what, query, doc in _live_sources(world):
+        chains: dict[int | None, list[dict[str, Any]]] = {}
+        for size in (None, C.READ_MIN_MAX_BYTES, C.READ_MAX_MAX_BYTES):
+            first = chains[None][0]["content"] if chains else None
+            found = _live_ref(world, query, doc, first)
+            if found is None:
+                break
+            chains[size] = world.follow(found[1], found[0], max_bytes=size)
+        if len(chains) < 3 or len({str(pages[0]["revision"]) for pages in chains.values()}) > 1:
+            continue  # not found again, or the document changed between the chains
+        judged += 1
+        what = f"{what} ({query!r})"
+        for pages in chains.values():
+            chain_ended(pages)
+        texts = {size: _joined(pages) for size, pages in chains.items()}
+        exhausted = {size: pages[-1].get("budget_exhausted") is True for size, pages in chains.items()}
+        cut = len(chains[C.READ_MIN_MAX_BYTES]) > 1
+        small = texts[C.READ_MIN_MAX_BYTES]
+        for size in (None, C.READ_MAX_MAX_BYTES):
+            _same_text(
+                small, texts[size], what, complete=not (exhausted[size] or exhausted[C.READ_MIN_MAX_BYTES]), credit=cut
+            )
+        if cut and any(ord(ch) > 0x7F for ch in small):
+            READ_016.held()  # multibyte text cut at different places by three page sizes, and nowhere split
+        for size, pages in chains.items():
+            if not exhausted[size]:
+                continue
+            delivered = C.utf8_size(texts[size])
+            last = pages[-1]
+            expect(
+                delivered <= C.READ_CHAIN_MAX_BYTES, READ_010, f"{what}: the chain carried {delivered} content bytes"
+            )
+            expect(
+                last["truncated"] is True and last["next_cursor"] is None,
+                READ_011,
+                f"{what}: the exhausted chain ends with {_flags(last)}",
+            )
+            floor = C.READ_CHAIN_MAX_BYTES - C.READ_MAX_MAX_BYTES
+            _held_if(
+                delivered > floor,
+                READ_020,
+                f"{what}: the chain stopped budget_exhausted after only {delivered} content bytes "
+                f"(more than {floor} were expected before the budget runs out)",
+                credit=not world.cfg.strict_codes,  # strict's edge needs the document's next character
+            )
+    if not judged:
+        pytest.skip(
+            f"not verified: neither the probe query {world.cfg.probe_query!r} nor a [target.documents] "
+            "query found a document"
+        )

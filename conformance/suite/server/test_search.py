@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from conformance.server.rules import (
     SRCH_011,
     WIRE_001,
 )
-from conformance.server.world import World
+from conformance.server.world import Stated, World
 from conformance.target import contract as C
 from conformance.target.rules import expect
 
@@ -169,7 +170,7 @@ def test_search_refuses_another_sessions_run(world: World, other: str, direction
 
 
 @R("SRCH-010", "SRCH-005")
-def test_unavailable_is_reported_never_ok_and_empty(fresh_world: World) -> None:
+def test_a_failed_search_is_reported_unavailable(fresh_world: World) -> None:
     run_id = fresh_world.start_run()
     fresh_world.need_control("inject a fault").fault("fail_next_search_unavailable", fresh_world.route)
     body = checks.search_response(fresh_world.search("binding", run_id))
@@ -178,8 +179,13 @@ def test_unavailable_is_reported_never_ok_and_empty(fresh_world: World) -> None:
         SRCH_010,
         f"an unavailable search reported {body['status']!r} with {len(body['hints'])} hints",
     )
-    fresh_world.need_control("set the workspace's mode").set_mode(fresh_world.route, "unavailable")
-    body = checks.search_response(fresh_world.search("binding", run_id))
+
+
+@R("SRCH-010", "SRCH-005")
+def test_unavailable_is_reported_never_ok_and_empty(in_state: Callable[[str], Stated]) -> None:
+    """A workspace kept unavailable ([target.workspaces.unavailable]) or set so through control."""
+    stated = in_state("unavailable")
+    body = checks.search_response(stated.world.search("binding", stated.need_run()))
     expect(
         body["status"] == "unavailable", SRCH_010, f"an unavailable workspace searched with status {body['status']!r}"
     )

@@ -20,10 +20,11 @@ from conformance.target.rules import Rule, expect
 R = pytest.mark.requirement
 
 
-def _on_demand_context(
-    world: World, text: str = "how is the homepage binding done"
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(turn body, its context)`` of a fresh on_demand turn."""
+def _on_demand_context(world: World, text: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(turn body, its context)`` of a fresh on_demand turn: by default a message that finds the
+    suite's corpus where it has one, else the configured probe query (a Core's own documents)."""
+    if text is None:
+        text = "how is the homepage binding done" if world.docs else world.cfg.probe_query
     response = world.core.turn(world.primary.token, world.route, world.core.turn_body(text))
     body = checks.ok(response, TURN_003, "an on_demand turn")
     context = body.get("context")
