@@ -137,6 +137,22 @@ def _parser() -> argparse.ArgumentParser:
         "clients cannot use up the process's file limit",
     )
     serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT|:*]",
+        help="a Host header the MCP endpoint accepts beyond the loopback names (DNS-rebinding protection; "
+        "repeatable; default: 127.0.0.1, localhost and [::1], any port)",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="SCHEME://HOST[:PORT|:*]",
+        help="an Origin header the MCP endpoint accepts beyond the loopback ones (repeatable; a request "
+        "without Origin is accepted)",
+    )
+    serve.add_argument(
         "--embedder",
         default="hashed",
         help="search_knowledge's semantic embedding (default: hashed, "
@@ -287,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
                 demo=args.corpus is None,
                 wire_names=load_wire_names(args.wire_names) if args.wire_names else {},
                 embedder=args.embedder,
+                mcp_allowed_hosts=tuple(args.allow_host),
+                mcp_allowed_origins=tuple(args.allow_origin),
             ),
             quirks=args.quirk,
         )
