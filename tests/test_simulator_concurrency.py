@@ -6,8 +6,8 @@ still commit once. Orderings are forced with events, never measured with a clock
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import shutil
+import sqlite3
 import threading
 from pathlib import Path
 from random import Random
