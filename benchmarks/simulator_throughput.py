@@ -19,6 +19,8 @@ Zipf-like vocabulary, generated from ``--seed``), starts the simulator on it, an
 - ``capabilities``: the simulator's capabilities endpoint (token and route checks);
 - ``search selective``: a search for a word in about one document in a thousand;
 - ``search broad``: a search for a word in nearly every document;
+- ``search mid x3``: three words of middle frequency (each in about one document in ten to twenty),
+  as a person types a query;
 - ``search broad x32``: 32 words, each in most documents (the contract's longest useful query);
 - ``read``: the first page (16 KB max) of a referenced document;
 - ``capabilities beside broad searches``: at N clients, one client's capabilities requests while
@@ -28,7 +30,9 @@ Each cell runs ``--clients`` keep-alive connections, each sending its next reque
 answer is in, for ``--duration`` seconds after a short warm-up. The client is a minimal HTTP/1.1
 client over asyncio streams (no HTTP library in the loop), so its own cost stays small next to the
 servers'. Also reported: start-up time (process start to first answer, corpus loaded), the
-resident memory after the run, and how search latency grows with the corpus.
+start-up again on the store the first start kept (``--database``: the corpus and its index are
+reused, not loaded), the resident memory after the run, and how search latency grows with the
+corpus.
 """
 
 from __future__ import annotations
@@ -76,8 +80,11 @@ def _vocabulary(rng: Random, size: int) -> list[str]:
     return sorted(words)
 
 
+MID_RANKS = (150, 300, 600)  # Zipf ranks of the "mid x3" words: each in roughly 5-15% of documents
+
+
 def write_corpus(path: Path, documents: int, seed: int) -> list[str]:
-    """A JSONL corpus of ``documents`` items of about 2 KB; returns the 32 most common words."""
+    """A JSONL corpus of ``documents`` items of about 2 KB; returns the 32 most common words, then the mid words."""
     rng = Random(seed)
     vocab = _vocabulary(rng, 20_000)
     weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
@@ -100,7 +107,7 @@ def write_corpus(path: Path, documents: int, seed: int) -> list[str]:
                 )
                 + "\n"
             )
-    return vocab[:32]
+    return vocab[:32] + [vocab[r] for r in MID_RANKS]
 
 
 # ------------------------------------------------------------------ client
@@ -261,9 +268,10 @@ def start_bare(workdir: Path) -> tuple[subprocess.Popen[bytes], int, float]:
 
 
 def start_sim(
-    corpus: Path, stderr_path: Path, source: str | None = None
+    corpus: Path, stderr_path: Path, source: str | None = None, database: Path | None = None
 ) -> tuple[subprocess.Popen[bytes], int, float, str]:
-    """``knowledge-sim serve`` on ``corpus``; ``source``: a source tree whose ``simulator`` package to run instead."""
+    """``knowledge-sim serve`` on ``corpus``; ``source``: a source tree whose ``simulator`` package to run
+    instead; ``database``: the store file to keep (a second start on it reuses what the first kept)."""
     port = _free_port()
     env = dict(os.environ)
     if source is not None:
@@ -283,6 +291,7 @@ def start_sim(
                 "--corpus",
                 str(corpus),
                 "--no-control",
+                *(["--database", str(database)] if database is not None else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -356,11 +365,16 @@ def run(
                 common = write_corpus(corpus, size, seed)
                 requests: dict[str, list[tuple[str, int, bytes]]] = {"bare": [("", bare_port, encode("GET", "/bare"))]}
                 started: list[tuple[str, subprocess.Popen[bytes], float]] = []
+                restarts: dict[str, float] = {}
                 broad: dict[int, bytes] = {}
                 tokens: dict[int, str] = {}
                 try:
                     for label, source in variants.items():
-                        sim, port, startup, token = start_sim(corpus, work / f"sim-{size}{label}.err", source)
+                        kept = work / f"kept-{size}{label}.sqlite"
+                        sim, port, startup, token = start_sim(corpus, work / f"sim-{size}{label}.err", source, kept)
+                        _stop(sim)  # the first start loads the corpus into the kept store; the second reuses it
+                        sim, port, restart, token = start_sim(corpus, work / f"sim-{size}{label}.err", source, kept)
+                        restarts[label] = restart
                         started.append((label, sim, startup))
                         run_id, ref = asyncio.run(_prepare(port, token))
                         for name, raw in _requests(token, run_id, ref, common).items():
@@ -399,6 +413,7 @@ def run(
                                 "server": f"simulator {label}".strip(),
                                 "size": size,
                                 "startup_s": round(startup, 2),
+                                "restart_s": round(restarts[label], 2),
                                 "rss_mb": _rss_mb(sim.pid),
                             }
                         )
@@ -425,7 +440,8 @@ def _requests(token: str, run_id: str, ref: str, common: list[str]) -> dict[str,
         "capabilities": encode("GET", f"{API}/knowledge/capabilities", token),
         "search selective": search(SELECTIVE),
         "search broad": search(BROAD),
-        "search broad x32": search(" ".join(common)),
+        "search mid x3": search(" ".join(common[32:35])),
+        "search broad x32": search(" ".join(common[:32])),
         "read": encode("POST", f"{API}/knowledge/read", token, {"run_id": run_id, "ref": ref}),
         MIXED: encode("GET", f"{API}/knowledge/capabilities", token),
     }
@@ -475,8 +491,15 @@ def table(result: dict[str, Any]) -> str:
             )
             errors += c.errors
         lines.append(f"| {size} | {clients} | {name} | " + " | ".join(groups) + f" | {errors} |")
-    lines += ["", "| server | docs | start-up s | RSS MB |", "|---|---:|---:|---:|"]
-    lines += [f"| {s['server']} | {s['size']} | {s['startup_s']} | {s['rss_mb']} |" for s in result["servers"]]
+    lines += [
+        "",
+        "| server | docs | start-up s (fresh corpus) | start-up s (kept store) | RSS MB |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {s['server']} | {s['size']} | {s['startup_s']} | {s.get('restart_s', '')} | {s['rss_mb']} |"
+        for s in result["servers"]
+    ]
     sizes = sorted({c.size for c in cells})
     if len(sizes) > 1:
         lines += ["", f"Search p50 growth at 1 client, {sizes[0]} → {sizes[-1]} documents:"]

@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             core = app.state.core
             if not core.store.routes():
                 seed_demo(core, load_corpus(args.corpus))
-    except (ValueError, sqlite3.Error) as exc:
+    except (ValueError, sqlite3.Error, OSError) as exc:  # OSError: the index folder beside the store file
         print(
             f"knowledge-sim: {exc}" + (f" ({args.database})" if isinstance(exc, sqlite3.Error) else ""), file=sys.stderr
         )
@@ -340,13 +340,16 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     _exit_through_python_on_sigterm()
-    uvicorn.run(
+    # The bound socket itself, not its file descriptor: uvicorn takes an fd for a Unix socket, so its
+    # connections would keep Nagle's algorithm and every response written in two parts would wait for
+    # the client's delayed ACK (about 40 ms a request on Linux). As a TCP socket, asyncio sets TCP_NODELAY.
+    config = uvicorn.Config(
         app,
-        fd=listening.fileno(),
         log_level="warning",
         timeout_keep_alive=args.timeout_keep_alive,
         limit_concurrency=args.limit_concurrency,
     )
+    uvicorn.Server(config).run(sockets=[listening])
     return 0
 
 

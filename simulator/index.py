@@ -98,7 +98,7 @@ class Indexes:
         self._lock = threading.Lock()
         self._spaces: dict[str, _Workspace] = {}
         if self.folder is not None:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            self.folder.mkdir(exist_ok=True)  # beside the store file: its folder must exist already
 
     def _path(self, route: str) -> Path | None:
         return None if self.folder is None else self.folder / hashlib.sha256(route.encode()).hexdigest()[:24]
@@ -146,7 +146,10 @@ class Indexes:
         if path is not None:
             shutil.rmtree(path, ignore_errors=True)
             path.mkdir(parents=True)
-        space = _Workspace(tantivy.Index(self.schema, path=None if path is None else str(path), reuse=False), path)
+        # Sorted by row number: inside a segment, tantivy's own tie order (lower document first) is
+        # then the row order, so a one-segment index needs no second look at the ties (see search).
+        index = tantivy.Index(self.schema, path=None if path is None else str(path), reuse=False, sort_by_field="rid")
+        space = _Workspace(index, path)
         writer = space.index.writer(heap_size=200_000_000, num_threads=2 if path is not None else 1)
         for entry in entries:
             writer.add_document(self._document(entry))
@@ -265,14 +268,18 @@ class Indexes:
         if bases is not None:
             scope = tantivy.Query.const_score_query(tantivy.Query.term_set_query(self.schema, "base_id", bases), 0.0)
             query_ = tantivy.Query.boolean_query([(tantivy.Occur.Must, query_), (tantivy.Occur.Must, scope)])
-        # Ties at the cut are broken by row number, not by tantivy's segment order: ask for more
-        # until the last score asked for is below the last one kept.
-        want = limit + 8
-        while True:
-            hits = searcher.search(query_, limit=want, count=False).hits
-            if len(hits) < want or hits[limit - 1][0] != hits[-1][0]:
-                break
-            want *= 4
+        # Ties at the cut are broken by row number. In one segment (a corpus loaded whole) tantivy's
+        # order already is that; across segments (after publishes) ask for more until the last score
+        # asked for is below the last one kept.
+        if searcher.num_segments == 1:
+            hits = searcher.search(query_, limit=limit, count=False).hits
+        else:
+            want = limit + 8
+            while True:
+                hits = searcher.search(query_, limit=want, count=False).hits
+                if len(hits) < want or hits[limit - 1][0] != hits[-1][0]:
+                    break
+                want *= 4
         rids = searcher.fast_field_values("rid", [address for _, address in hits])
         ranked = sorted(zip((score for score, _ in hits), rids, strict=True), key=lambda pair: (-pair[0], pair[1]))
         return [int(rid) for _, rid in ranked[:limit] if rid is not None]

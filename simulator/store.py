@@ -151,8 +151,8 @@ class Store:
             weakref.finalize(self, shutil.rmtree, folder, True)
             path = f"{folder}/store.sqlite"
         self._path = path
-        self.indexes = Indexes(None if path == ":memory:" else f"{path}.index")
         self._db = self._connect()
+        self.indexes = Indexes(None if path == ":memory:" else f"{path}.index")  # after SQLite said the path is good
         self._lock = threading.RLock()
         if concurrent:
             self._db.execute("PRAGMA journal_mode=WAL")
