@@ -268,11 +268,17 @@ def start_bare(workdir: Path) -> tuple[subprocess.Popen[bytes], int, float]:
 
 
 def start_sim(
-    corpus: Path, stderr_path: Path, source: str | None = None, database: Path | None = None
+    corpus: Path,
+    stderr_path: Path,
+    source: str | None = None,
+    database: Path | None = None,
+    port: int | None = None,
+    reuse_port: bool = False,
 ) -> tuple[subprocess.Popen[bytes], int, float, str]:
     """``knowledge-sim serve`` on ``corpus``; ``source``: a source tree whose ``simulator`` package to run
-    instead; ``database``: the store file to keep (a second start on it reuses what the first kept)."""
-    port = _free_port()
+    instead; ``database``: the store file to keep (a second start on it reuses what the first kept);
+    ``reuse_port``: one of several processes on ``port`` (``--reuse-port``)."""
+    port = port or _free_port()
     env = dict(os.environ)
     if source is not None:
         env["PYTHONPATH"] = os.pathsep.join([source, *filter(None, [env.get("PYTHONPATH")])])
@@ -292,12 +298,17 @@ def start_sim(
                 str(corpus),
                 "--no-control",
                 *(["--database", str(database)] if database is not None else []),
+                *(["--reuse-port"] if reuse_port else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=err,
             env=env,
         )
     _wait_ready(port, f"{API}/knowledge/capabilities", proc)
+    while "Agent Session MCP" not in stderr_path.read_text():  # its own banner: another process may share the port
+        if proc.poll() is not None:
+            raise RuntimeError(f"server did not start (exit {proc.poll()})")
+        time.sleep(0.02)
     elapsed = time.perf_counter() - started
     tokens = re.findall(r"route demo: account alice, session \S+: (\S+)", stderr_path.read_text())
     if not tokens:
@@ -348,13 +359,22 @@ async def _prepare(port: int, token: str) -> tuple[str, str]:
 
 # ------------------------------------------------------------------ main
 def run(
-    sizes: list[int], clients: list[int], duration: float, seed: int, compare: dict[str, str] | None = None
+    sizes: list[int],
+    clients: list[int],
+    duration: float,
+    seed: int,
+    compare: dict[str, str] | None = None,
+    processes: int = 1,
 ) -> dict[str, Any]:
     """Every cell of every size; with ``compare`` (label -> source tree), those simulators too, each
-    cell measured on each simulator in turn so that a busy machine weighs on all of them alike."""
+    cell measured on each simulator in turn so that a busy machine weighs on all of them alike;
+    ``processes`` > 1: also this tree as that many processes on one kept store and one port."""
     cells: list[Cell] = []
     servers: list[dict[str, Any]] = []
     variants: dict[str, str | None] = {"": None, **(compare or {})}
+    many = f"{processes} processes"
+    if processes > 1:
+        variants[many] = None
     with tempfile.TemporaryDirectory(prefix="sim-throughput-") as tmp:
         work = Path(tmp)
         bare, bare_port, bare_start = start_bare(work)
@@ -373,9 +393,16 @@ def run(
                         kept = work / f"kept-{size}{label}.sqlite"
                         sim, port, startup, token = start_sim(corpus, work / f"sim-{size}{label}.err", source, kept)
                         _stop(sim)  # the first start loads the corpus into the kept store; the second reuses it
-                        sim, port, restart, token = start_sim(corpus, work / f"sim-{size}{label}.err", source, kept)
+                        sim, port, restart, token = start_sim(
+                            corpus, work / f"sim-{size}{label}.err", source, kept, reuse_port=label == many
+                        )
                         restarts[label] = restart
                         started.append((label, sim, startup))
+                        for n in range(1, processes if label == many else 1):
+                            more, _, _, _ = start_sim(
+                                corpus, work / f"sim-{size}{label}-{n}.err", source, kept, port, reuse_port=True
+                            )
+                            started.append((f"{label} #{n + 1}", more, restart))
                         run_id, ref = asyncio.run(_prepare(port, token))
                         for name, raw in _requests(token, run_id, ref, common).items():
                             requests.setdefault(name, []).append((label, port, raw))
@@ -407,14 +434,18 @@ def run(
                                     f"p99 {cell.p99_ms} ms  errors {cell.errors}",
                                     file=sys.stderr,
                                 )
-                    for label, sim, startup in started:
+                    for label, _sim, startup in started:
+                        if "#" in label:
+                            continue
                         servers.append(
                             {
                                 "server": f"simulator {label}".strip(),
                                 "size": size,
                                 "startup_s": round(startup, 2),
                                 "restart_s": round(restarts[label], 2),
-                                "rss_mb": _rss_mb(sim.pid),
+                                "rss_mb": round(
+                                    sum(_rss_mb(p.pid) for name, p, _ in started if name.split(" #")[0] == label), 1
+                                ),
                             }
                         )
                 finally:
@@ -532,11 +563,19 @@ def main(argv: list[str] | None = None) -> int:
         help="also serve the simulator package of the source tree DIR (e.g. a checkout of an earlier commit), "
         "its rows labelled [LABEL] (repeatable)",
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="also serve this tree as N knowledge-sim processes on one kept store and one port (--reuse-port)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s] + ([100_000] if args.with_100k else [])
     compare = dict(item.split("=", 1) for item in args.compare)
-    result = run(sizes, [int(c) for c in args.clients.split(",") if c], args.duration, args.seed, compare)
+    result = run(
+        sizes, [int(c) for c in args.clients.split(",") if c], args.duration, args.seed, compare, args.processes
+    )
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0
 

@@ -26,14 +26,13 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from knowledge_schemas import load_registry
 from simulator.clock import Clock, RouteTime
 from simulator.config import SimConfig
 from simulator.control import control_routes
 from simulator.core import Caller, Core
 from simulator.corpus import seed_demo
 from simulator.errors import ApiError
-from simulator.http import error_response, in_store_thread, json_response, read_json, validate
+from simulator.http import error_response, in_store_thread, json_response, read_json, schema_check, validate
 from simulator.mcp.server import MCP_PATH, mount, transport_security
 from simulator.miniatures import compose
 from simulator.miniatures.mcp import agent_class
@@ -172,7 +171,7 @@ def _endpoint(
 
 async def _body(request: Request, core: Core, stem: str) -> dict[str, Any]:
     body = await read_json(request, max_bytes=core.config.max_body_bytes)
-    return validate(body, load_registry().validator(stem))
+    return validate(body, schema_check(stem))
 
 
 def _names(request: Request) -> WireNames:

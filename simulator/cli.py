@@ -57,12 +57,15 @@ def _port(text: str) -> int:
     return value
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def _listen(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """The listening socket, bound before the banner names it (so the banner is never wrong, and
-    port 0 shows the port it got); raises OSError with the reason when it cannot be bound."""
+    port 0 shows the port it got); raises OSError with the reason when it cannot be bound.
+    ``reuse_port``: several processes listen on the one port, the kernel spreads the connections."""
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind(address)
         sock.listen(2048)
@@ -135,6 +138,13 @@ def _parser() -> argparse.ArgumentParser:
         default=1000,
         help="connections and requests at once before new ones get 503, at least 1 (default %(default)s): idle or slow "
         "clients cannot use up the process's file limit",
+    )
+    serve.add_argument(
+        "--reuse-port",
+        action="store_true",
+        help="share the port with other knowledge-sim processes on the same --database (SO_REUSEPORT, Linux): "
+        "the kernel spreads connections over them; searches and reads scale with the processes, the control "
+        "extension's faults and clock are each process's own",
     )
     serve.add_argument(
         "--allow-host",
@@ -318,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
-        listening = _listen(args.host, args.port)
+        listening = _listen(args.host, args.port, reuse_port=args.reuse_port)
     except OSError as exc:
         print(f"knowledge-sim: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
