@@ -303,6 +303,9 @@ def start_sim(
             stdout=subprocess.DEVNULL,
             stderr=err,
             env=env,
+            # Not the caller's folder: `python -m` puts the working folder first on sys.path, so run from
+            # a checkout it would import that checkout's simulator, never --compare's source tree.
+            cwd=stderr_path.parent,
         )
     _wait_ready(port, f"{API}/knowledge/capabilities", proc)
     while "Agent Session MCP" not in stderr_path.read_text():  # its own banner: another process may share the port
