@@ -19,6 +19,8 @@ Zipf-like vocabulary, generated from ``--seed``), starts the simulator on it, an
 - ``capabilities``: the simulator's capabilities endpoint (token and route checks);
 - ``search selective``: a search for a word in about one document in a thousand;
 - ``search broad``: a search for a word in nearly every document;
+- ``search mid x3``: three words of middle frequency (each in about one document in ten to twenty),
+  as a person types a query;
 - ``search broad x32``: 32 words, each in most documents (the contract's longest useful query);
 - ``read``: the first page (16 KB max) of a referenced document;
 - ``capabilities beside broad searches``: at N clients, one client's capabilities requests while
@@ -28,7 +30,9 @@ Each cell runs ``--clients`` keep-alive connections, each sending its next reque
 answer is in, for ``--duration`` seconds after a short warm-up. The client is a minimal HTTP/1.1
 client over asyncio streams (no HTTP library in the loop), so its own cost stays small next to the
 servers'. Also reported: start-up time (process start to first answer, corpus loaded), the
-resident memory after the run, and how search latency grows with the corpus.
+start-up again on the store the first start kept (``--database``: the corpus and its index are
+reused, not loaded), the resident memory after the run, and how search latency grows with the
+corpus.
 """
 
 from __future__ import annotations
@@ -76,8 +80,11 @@ def _vocabulary(rng: Random, size: int) -> list[str]:
     return sorted(words)
 
 
+MID_RANKS = (150, 300, 600)  # Zipf ranks of the "mid x3" words: each in roughly 5-15% of documents
+
+
 def write_corpus(path: Path, documents: int, seed: int) -> list[str]:
-    """A JSONL corpus of ``documents`` items of about 2 KB; returns the 32 most common words."""
+    """A JSONL corpus of ``documents`` items of about 2 KB; returns the 32 most common words, then the mid words."""
     rng = Random(seed)
     vocab = _vocabulary(rng, 20_000)
     weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
@@ -100,7 +107,7 @@ def write_corpus(path: Path, documents: int, seed: int) -> list[str]:
                 )
                 + "\n"
             )
-    return vocab[:32]
+    return vocab[:32] + [vocab[r] for r in MID_RANKS]
 
 
 # ------------------------------------------------------------------ client
@@ -261,10 +268,17 @@ def start_bare(workdir: Path) -> tuple[subprocess.Popen[bytes], int, float]:
 
 
 def start_sim(
-    corpus: Path, stderr_path: Path, source: str | None = None
+    corpus: Path,
+    stderr_path: Path,
+    source: str | None = None,
+    database: Path | None = None,
+    port: int | None = None,
+    reuse_port: bool = False,
 ) -> tuple[subprocess.Popen[bytes], int, float, str]:
-    """``knowledge-sim serve`` on ``corpus``; ``source``: a source tree whose ``simulator`` package to run instead."""
-    port = _free_port()
+    """``knowledge-sim serve`` on ``corpus``; ``source``: a source tree whose ``simulator`` package to run
+    instead; ``database``: the store file to keep (a second start on it reuses what the first kept);
+    ``reuse_port``: one of several processes on ``port`` (``--reuse-port``)."""
+    port = port or _free_port()
     env = dict(os.environ)
     if source is not None:
         env["PYTHONPATH"] = os.pathsep.join([source, *filter(None, [env.get("PYTHONPATH")])])
@@ -283,12 +297,21 @@ def start_sim(
                 "--corpus",
                 str(corpus),
                 "--no-control",
+                *(["--database", str(database)] if database is not None else []),
+                *(["--reuse-port"] if reuse_port else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=err,
             env=env,
+            # Not the caller's folder: `python -m` puts the working folder first on sys.path, so run from
+            # a checkout it would import that checkout's simulator, never --compare's source tree.
+            cwd=stderr_path.parent,
         )
     _wait_ready(port, f"{API}/knowledge/capabilities", proc)
+    while "Agent Session MCP" not in stderr_path.read_text():  # its own banner: another process may share the port
+        if proc.poll() is not None:
+            raise RuntimeError(f"server did not start (exit {proc.poll()})")
+        time.sleep(0.02)
     elapsed = time.perf_counter() - started
     tokens = re.findall(r"route demo: account alice, session \S+: (\S+)", stderr_path.read_text())
     if not tokens:
@@ -339,13 +362,22 @@ async def _prepare(port: int, token: str) -> tuple[str, str]:
 
 # ------------------------------------------------------------------ main
 def run(
-    sizes: list[int], clients: list[int], duration: float, seed: int, compare: dict[str, str] | None = None
+    sizes: list[int],
+    clients: list[int],
+    duration: float,
+    seed: int,
+    compare: dict[str, str] | None = None,
+    processes: int = 1,
 ) -> dict[str, Any]:
     """Every cell of every size; with ``compare`` (label -> source tree), those simulators too, each
-    cell measured on each simulator in turn so that a busy machine weighs on all of them alike."""
+    cell measured on each simulator in turn so that a busy machine weighs on all of them alike;
+    ``processes`` > 1: also this tree as that many processes on one kept store and one port."""
     cells: list[Cell] = []
     servers: list[dict[str, Any]] = []
     variants: dict[str, str | None] = {"": None, **(compare or {})}
+    many = f"{processes} processes"
+    if processes > 1:
+        variants[many] = None
     with tempfile.TemporaryDirectory(prefix="sim-throughput-") as tmp:
         work = Path(tmp)
         bare, bare_port, bare_start = start_bare(work)
@@ -356,12 +388,24 @@ def run(
                 common = write_corpus(corpus, size, seed)
                 requests: dict[str, list[tuple[str, int, bytes]]] = {"bare": [("", bare_port, encode("GET", "/bare"))]}
                 started: list[tuple[str, subprocess.Popen[bytes], float]] = []
+                restarts: dict[str, float] = {}
                 broad: dict[int, bytes] = {}
                 tokens: dict[int, str] = {}
                 try:
                     for label, source in variants.items():
-                        sim, port, startup, token = start_sim(corpus, work / f"sim-{size}{label}.err", source)
+                        kept = work / f"kept-{size}{label}.sqlite"
+                        sim, port, startup, token = start_sim(corpus, work / f"sim-{size}{label}.err", source, kept)
+                        _stop(sim)  # the first start loads the corpus into the kept store; the second reuses it
+                        sim, port, restart, token = start_sim(
+                            corpus, work / f"sim-{size}{label}.err", source, kept, reuse_port=label == many
+                        )
+                        restarts[label] = restart
                         started.append((label, sim, startup))
+                        for n in range(1, processes if label == many else 1):
+                            more, _, _, _ = start_sim(
+                                corpus, work / f"sim-{size}{label}-{n}.err", source, kept, port, reuse_port=True
+                            )
+                            started.append((f"{label} #{n + 1}", more, restart))
                         run_id, ref = asyncio.run(_prepare(port, token))
                         for name, raw in _requests(token, run_id, ref, common).items():
                             requests.setdefault(name, []).append((label, port, raw))
@@ -393,13 +437,18 @@ def run(
                                     f"p99 {cell.p99_ms} ms  errors {cell.errors}",
                                     file=sys.stderr,
                                 )
-                    for label, sim, startup in started:
+                    for label, _sim, startup in started:
+                        if "#" in label:
+                            continue
                         servers.append(
                             {
                                 "server": f"simulator {label}".strip(),
                                 "size": size,
                                 "startup_s": round(startup, 2),
-                                "rss_mb": _rss_mb(sim.pid),
+                                "restart_s": round(restarts[label], 2),
+                                "rss_mb": round(
+                                    sum(_rss_mb(p.pid) for name, p, _ in started if name.split(" #")[0] == label), 1
+                                ),
                             }
                         )
                 finally:
@@ -425,7 +474,8 @@ def _requests(token: str, run_id: str, ref: str, common: list[str]) -> dict[str,
         "capabilities": encode("GET", f"{API}/knowledge/capabilities", token),
         "search selective": search(SELECTIVE),
         "search broad": search(BROAD),
-        "search broad x32": search(" ".join(common)),
+        "search mid x3": search(" ".join(common[32:35])),
+        "search broad x32": search(" ".join(common[:32])),
         "read": encode("POST", f"{API}/knowledge/read", token, {"run_id": run_id, "ref": ref}),
         MIXED: encode("GET", f"{API}/knowledge/capabilities", token),
     }
@@ -475,8 +525,15 @@ def table(result: dict[str, Any]) -> str:
             )
             errors += c.errors
         lines.append(f"| {size} | {clients} | {name} | " + " | ".join(groups) + f" | {errors} |")
-    lines += ["", "| server | docs | start-up s | RSS MB |", "|---|---:|---:|---:|"]
-    lines += [f"| {s['server']} | {s['size']} | {s['startup_s']} | {s['rss_mb']} |" for s in result["servers"]]
+    lines += [
+        "",
+        "| server | docs | start-up s (fresh corpus) | start-up s (kept store) | RSS MB |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {s['server']} | {s['size']} | {s['startup_s']} | {s.get('restart_s', '')} | {s['rss_mb']} |"
+        for s in result["servers"]
+    ]
     sizes = sorted({c.size for c in cells})
     if len(sizes) > 1:
         lines += ["", f"Search p50 growth at 1 client, {sizes[0]} → {sizes[-1]} documents:"]
@@ -509,11 +566,19 @@ def main(argv: list[str] | None = None) -> int:
         help="also serve the simulator package of the source tree DIR (e.g. a checkout of an earlier commit), "
         "its rows labelled [LABEL] (repeatable)",
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="also serve this tree as N knowledge-sim processes on one kept store and one port (--reuse-port)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s] + ([100_000] if args.with_100k else [])
     compare = dict(item.split("=", 1) for item in args.compare)
-    result = run(sizes, [int(c) for c in args.clients.split(",") if c], args.duration, args.seed, compare)
+    result = run(
+        sizes, [int(c) for c in args.clients.split(",") if c], args.duration, args.seed, compare, args.processes
+    )
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0
 

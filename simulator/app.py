@@ -14,7 +14,7 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from random import Random
 from typing import Any, TypeVar
 
@@ -26,15 +26,14 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from knowledge_schemas import load_registry
 from simulator.clock import Clock, RouteTime
 from simulator.config import SimConfig
 from simulator.control import control_routes
 from simulator.core import Caller, Core
 from simulator.corpus import seed_demo
 from simulator.errors import ApiError
-from simulator.http import error_response, in_store_thread, json_response, read_json, validate
-from simulator.mcp.server import MCP_PATH, mount
+from simulator.http import error_response, in_store_thread, json_response, read_json, schema_check, validate
+from simulator.mcp.server import MCP_PATH, mount, transport_security
 from simulator.miniatures import compose
 from simulator.miniatures.mcp import agent_class
 from simulator.miniatures.search_knowledge import sk_class
@@ -52,8 +51,23 @@ T = TypeVar("T")
 TRANSCRIPT_BODY_BYTES = 65536
 
 
+def no_store(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The headers with exactly one Cache-Control, ``no-store``: a route's own (the MCP SDK's SSE
+    stream sends ``no-cache, no-transform``) is replaced, keeping ``no-transform`` (a proxy must not
+    buffer an event stream to compress it)."""
+    kept: list[tuple[bytes, bytes]] = []
+    transform = False
+    for name, value in headers:
+        if name.lower() == b"cache-control":
+            transform = transform or b"no-transform" in value.lower()
+        else:
+            kept.append((name, value))
+    kept.append((b"cache-control", b"no-store, no-transform" if transform else b"no-store"))
+    return kept
+
+
 class NoStore:
-    """Adds Cache-Control: no-store to every response (vendor convention)."""
+    """Exactly one Cache-Control, ``no-store``, on every response (vendor convention)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -65,7 +79,7 @@ class NoStore:
 
         async def wrapped(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), (b"cache-control", b"no-store")]
+                message["headers"] = no_store(message.get("headers", []))
             await send(message)
 
         await self.app(scope, receive, wrapped)
@@ -157,7 +171,7 @@ def _endpoint(
 
 async def _body(request: Request, core: Core, stem: str) -> dict[str, Any]:
     body = await read_json(request, max_bytes=core.config.max_body_bytes)
-    return validate(body, load_registry().validator(stem))
+    return validate(body, schema_check(stem))
 
 
 def _names(request: Request) -> WireNames:
@@ -261,7 +275,8 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     routes.append(tool_route(core, sk_tool))
     holder: dict[str, Starlette] = {}
     # The Agent Session MCP path (streamable HTTP) beside the Core API: its Core requests come back through this app.
-    routes.append(Route(MCP_PATH, mount(lambda: holder["app"], agent_class(config.quirks))))
+    security = transport_security(config.mcp_allowed_hosts, config.mcp_allowed_origins)
+    routes.append(Route(MCP_PATH, mount(lambda: holder["app"], agent_class(config.quirks), security)))
     if config.control_enabled:
         routes.extend(sk_control_routes(core, sk_tool))
         routes.append(Mount("/_control/v1", routes=control_routes(core, transcript, on_corpus=sk_tool.state.forget)))

@@ -57,12 +57,15 @@ def _port(text: str) -> int:
     return value
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def _listen(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """The listening socket, bound before the banner names it (so the banner is never wrong, and
-    port 0 shows the port it got); raises OSError with the reason when it cannot be bound."""
+    port 0 shows the port it got); raises OSError with the reason when it cannot be bound.
+    ``reuse_port``: several processes listen on the one port, the kernel spreads the connections."""
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind(address)
         sock.listen(2048)
@@ -147,6 +150,29 @@ def _parser() -> argparse.ArgumentParser:
         default=1000,
         help="connections and requests at once before new ones get 503, at least 1 (default %(default)s): idle or slow "
         "clients cannot use up the process's file limit",
+    )
+    serve.add_argument(
+        "--reuse-port",
+        action="store_true",
+        help="share the port with other knowledge-sim processes on the same --database (SO_REUSEPORT, Linux): "
+        "the kernel spreads connections over them; searches and reads scale with the processes, the control "
+        "extension's faults and clock are each process's own",
+    )
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT|:*]",
+        help="a Host header the MCP endpoint accepts beyond the loopback names (DNS-rebinding protection; "
+        "repeatable; default: 127.0.0.1, localhost and [::1], any port)",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="SCHEME://HOST[:PORT|:*]",
+        help="an Origin header the MCP endpoint accepts beyond the loopback ones (repeatable; a request "
+        "without Origin is accepted)",
     )
     serve.add_argument(
         "--embedder",
@@ -299,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
                 demo=args.corpus is None and args.route is None,
                 wire_names=load_wire_names(args.wire_names) if args.wire_names else {},
                 embedder=args.embedder,
+                mcp_allowed_hosts=tuple(args.allow_host),
+                mcp_allowed_origins=tuple(args.allow_origin),
             ),
             quirks=args.quirk,
         )
@@ -314,13 +342,13 @@ def main(argv: list[str] | None = None) -> int:
             core = app.state.core
             if not core.store.routes():
                 seed_demo(core, load_corpus(args.corpus))
-    except (ValueError, sqlite3.Error) as exc:
+    except (ValueError, sqlite3.Error, OSError) as exc:  # OSError: the index folder beside the store file
         print(
             f"knowledge-sim: {exc}" + (f" ({args.database})" if isinstance(exc, sqlite3.Error) else ""), file=sys.stderr
         )
         return 2
     try:
-        listening = _listen(args.host, args.port)
+        listening = _listen(args.host, args.port, reuse_port=args.reuse_port)
     except OSError as exc:
         print(f"knowledge-sim: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
@@ -356,13 +384,16 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     _exit_through_python_on_sigterm()
-    uvicorn.run(
+    # The bound socket itself, not its file descriptor: uvicorn takes an fd for a Unix socket, so its
+    # connections would keep Nagle's algorithm and every response written in two parts would wait for
+    # the client's delayed ACK (about 40 ms a request on Linux). As a TCP socket, asyncio sets TCP_NODELAY.
+    config = uvicorn.Config(
         app,
-        fd=listening.fileno(),
         log_level="warning",
         timeout_keep_alive=args.timeout_keep_alive,
         limit_concurrency=args.limit_concurrency,
     )
+    uvicorn.Server(config).run(sockets=[listening])
     return 0
 
 

@@ -29,6 +29,11 @@ class SimConfig:
     max_body_bytes: int = 1 << 20
     # Member names served instead of the canonical ones: [names.*] tables of wire-defaults.toml.
     wire_names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # The MCP endpoint's DNS-rebinding protection (the mcp SDK's transport security): Host and Origin
+    # headers it accepts beyond the loopback ones (simulator.mcp.server.LOOPBACK_HOSTS, LOOPBACK_ORIGINS);
+    # "host:*" allows any port of a host. knowledge-sim serve --allow-host / --allow-origin.
+    mcp_allowed_hosts: tuple[str, ...] = ()
+    mcp_allowed_origins: tuple[str, ...] = ()
     embedder: str = (
         "hashed"  # search_knowledge's semantic embedding: a name of simulator.search_knowledge.ranking.EMBEDDERS
     )

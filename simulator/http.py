@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import cache
 from typing import Any, Protocol, TypeVar
 
 import anyio.to_thread
+import jsonschema_rs
 from anyio import CapacityLimiter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from knowledge_schemas import load_registry
+from knowledge_schemas._files import BASE_URI
 from simulator.errors import ApiError
 from simulator.sizing import dumps, has_lone_surrogate
 
@@ -75,6 +79,32 @@ async def read_json(request: Request, *, max_bytes: int) -> dict[str, Any]:
     if has_lone_surrogate(body):
         raise ApiError(400, "invalid_request", "request body contains unpaired surrogate escapes")
     return body
+
+
+class SchemaCheck:
+    """A wire schema's validator with a compiled fast path: jsonschema-rs says "valid" in a few
+    microseconds, where the Python validator takes about half a millisecond for a request body.
+    Only acceptance is fast: whatever the fast path doubts goes to the Python validator
+    (``jsonschema``, the project's reference), which then accepts it or names the first problem,
+    so a refusal and its message are always the reference's."""
+
+    def __init__(self, stem: str) -> None:
+        registry = load_registry()
+        self.reference = registry.validator(stem)
+        resources = [(BASE_URI + name, doc) for name, doc in registry.contents.items()]
+        self.fast = jsonschema_rs.validator_for(
+            registry.contents[stem if stem.endswith(".schema.json") else f"{stem}.schema.json"],
+            registry=jsonschema_rs.Registry(resources),
+            validate_formats=True,
+        )
+
+    def iter_errors(self, instance: Any) -> Any:
+        return iter(()) if self.fast.is_valid(instance) else self.reference.iter_errors(instance)
+
+
+@cache
+def schema_check(stem: str) -> SchemaCheck:
+    return SchemaCheck(stem)
 
 
 def validate(body: dict[str, Any], validator: Validator) -> dict[str, Any]:

@@ -1,41 +1,29 @@
 """The knowledge store: workspaces, bases, items, immutable revisions, scopes,
 identities, runs and turns, in SQLite (in memory by default, a file when given).
 
-Ranked lexical search is SQLite FTS5's BM25 over each item's current
-published revision; older revisions stay addressable by ID, so the
-``search_knowledge`` tool of seed 003 can be served from the same tables.
+Ranked lexical search is BM25 over each item's current published revision, answered by a
+tantivy index per workspace (``simulator.index``: ranking statistics never mix tenants, and a
+search's cost grows with its top-k, not with the rows that match); older revisions stay
+addressable by ID, so the ``search_knowledge`` tool of seed 003 can be served from the same
+tables. ``search_rows`` numbers each workspace's items in item ID order (ties break by that
+number), ``search_generations`` counts the changes of its searchable text: each search reads its
+generation in its snapshot and asks the index of exactly that generation.
 
-The index (one per workspace, so ranking statistics never mix tenants) is contentless: the text
-is kept once, in ``revisions``, and a small rows table says which item and base each index row is.
-Rows are numbered in item ID order, so ``ORDER BY bm25(), rowid`` is ``ORDER BY bm25(), item_id``
-without reading an item per match. Measured on the synthetic corpus of
+Earlier layouts kept the index in SQLite FTS5; it scored every matching row, so a broad query
+cost time linear in the corpus whatever the LIMIT. Measured on the synthetic corpus of
 benchmarks/simulator_throughput.py (documents of about 2 KB; "broad" is a word in 98% of them,
-"x32" the 32 commonest words), top 3, CPU milliseconds of one query (best of 3; the shared
-machine's wall clock was 2-3 times that):
+"x32" the 32 commonest words), top 3, CPU milliseconds of one query (best of 3):
 
 =============================================  ==========  ============  ==========  ============
                                                10k broad   10k x32       100k broad  100k x32
 =============================================  ==========  ============  ==========  ============
-before: text in the index, ``ORDER BY bm25(),  26          185           270         1,753
-item_id`` reads every match's row
-contentless + rows table, ties by item_id      8.4         159           88          1,572
-the same, ties by row number (chosen)          7.8         157           78          1,506
-``ORDER BY rank`` (FTS5's own sorter)          10          216           105         1,788
-counting the matches only (a floor)            0.4         13            4.1         123
+FTS5, text in the index, ``ORDER BY bm25()``   26          185           270         1,753
+FTS5 contentless + rows table (the last one)   7.8         157           78          1,506
+counting the FTS5 matches only (a floor)       0.4         13            4.1         123
 tantivy 0.27 (block-max WAND; wall clock)      --          --            1           20
 =============================================  ==========  ============  ==========  ============
 
-Selective queries take well under a millisecond in every layout. Building the 100k index costs
-17 s of CPU contentless, 22 s before (start-up stays over the issue's 10 s goal).
-
-FTS5 scores every matching row (and counts every posting of each phrase for its IDF), so a broad
-query costs time linear in the corpus whatever the LIMIT; a prefiltered top-k (score only the rows
-matching the rarer words, MaxScore-style) stays exact only when some word is rare, and still pays
-the IDF count of the common words, so it does nothing for a query of common words alone. An
-inverted index with top-k pruning (tantivy) meets the issue's goals, but it is a second store to
-keep consistent with SQLite's snapshots, restarts and kills, with another BM25 (no IDF floor):
-left for its own change. Broad queries no longer stall other requests (see below), but over 100k
-documents one common word still costs about 80 ms of CPU and 32 of them about 1.5 s.
+A store opened from an FTS5 layout drops those tables and builds its tantivy indexes.
 
 Two ways to share the database between requests:
 
@@ -50,9 +38,7 @@ Two ways to share the database between requests:
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import secrets
 import shutil
 import sqlite3
@@ -64,6 +50,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from random import Random
+
+from simulator.index import Entry, Indexes
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -83,20 +71,23 @@ CREATE TABLE IF NOT EXISTS runs(run_id TEXT PRIMARY KEY, route TEXT NOT NULL, se
   account TEXT NOT NULL, hub TEXT NOT NULL, created_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS turns(turn_key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, run_id TEXT NOT NULL,
   response TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS search_rows(route TEXT NOT NULL, rid INTEGER NOT NULL, item_id TEXT NOT NULL,
+  PRIMARY KEY(route, rid), UNIQUE(route, item_id));
+CREATE TABLE IF NOT EXISTS search_generations(route TEXT PRIMARY KEY, generation INTEGER NOT NULL);
 """
-_DATA_TABLES = ("workspaces", "bases", "items", "revisions", "scopes", "identities", "runs", "turns")
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def _index_name(route: str) -> str:
-    """The full-text index of one workspace: its own table, so ranking statistics (document
-    frequencies, average lengths) come from that workspace alone, never from another tenant's."""
-    return '"fti_' + hashlib.sha256(route.encode("utf-8")).hexdigest()[:24] + '"'
-
-
-def _rows_name(route: str) -> str:
-    """What each row of a workspace's index is: its item and base (the index itself keeps no columns)."""
-    return _index_name(route)[:-1] + '_rows"'
+_DATA_TABLES = (
+    "workspaces",
+    "bases",
+    "items",
+    "revisions",
+    "scopes",
+    "identities",
+    "runs",
+    "turns",
+    "search_rows",
+    "search_generations",
+)
+_INDEX_TABLES = ("search_rows", "search_generations")
 
 
 @dataclass(frozen=True)
@@ -161,6 +152,7 @@ class Store:
             path = f"{folder}/store.sqlite"
         self._path = path
         self._db = self._connect()
+        self.indexes = Indexes(None if path == ":memory:" else f"{path}.index")  # after SQLite said the path is good
         self._lock = threading.RLock()
         if concurrent:
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -174,7 +166,8 @@ class Store:
             row = db.execute("SELECT value FROM meta WHERE key='opened'").fetchone()
             opened = int(row["value"]) + 1 if row is not None else 1
             db.execute("INSERT OR REPLACE INTO meta VALUES('opened', ?)", (str(opened),))
-            _rebuild_indexes(db)
+            _drop_fts5_layout(db)
+        self._open_indexes()
         self._rng = rng if opened == 1 else Random(f"{rng.getrandbits(64)}:{opened}")
 
     # ------------------------------------------------------------ plumbing
@@ -270,7 +263,39 @@ class Store:
         with self.transaction() as db:
             for table in _DATA_TABLES:
                 db.execute(f"DELETE FROM {table}")
-            _drop_indexes(db)
+        self.indexes.drop_all()
+
+    # ------------------------------------------------------------ the search index
+    def _open_indexes(self) -> None:
+        """Each workspace's kept index if it is the store's generation, else one rebuilt (see simulator.index)."""
+        with self.transaction() as db:
+            routes = [r["route"] for r in db.execute("SELECT DISTINCT route FROM items ORDER BY route")]
+            for route in routes:
+                if db.execute("SELECT 1 FROM search_rows WHERE route=? LIMIT 1", (route,)).fetchone() is None:
+                    _number_rows(db, route)  # a store of an earlier layout
+                generation = _generation(db, route)
+                if generation is None:
+                    generation = _bump_generation(db, route)
+                if not self.indexes.open(route, generation):
+                    self.indexes.build(route, generation, _entries(db, route))
+        self.indexes.forget_others(routes)
+
+    @contextmanager
+    def _indexed(self, route: str) -> Iterator[sqlite3.Connection]:
+        """A write transaction that changes ``route``'s searchable text: the index commits inside it,
+        so its searcher exists before the store's new state does. If the transaction fails, the
+        index is rebuilt from what the store kept."""
+        try:
+            with self.transaction() as db:
+                yield db
+        except BaseException:
+            with self.transaction() as db:
+                generation = _generation(db, route)
+                if generation is None:
+                    self.indexes.drop(route)
+                else:
+                    self.indexes.build(route, generation, _entries(db, route))
+            raise
 
     # ---------------------------------------------------------- workspaces
     def create_workspace(self, route: str, mode: str = "normal") -> bool:
@@ -282,10 +307,11 @@ class Store:
         """Remove a workspace and everything in it (corpus, scopes, identities, runs, turns)."""
         with self.transaction() as db:
             db.execute("DELETE FROM turns WHERE run_id IN (SELECT run_id FROM runs WHERE route=?)", (route,))
-            for table in ("bases", "items", "revisions", "scopes", "identities", "runs"):
+            for table in ("bases", "items", "revisions", "scopes", "identities", "runs", *_INDEX_TABLES):
                 db.execute(f"DELETE FROM {table} WHERE route=?", (route,))
-            _drop_index(db, route)
-            return db.execute("DELETE FROM workspaces WHERE route=?", (route,)).rowcount == 1
+            deleted = db.execute("DELETE FROM workspaces WHERE route=?", (route,)).rowcount == 1
+        self.indexes.drop(route)
+        return deleted
 
     def workspace(self, route: str) -> tuple[str, int] | None:
         row = self._one("SELECT mode, legacy_status FROM workspaces WHERE route=?", (route,))
@@ -306,13 +332,10 @@ class Store:
     def replace_corpus(self, route: str, bases: list[tuple[str, str, list[ItemInput]]], now: float) -> dict[str, str]:
         """Swap a workspace's whole corpus atomically; returns item -> current revision."""
         published: dict[str, str] = {}
-        with self.transaction() as db:
-            for table in ("bases", "items", "revisions"):
+        with self._indexed(route) as db:
+            for table in ("bases", "items", "revisions", "search_rows"):
                 db.execute(f"DELETE FROM {table} WHERE route=?", (route,))
-            _drop_index(db, route)
-            _create_index(db, route)
             db.execute("UPDATE scopes SET version = version + 1 WHERE route=?", (route,))
-            indexed: list[tuple[str, ItemInput]] = []
             for base_id, name, items in bases:
                 db.execute("INSERT INTO bases VALUES(?, ?, ?)", (route, base_id, name))
                 for item in items:
@@ -321,9 +344,9 @@ class Store:
                     rev = self.new_id("rev_")
                     db.execute("INSERT INTO items VALUES(?, ?, ?, ?)", (route, item.item_id, base_id, rev))
                     self._insert_revision(db, route, item, rev, now)
-                    indexed.append((base_id, item))
                     published[item.item_id] = rev
-            _index_items(db, route, indexed)
+            _number_rows(db, route)
+            self.indexes.build(route, _bump_generation(db, route), _entries(db, route))
         return published
 
     def _insert_revision(self, db: sqlite3.Connection, route: str, item: ItemInput, rev: str, now: float) -> None:
@@ -335,7 +358,7 @@ class Store:
     def publish_revision(
         self, route: str, item_id: str, content: str, title: str | None, summary: str | None, now: float
     ) -> str | None:
-        with self.transaction() as db:
+        with self._indexed(route) as db:
             row = db.execute(
                 "SELECT i.base_id, r.title, r.summary, r.content FROM items i JOIN revisions r ON r.revision_id = i.current_revision "
                 "WHERE i.route=? AND i.item_id=?",
@@ -344,9 +367,9 @@ class Store:
             if row is None:
                 return None
             rev = self.new_id("rev_")
-            rid = _unindex_item(
-                db, route, item_id, row["title"], row["content"]
-            )  # only the current revision is searchable
+            found = db.execute("SELECT rid FROM search_rows WHERE route=? AND item_id=?", (route, item_id)).fetchone()
+            if found is None:
+                raise LookupError(f"item {item_id!r} of route {route!r} is not indexed")
             item = ItemInput(
                 item_id,
                 title if title is not None else row["title"],
@@ -354,8 +377,10 @@ class Store:
                 summary if summary is not None else (row["summary"] if title is None else None),
             )
             self._insert_revision(db, route, item, rev, now)
-            _index_item(db, route, rid, row["base_id"], item)
             db.execute("UPDATE items SET current_revision=? WHERE route=? AND item_id=?", (rev, route, item_id))
+            rid: int = found["rid"]  # an item keeps its row number: only the current revision is searchable
+            entry = Entry(rid, row["base_id"], item.title, item.content)
+            self.indexes.update(route, _bump_generation(db, route), [rid], [entry])
             return rev
 
     def current_revision(self, route: str, item_id: str) -> Revision | None:
@@ -381,34 +406,22 @@ class Store:
             ]
 
     def search(self, route: str, query: str, bases: Sequence[str] | None, limit: int) -> list[Revision]:
-        """BM25-ranked current revisions matching any word of ``query``."""
-        words = _WORD.findall(query)
-        if not words or limit <= 0 or (bases is not None and not bases):
+        """BM25-ranked current revisions matching any word of ``query`` (its first 32), from the
+        workspace's index at the generation this snapshot sees (simulator.index)."""
+        if limit <= 0 or (bases is not None and not bases):
             return []
-        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words[:32])
-        index, rows = _index_name(route), _rows_name(route)
-        # Scored from the index alone: a row's number is its item's place in item ID order, so ties
-        # break by item ID without reading a row's item for every match (see _index_items).
-        sql = f"SELECT rowid FROM {index} WHERE {index} MATCH ?"
-        args: list[object] = [match]
-        if bases is not None:
-            sql += f" AND rowid IN (SELECT rid FROM {rows} WHERE base_id IN ({','.join('?' * len(bases))}))"
-            args.extend(bases)
-        sql += f" ORDER BY bm25({index}, 2.0, 1.0), rowid LIMIT ?"
-        args.append(limit)
         with self.snapshot(), self._reading() as db:
-            try:
-                rids = [r["rowid"] for r in db.execute(sql, args)]
-            except sqlite3.OperationalError as exc:
-                if "no such table" in str(exc):
-                    return []  # a workspace that never had a document
-                raise
-            ids = [
-                row["item_id"]
-                for row in (db.execute(f"SELECT item_id FROM {rows} WHERE rid=?", (rid,)).fetchone() for rid in rids)
-                if row is not None
-            ]
-            found = [self.current_revision(route, i) for i in ids]
+            generation = _generation(db, route)
+            if generation is None:
+                return []  # a workspace that never had a document
+            rids = self.indexes.search(route, generation, query, bases, limit)
+            if not rids:
+                return []
+            marks = ",".join("?" * len(rids))
+            items = dict(
+                db.execute(f"SELECT rid, item_id FROM search_rows WHERE route=? AND rid IN ({marks})", (route, *rids))
+            )
+            found = [self.current_revision(route, items[rid]) for rid in rids if rid in items]
         return [r for r in found if r is not None]
 
     def first_items(self, route: str, bases: Sequence[str] | None, limit: int) -> list[Revision]:
@@ -476,88 +489,60 @@ class Store:
             db.execute("INSERT OR REPLACE INTO turns VALUES(?, ?, ?, ?)", (turn_key, fingerprint, run.run_id, response))
 
 
-def _create_index(db: sqlite3.Connection, route: str) -> None:
-    """A contentless FTS5 index (the text lives in ``revisions`` once, not twice) and its rows table."""
-    db.execute(
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS {_index_name(route)} USING fts5(title, content, content='', tokenize='unicode61')"
-    )
-    db.execute(
-        f"CREATE TABLE IF NOT EXISTS {_rows_name(route)}(rid INTEGER PRIMARY KEY, item_id TEXT NOT NULL UNIQUE, base_id TEXT NOT NULL)"
-    )
-
-
-def _drop_index(db: sqlite3.Connection, route: str) -> None:
-    db.execute(f"DROP TABLE IF EXISTS {_index_name(route)}")
-    db.execute(f"DROP TABLE IF EXISTS {_rows_name(route)}")
-
-
-def _drop_indexes(db: sqlite3.Connection) -> None:
-    """Every workspace's index, and the indexes of earlier layouts."""
+def _drop_fts5_layout(db: sqlite3.Connection) -> None:
+    """A store written by an earlier layout kept its indexes in SQLite (FTS5 tables and a rows table
+    per workspace): dropped, and the rows numbered again (simulator.index holds the index now)."""
     names = [
         r["name"]
         for r in db.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND (sql LIKE 'CREATE VIRTUAL TABLE%' OR name LIKE 'fti!_%!_rows' ESCAPE '!')"
+            "SELECT name FROM sqlite_master WHERE type='table' AND (sql LIKE 'CREATE VIRTUAL TABLE%' "
+            "OR name LIKE 'fti!_%' ESCAPE '!')"
         )
     ]
     for name in names:
         db.execute(f'DROP TABLE IF EXISTS "{name}"')
+    if names:
+        for table in _INDEX_TABLES:
+            db.execute(f"DELETE FROM {table}")
 
 
-def _index_items(db: sqlite3.Connection, route: str, items: list[tuple[str, ItemInput]]) -> None:
-    """Index a whole corpus, numbering rows in item ID order (code point order, SQLite's too), so
-    ``ORDER BY score, rowid`` breaks ties as ``ORDER BY score, item_id`` would. An item keeps its
-    number across revisions; items only ever arrive with a whole corpus."""
-    for rid, (base_id, item) in enumerate(sorted(items, key=lambda pair: pair[1].item_id), 1):
-        _index_item(db, route, rid, base_id, item)
-
-
-def _index_item(db: sqlite3.Connection, route: str, rid: int, base_id: str, item: ItemInput) -> None:
-    _create_index(db, route)
-    db.execute(f"INSERT INTO {_rows_name(route)}(rid, item_id, base_id) VALUES(?, ?, ?)", (rid, item.item_id, base_id))
+def _number_rows(db: sqlite3.Connection, route: str) -> None:
+    """Number a workspace's items in item ID order (code point order, SQLite's too), so ties broken
+    by row number are broken by item ID. An item keeps its number across revisions; items only ever
+    arrive with a whole corpus."""
+    db.execute("DELETE FROM search_rows WHERE route=?", (route,))
     db.execute(
-        f"INSERT INTO {_index_name(route)}(rowid, title, content) VALUES(?, ?, ?)", (rid, item.title, item.content)
+        "INSERT INTO search_rows(route, rid, item_id) "
+        "SELECT route, ROW_NUMBER() OVER (ORDER BY item_id), item_id FROM items WHERE route=?",
+        (route,),
     )
 
 
-def _unindex_item(db: sqlite3.Connection, route: str, item_id: str, title: str, content: str) -> int:
-    """Forget an item's indexed text and return its row number. A contentless index forgets a row
-    when told the exact text it indexed (the stored revision's)."""
-    rows = _rows_name(route)
-    found = db.execute(f"SELECT rid FROM {rows} WHERE item_id=?", (item_id,)).fetchone()
-    if found is None:
-        raise LookupError(f"item {item_id!r} of route {route!r} is not indexed")
-    index = _index_name(route)
+def _generation(db: sqlite3.Connection, route: str) -> int | None:
+    row = db.execute("SELECT generation FROM search_generations WHERE route=?", (route,)).fetchone()
+    return None if row is None else int(row["generation"])
+
+
+def _bump_generation(db: sqlite3.Connection, route: str) -> int:
+    """The next generation of a workspace's searchable text, in the caller's transaction."""
     db.execute(
-        f"INSERT INTO {index}({index}, rowid, title, content) VALUES('delete', ?, ?, ?)", (found["rid"], title, content)
+        "INSERT INTO search_generations VALUES(?, 1) ON CONFLICT(route) DO UPDATE SET generation = generation + 1",
+        (route,),
     )
-    db.execute(f"DELETE FROM {rows} WHERE rid=?", (found["rid"],))
-    rid: int = found["rid"]
-    return rid
+    generation = _generation(db, route)
+    assert generation is not None
+    return generation
 
 
-def _rebuild_indexes(db: sqlite3.Connection) -> None:
-    """A store written by an earlier layout (or whose index is missing) gets its indexes rebuilt
-    from the current revisions when opened."""
-    if db.execute("SELECT 1 FROM sqlite_master WHERE name LIKE 'fts!_%' ESCAPE '!' LIMIT 1").fetchone() is None:
-        routes = [r["route"] for r in db.execute("SELECT DISTINCT route FROM items")]
-        missing = [
-            r
-            for r in routes
-            if db.execute("SELECT 1 FROM sqlite_master WHERE name=?", (_index_name(r).strip('"'),)).fetchone() is None
-        ]
-        if not missing:
-            return
-    _drop_indexes(db)
-    corpus: dict[str, list[tuple[str, ItemInput]]] = {}
+def _entries(db: sqlite3.Connection, route: str) -> Iterator[Entry]:
+    """What a workspace's index holds: each item's current revision under its row number."""
     for row in db.execute(
-        "SELECT i.route, i.base_id, r.item_id, r.title, r.content FROM items i "
-        "JOIN revisions r ON r.revision_id = i.current_revision"
-    ).fetchall():
-        corpus.setdefault(row["route"], []).append(
-            (row["base_id"], ItemInput(row["item_id"], row["title"], row["content"]))
-        )
-    for route, items in corpus.items():
-        _index_items(db, route, items)
+        "SELECT s.rid, i.base_id, r.title, r.content FROM search_rows s "
+        "JOIN items i ON i.route = s.route AND i.item_id = s.item_id "
+        "JOIN revisions r ON r.revision_id = i.current_revision WHERE s.route=? ORDER BY s.rid",
+        (route,),
+    ):
+        yield Entry(row["rid"], row["base_id"], row["title"], row["content"])
 
 
 def _identity(row: sqlite3.Row | None) -> Identity | None:

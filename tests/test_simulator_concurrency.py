@@ -6,6 +6,7 @@ still commit once. Orderings are forced with events, never measured with a clock
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sqlite3
 import threading
 from pathlib import Path
@@ -200,7 +201,10 @@ def test_identical_turns_sent_at_once_commit_once() -> None:
     assert len({r.json()["run_id"] for r in responses}) == 1
 
 
-def test_a_kept_store_whose_index_is_missing_rebuilds_it_when_opened(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loss", ["folder removed", "generation behind", "generation file lost", "fts5 layout"])
+def test_a_kept_store_whose_index_is_missing_or_stale_rebuilds_it_when_opened(tmp_path: Path, loss: str) -> None:
+    """The index folder beside the store is a derived copy: lost, or left at another generation (a
+    kill -9 between the index's commit and the store's), or a store of the FTS5 layout: rebuilt at start."""
     database = str(tmp_path / "kept.sqlite")
     store = Store(database, Random(1), concurrent=True)
     store.create_workspace("w1")
@@ -210,14 +214,27 @@ def test_a_kept_store_whose_index_is_missing_rebuilds_it_when_opened(tmp_path: P
     store.publish_revision("w1", "b", "walrus too", None, None, 1.0)
     assert [r.item_id for r in store.search("w1", "walrus", None, 3)] == ["a", "b"]
     store.close()
-    with sqlite3.connect(database) as db:  # an index lost (or written by an earlier layout)
-        names = [n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'fti%'")]
-        assert names
-        for name in names:
-            db.execute(f'DROP TABLE IF EXISTS "{name}"')
+    folder = Path(database + ".index")
+    (build,) = (b for space in folder.iterdir() for b in space.iterdir())
+    if loss == "folder removed":
+        shutil.rmtree(folder)
+    elif loss == "generation behind":
+        store = Store(database, Random(1), concurrent=True)
+        store.publish_revision("w1", "a", "seal", None, None, 2.0)
+        store.close()
+        (build,) = (b for space in folder.iterdir() for b in space.iterdir())
+        (build / "generation").write_text("2")  # the index of before the publish, as a kill would leave it
+    elif loss == "generation file lost":
+        (build / "generation").unlink()
+    else:
+        with sqlite3.connect(database) as db:
+            db.execute("CREATE VIRTUAL TABLE fti_old USING fts5(title, content)")
     reopened = Store(database, Random(1), concurrent=True)
-    assert sorted(r.item_id for r in reopened.search("w1", "walrus", None, 3)) == ["a", "b"]
+    expected = ["b"] if loss == "generation behind" else ["a", "b"]
+    assert sorted(r.item_id for r in reopened.search("w1", "walrus", None, 3)) == expected
     assert reopened.search("w1", "narwhal", None, 3) == []  # only current revisions are indexed
+    with sqlite3.connect(database) as db:
+        assert db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'fti%'").fetchall() == []
     reopened.close()
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from conformance.mcp.session import Endpoint, McpSession, ToolResult, connect
 from conformance.target.open import serve_over_loopback
+from conformance.target.transport import InProcessTransport
 from knowledge_schemas.mcp import AGENT_TOOLS, JOB_TOOLS, KNOWLEDGE_TOOLS
 from simulator import create_app
 from simulator.mcp.jobs import JobTools
@@ -228,3 +229,41 @@ def test_the_job_path_over_stdio_has_exactly_the_three_job_tools_and_runs_a_job(
     assert submitted.structured["status"] == "pending"
     assert waited.structured["status"] == "done" and waited.structured["timed_out"] is False
     assert knowledge.is_error  # no knowledge tool on this path
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "status"),
+    [
+        ({}, 200),
+        ({"Origin": "http://127.0.0.1:9"}, 200),
+        ({"Host": "evil.example"}, 421),
+        ({"Origin": "http://evil.example"}, 403),
+    ],
+)
+def test_mcp_endpoint_refuses_foreign_host_and_origin(sim: Sim, extra: dict[str, str], status: int) -> None:
+    """DNS-rebinding protection: loopback Host and Origin by default, a foreign one refused before the session starts."""
+    response = sim.http.post(
+        http_endpoint(sim.base, ROUTE),
+        json=INITIALIZE,
+        headers={**MCP_HEADERS, "Authorization": f"Bearer {sim.token}", **extra},
+    )
+    assert response.status_code == status, response.text
+    assert len(response.headers.get_list("cache-control")) == 1  # the SSE stream's own is replaced, not repeated
+    assert response.headers["cache-control"].startswith("no-store")
+
+
+def test_mcp_allowed_hosts_are_an_option() -> None:
+    """knowledge-sim serve --allow-host: a name the endpoint accepts besides the loopback ones."""
+    app = create_app(demo=False, control_token="ctl", seed=0, mcp_allowed_hosts=("sim.example",))
+    with httpx.Client(transport=InProcessTransport(app), base_url="http://sim.example") as http:
+        response = http.post(http_endpoint("http://sim.example", ROUTE), json=INITIALIZE, headers=MCP_HEADERS)
+    assert response.status_code != 421

@@ -13,7 +13,7 @@ schemas are the project's own, from ``schemas/``, not derived from Python signat
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -30,6 +30,9 @@ from simulator.mcp.tools import AgentTools, CoreHttp, Session, ToolError
 MCP_PATH = "/agent-api/v1/workspaces/{route}/mcp"
 TOKEN_ENV = "KNOWLEDGE_SIM_TOKEN"
 NAME = "knowledge-sim"
+# Host and Origin values the MCP endpoint accepts by default: this machine only ("name:*" is any port).
+LOOPBACK_HOSTS = ("127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*")
+LOOPBACK_ORIGINS = tuple(f"{scheme}://{host}" for scheme in ("http", "https") for host in LOOPBACK_HOSTS)
 
 SessionOf = Callable[[ServerRequestContext[Any, Any]], Session]
 
@@ -92,8 +95,7 @@ class LazyMcpApp:
     starts on the first request, so the host app needs no lifespan (uvicorn's
     ``lifespan="off"`` included)."""
 
-    def __init__(self, server: Server[Any]) -> None:
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # a fake Core, any host name
+    def __init__(self, server: Server[Any], security: TransportSecuritySettings | None = None) -> None:
         self.manager = StreamableHTTPSessionManager(app=server, security_settings=security)
         self.inner = StreamableHTTPASGIApp(self.manager)
         self.ready: anyio.Event | None = None
@@ -114,10 +116,24 @@ class LazyMcpApp:
         await self.inner(scope, receive, send)
 
 
-def mount(app_for_core: Callable[[], Any], tools_class: type[AgentTools]) -> LazyMcpApp:
+def transport_security(hosts: Sequence[str] = (), origins: Sequence[str] = ()) -> TransportSecuritySettings:
+    """DNS-rebinding protection of the streamable-HTTP endpoint (the MCP transport requires the
+    ``Origin`` check): a request whose ``Host`` is not a loopback name (or one of ``hosts``) gets
+    421, one whose ``Origin`` is foreign (not loopback, not one of ``origins``) gets 403. A request
+    without ``Origin`` (any non-browser client) passes the origin check."""
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*LOOPBACK_HOSTS, *hosts],
+        allowed_origins=[*LOOPBACK_ORIGINS, *origins],
+    )
+
+
+def mount(
+    app_for_core: Callable[[], Any], tools_class: type[AgentTools], security: TransportSecuritySettings | None = None
+) -> LazyMcpApp:
     """The agent path for the simulator app: its Core requests go back through the app itself."""
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=_Deferred(app_for_core)), base_url="http://sim.local")
-    return LazyMcpApp(agent_server(tools_class(CoreHttp(client)), HttpSessions()))
+    return LazyMcpApp(agent_server(tools_class(CoreHttp(client)), HttpSessions()), security or transport_security())
 
 
 class _Deferred:
