@@ -520,7 +520,8 @@ def run_suite(
     app: Any, reports: Path, *args: str, strict: bool = False, config: str = ""
 ) -> tuple[int, dict[str, Any], str]:
     """Run the suite against ``app`` as a live Core with control; returns exit code, results and output.
-    ``config`` is more of the target configuration (TOML tables after [control] and [wire])."""
+    ``config`` is more of the target configuration (TOML tables after [control] and [wire]); ``{url}``
+    in an argument is the served app's URL (e.g. its MCP endpoint for ``--mcp-target``)."""
     reports.mkdir(parents=True, exist_ok=True)
     with served(app) as url:
         target = reports / "target.toml"
@@ -539,7 +540,7 @@ def run_suite(
             str(target),
             "--report-dir",
             str(reports),
-            *args,
+            *(a.replace("{url}", url) for a in args),
         ]
         env = {**os.environ, "KC_SEED_ALLOWED_CONTROL": CONTROL_TOKEN}
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)

@@ -62,7 +62,12 @@ def _failing() -> list[TestResult]:
     search = _exchange("search", "other_route", '{"query":"judged-search"}', judged=True)
     reads = [_exchange("read", "primary", f'{{"ref":"later-read-{i}"}}', judged=False) for i in range(3)]
     return [
-        TestResult("t::pass", "passed", [r for r in OBSERVABLE if r not in ("SRCH-003", "SRCH-011")]),
+        TestResult(
+            "t::pass",
+            "passed",
+            [r for r in OBSERVABLE if r not in ("SRCH-003", "SRCH-011")],
+            exercised=[r for r in OBSERVABLE if r not in ("SRCH-003", "SRCH-011")],
+        ),
         TestResult(
             "t::should", "failed", ["SRCH-011"], "SRCH-011", "ContractViolation: [SRCH-011] ok instead of partial"
         ),
@@ -78,7 +83,7 @@ def _failing() -> list[TestResult]:
 
 
 def test_a_clean_report_is_short_with_its_counts_explained_and_the_matrix_folded(tmp_path: Path) -> None:
-    md = _write(_run([TestResult("t::pass", "passed", OBSERVABLE)]), tmp_path)["markdown"]
+    md = _write(_run([TestResult("t::pass", "passed", OBSERVABLE, exercised=OBSERVABLE)]), tmp_path)["markdown"]
     assert len(md.encode("utf-8")) < 8 * 1024
     head, _, matrix = md.partition("<details><summary>Requirement matrix")
     assert f"**Verdict: CONFORMANT**: {MUSTS} of {MUSTS} server MUSTs verified" in head
@@ -123,7 +128,7 @@ def test_a_declared_scope_gives_the_verdict_line_and_lists_what_is_outside_it(tm
         "must_verified": 41,
         "outside": outside,
     }
-    reports = _write(_run([TestResult("t::pass", "passed", OBSERVABLE)], scope), tmp_path)
+    reports = _write(_run([TestResult("t::pass", "passed", OBSERVABLE, exercised=OBSERVABLE)], scope), tmp_path)
     md = reports["markdown"]
     assert (
         "**Verdict: CONFORMANT within scope server@no-control: 41 of 41 MUSTs of the scope verified; "
@@ -145,7 +150,7 @@ def test_a_declared_scope_gives_the_verdict_line_and_lists_what_is_outside_it(tm
 
 
 def test_without_a_declared_scope_the_reports_are_as_before(tmp_path: Path) -> None:
-    tests = [TestResult("t::pass", "passed", OBSERVABLE)]
+    tests = [TestResult("t::pass", "passed", OBSERVABLE, exercised=OBSERVABLE)]
     plain = _write(_run(tests), tmp_path / "plain")
     undeclared = {
         "declared": False,

@@ -81,7 +81,11 @@ RUNS: dict[str, tuple[Any, ...]] = {
     "clamped-strict": ((ClampsMaxBytes,), only("READ-006"), True),
     "no-message": ((ErrorsWithoutMessage,), only(*ERROR_IDS), False),
     "no-message-strict": ((ErrorsWithoutMessage,), [*only("WIRE-001"), "-k", "bad_input"], True),
-    "no-legacy-knob": ((ControlWithoutLegacyStatus,), only("MCP-007"), False),
+    "no-legacy-knob": (
+        (ControlWithoutLegacyStatus,),
+        [*only("MCP-007"), "--mcp-target", "{url}/agent-api/v1/workspaces/{route}/mcp"],
+        False,
+    ),
     "no-lost-readback": ((ControlWithoutLostReadback,), only("TURN-012", "TURN-004"), False),
     "turn-schema": ((TurnsOfAnotherSchema,), [*only("WIRE-001", "WIRE-002"), "-k", "generated"], False),
     "lenient": ((LenientSearch,), only("WIRE-001", "WIRE-002"), False),

@@ -76,7 +76,9 @@ def results_of(tally: Tally, scope: list[str]) -> list[TestResult]:
                 )
             )
         elif passed:
-            results.append(TestResult(nodeid, "passed", [rid], message=f"{passed} checks passed under load"))
+            results.append(
+                TestResult(nodeid, "passed", [rid], message=f"{passed} checks passed under load", exercised=[rid])
+            )
         else:
             results.append(
                 TestResult(nodeid, "skipped", [rid], message="not verified: no check of this load run reached it")
