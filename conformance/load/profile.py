@@ -174,7 +174,10 @@ class ContractUser(HttpUser):
         next_cursor past the budget), then what only the whole chain shows: its content within
         131072 bytes, and no budget declared exhausted with room left for any character."""
         pages = self.world.follow(ref, self.run_id, max_bytes)
-        delivered = sum(C.utf8_size(p["content"]) for p in pages if isinstance(p.get("content"), str))
+        texts = [p["content"] for p in pages if isinstance(p.get("content"), str)]
+        if any(a[-1:] > "\x7f" or b[:1] > "\x7f" for a, b in zip(texts, texts[1:])):
+            READ_016.held()  # a cut next to a multibyte character, and every page valid UTF-8 without a lone surrogate
+        delivered = sum(C.utf8_size(t) for t in texts)
         expect(
             delivered <= C.READ_CHAIN_MAX_BYTES,
             READ_010,
