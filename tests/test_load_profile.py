@@ -104,7 +104,7 @@ def test_the_distributed_mode_adds_up_its_workers(tmp_path: Path) -> None:
         "-r",
         "4",
         "-t",
-        "6s",
+        "10s",
         "--host",
         served.url,
         "--kc-control-token",
