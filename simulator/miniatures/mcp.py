@@ -12,7 +12,7 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from knowledge_schemas.mcp import AGENT_TOOLS, KNOWLEDGE_TOOLS
+from knowledge_schemas.mcp import AGENT_TOOLS, CHOSEN_ARGUMENTS, DELIVERY_ARGUMENTS, KNOWLEDGE_TOOLS
 from simulator.mcp.jobs import JobTools
 from simulator.mcp.tools import AgentTools, Session, ToolError
 
@@ -54,6 +54,51 @@ class McpIdentityArgumentHonoured(AgentTools):
     def _chosen(session: Session, arguments: dict[str, Any]) -> Session:
         route = arguments.pop("route", None)
         return Session(session.token, str(route), session.run_id, session.supported) if route else session
+
+
+class McpHiddenArgumentsHonoured(AgentTools):
+    """The input schemas declare no identity argument, yet a call's run_id, route and token are honoured
+    (stripped before validation): a model that guesses the names chooses the run, route and identity."""
+
+    def check_arguments(self, name: str, arguments: dict[str, Any]) -> None:
+        super().check_arguments(name, {k: v for k, v in arguments.items() if k not in CHOSEN_ARGUMENTS})
+
+    async def search(self, session: Session, run_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        chosen, run_id = self._chosen(session, run_id, arguments)
+        return await super().search(chosen, run_id, self._rest(arguments))
+
+    async def read(self, session: Session, run_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        chosen, run_id = self._chosen(session, run_id, arguments)
+        return await super().read(chosen, run_id, self._rest(arguments))
+
+    @staticmethod
+    def _rest(arguments: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in arguments.items() if k not in CHOSEN_ARGUMENTS}
+
+    @staticmethod
+    def _chosen(session: Session, run_id: str, arguments: dict[str, Any]) -> tuple[Session, str]:
+        token = str(arguments.get("token") or session.token)
+        route = str(arguments.get("route") or session.route)
+        return Session(token, route, session.run_id, session.supported), str(arguments.get("run_id") or run_id)
+
+
+class McpDeliveryArgumentHonoured(AgentTools):
+    """start_business_turn takes knowledge_delivery from the model's arguments (undeclared, stripped
+    before validation): a model picks inline or on_demand instead of the trusted host."""
+
+    def check_arguments(self, name: str, arguments: dict[str, Any]) -> None:
+        super().check_arguments(name, {k: v for k, v in arguments.items() if k not in DELIVERY_ARGUMENTS})
+
+    async def start_turn(self, session: Session, arguments: dict[str, Any]) -> dict[str, Any]:
+        chosen = arguments.get("knowledge_delivery") or arguments.get("knowledgeDelivery")
+        if chosen not in ("inline", "on_demand"):
+            return await super().start_turn(session, arguments)
+        supported = session.supported
+        session.supported = chosen == "on_demand"  # the model's mode, not what capabilities said
+        try:
+            return await super().start_turn(session, {"user_input": arguments["user_input"]})
+        finally:
+            session.supported = supported
 
 
 class McpReadBeforeTurn(AgentTools):
@@ -115,6 +160,8 @@ AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_missing_flag": McpMissingFlag,
     "mcp_no_structured_content": McpNoStructuredContent,
     "mcp_identity_argument_honoured": McpIdentityArgumentHonoured,
+    "mcp_hidden_arguments_honoured": McpHiddenArgumentsHonoured,
+    "mcp_delivery_argument_honoured": McpDeliveryArgumentHonoured,
     "mcp_read_before_turn": McpReadBeforeTurn,
     "mcp_differs_from_http": McpDiffersFromHttp,
     "mcp_error_as_jsonrpc": McpErrorAsJsonRpc,

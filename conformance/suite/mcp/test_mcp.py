@@ -20,19 +20,20 @@ import pytest
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from conformance.clients.core import Wire
 from conformance.clients.rules import MCP_007
 from conformance.mcp.endpoints import skipped
 from conformance.mcp.rules import MCP_001, MCP_002, MCP_004, MCP_005, MCP_006, MCP_008, MCP_009, MCP_010, MCP_011
 from conformance.mcp.session import McpSession, ToolResult, connect
 from conformance.plugin.options import option
-from conformance.server.world import World
+from conformance.server.world import Who, World
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
 from conformance.target.open import Target
-from conformance.target.outcomes import ContractViolation
+from conformance.target.outcomes import ContractViolation, NotVerified
 from conformance.target.rules import expect
 from knowledge_schemas import load_registry
-from knowledge_schemas.mcp import IDENTITY_ARGUMENTS, JOB_TOOLS, KNOWLEDGE_TOOLS
+from knowledge_schemas.mcp import CHOSEN_ARGUMENTS, JOB_TOOLS, KNOWLEDGE_TOOLS
 
 R = pytest.mark.requirement
 SEARCH, READ, TURN = "search_business_knowledge", "read_business_knowledge", "start_business_turn"
@@ -50,6 +51,7 @@ class Agent:
     search_before: ToolResult
     read_before: ToolResult
     turn: ToolResult | None = None
+    who: Who | None = None  # the Agent Session the MCP session acts for
     schemas: dict[str, Any] = field(default_factory=dict)
     strict: bool = False  # codes.strict: this project's result schemas too (CHOICES.md)
 
@@ -79,10 +81,7 @@ def mcp_agents(
     who, fresh_http = world.primary, False
     if world.control is not None:  # an Agent Session of its own, so nothing else started a turn for it
         minted = world.control.mint("alice", world.route)
-        who, fresh_http = (
-            type(world.primary)(minted["token"], minted["route"], minted["account"], minted["session_id"]),
-            True,
-        )
+        who, fresh_http = Who(minted["token"], minted["route"], minted["account"], minted["session_id"]), True
     endpoints = agent_endpoints(kc_config, kc_target, option(pytestconfig, "--mcp-target"), str(who.token), who.route)
     agents: dict[str, Agent] = {}
     with ExitStack() as stack:
@@ -98,6 +97,7 @@ def mcp_agents(
                 tools,
                 before_search,
                 before_read,
+                who=who,
                 strict=kc_config.strict_codes,
             )
         yield agents
@@ -205,32 +205,96 @@ def test_the_knowledge_tools_are_listed_before_and_after_the_turn(agent: Agent) 
     expect(set(KNOWLEDGE_TOOLS) <= after, MCP_005, f"after a turn without hits the tools are {sorted(after)}")
 
 
-@R("MCP-008")
-def test_inputs_admit_no_identity_route_connection_or_run(agent: Agent, kc_config: TargetConfig) -> None:
-    for tool in agent.session.tools():
-        if tool.name not in (*KNOWLEDGE_TOOLS, TURN):
-            continue
-        declared = set((tool.input_schema or {}).get("properties", {}))
-        chosen = sorted(declared & set(IDENTITY_ARGUMENTS))
-        expect(not chosen, MCP_008, f"{tool.name} lets a model choose {chosen}")
-    injected = agent.session.call(
-        SEARCH, {"query": kc_config.probe_query, "run_id": str(uuid.uuid4()), "route": "kc-elsewhere"}
-    )
-    if injected.protocol_error is not None:
-        return  # refused as invalid arguments (a JSON-RPC error, as MCP itself answers an argument it does not declare)
-    _flags(injected, "an injected search")
-    if injected.is_error:
-        return  # refused: the documented way
-    hints = [
-        h for h in (_body(injected) or {}).get("hints", []) if isinstance(h, dict) and isinstance(h.get("ref"), str)
+def _refused(result: ToolResult) -> bool:
+    """A refusal: ``isError`` or a JSON-RPC error (as MCP itself answers an argument a tool does not declare)."""
+    return result.is_error or result.protocol_error is not None
+
+
+def _chosen(who: Who, run_id: str | None = None) -> dict[str, Any]:
+    """Arguments that would make a call act for ``who`` (its token, account, session and route) and, given
+    one, in ``run_id``: every spelling a server might honour (MCP-008)."""
+    out: dict[str, Any] = {"token": who.token, "access_token": who.token, "authorization": f"Bearer {who.token}"}
+    out.update({"route": who.route, "workspace": who.route, "account": who.account, "identity": who.account})
+    out.update({"session_id": who.session, "session": who.session, "connection": who.session})
+    out.update({"connection_key": who.session, "connectionKey": who.session})
+    if run_id:
+        out.update({"run_id": run_id, "runId": run_id})
+    return out
+
+
+def _turn_mode(agent: Agent, world: World, who: Who, injected: dict[str, Any]) -> str | None:
+    """The delivery mode of a turn of this session, from what reached the Core (the transcript, where
+    control offers it: no ``knowledge_delivery`` is the Core's default, inline) or else from the turn's
+    result; None when it is refused or neither says."""
+    wire = Wire(world.control) if world.control is not None and world.control.offers("transcript") else None
+    mark = wire.mark(who.route) if wire else 0
+    turn = agent.session.call(TURN, {"user_input": "knowledge", **injected})
+    if _refused(turn):
+        return None
+    sent = [
+        e.get("body")
+        for e in (wire.since(mark, who.route) if wire else [])
+        if str(e["path"]).endswith("/turns") and e.get("session_id") in (None, who.session or e.get("session_id"))
     ]
-    if hints:  # no effect: its refs belong to the session's own run
+    modes = {str(b.get("knowledge_delivery", "inline")) for b in sent if isinstance(b, dict)}
+    if len(modes) == 1:
+        return modes.pop()
+    delivery = (_body(turn) or {}).get("knowledge_delivery")
+    mode = delivery.get("mode") if isinstance(delivery, dict) else None
+    return str(mode) if mode in ("inline", "on_demand") else None
+
+
+def _own_refs_only(agent: Agent, result: ToolResult, what: str) -> None:
+    """A search that succeeded despite injected arguments ignored them: every ref it gave reads in the
+    session's own current run, route and identity."""
+    hints = [h for h in (_body(result) or {}).get("hints", []) if isinstance(h, dict) and isinstance(h.get("ref"), str)]
+    if hints:
         page = agent.session.call(READ, {"ref": hints[0]["ref"]})
-        expect(
-            not page.is_error,
-            MCP_008,
-            f"a ref from a search with an injected run/route is not the session's: {_clip(page)}",
-        )
+        expect(not _refused(page), MCP_008, f"a ref from a search with {what} is not the session's own: {_clip(page)}")
+
+
+@R("MCP-008")
+def test_inputs_admit_no_identity_route_connection_run_or_delivery(
+    agent: Agent, world: World, kc_config: TargetConfig
+) -> None:
+    """Every model-visible argument is probed: no tool declares one that chooses an identity, route,
+    connection, run or delivery mode, and a call that carries one anyway is refused or acts for the
+    session alone (CHOICES.md "MCP tool arguments"). What would choose is always a real, valid
+    value of elsewhere (another run of this Agent Session, another account's or route's token and
+    run), so honouring it shows as a success where the session's own binding refuses."""
+    for tool in agent.session.tools():
+        declared = set((tool.input_schema or {}).get("properties", {}))
+        chosen = sorted(declared & set(CHOSEN_ARGUMENTS))
+        expect(not chosen, MCP_008, f"{tool.name} lets a model choose {chosen}")
+    who = agent.who or world.primary
+    doc = world.docs.get("unicode")
+    query = doc.token if doc else kc_config.probe_query
+    # The delivery mode is a trusted host option: the model asks for the other mode than the host's own.
+    own = _turn_mode(agent, world, who, {})
+    if own is not None:
+        other = "inline" if own == "on_demand" else "on_demand"
+        chosen = _turn_mode(agent, world, who, {"knowledge_delivery": other, "knowledgeDelivery": other})
+        expect(chosen in (None, own), MCP_008, f"{TURN} let the model choose {other} delivery (the host's is {own})")
+    agent.start_turn("knowledge")  # the session's own current run again, whatever the probe did
+    # Another run of this Agent Session (over HTTP), and runs of another account and of another route.
+    elsewhere = [(who, world.start_run(who))]
+    elsewhere += [
+        (w, world.start_run(w)) for w in (world.others.get("other_account"), world.others.get("other_route")) if w
+    ]
+    for other, run_id in elsewhere:
+        what = f"{'its own token' if other is who else 'the identity and route of ' + other.account + '@' + other.route} and another run"
+        injected = agent.session.call(SEARCH, {"query": query, **_chosen(other, run_id)})
+        if not _refused(injected):
+            _flags(injected, "an injected search")
+            _own_refs_only(agent, injected, what)
+        try:
+            ref = world.ref_for(run_id, doc, other)
+        except NotVerified:
+            continue
+        if not _refused(agent.session.call(READ, {"ref": ref})):
+            continue  # the session itself reads it: a read with the injection then shows nothing
+        page = agent.session.call(READ, {"ref": ref, **_chosen(other, run_id)})
+        expect(_refused(page), MCP_008, f"a read with {what} in its arguments read that run's reference: {_clip(page)}")
 
 
 @R("MCP-004", "MCP-006", "MCP-010")
