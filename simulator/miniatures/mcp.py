@@ -148,6 +148,13 @@ class McpErrorAsJsonRpc(AgentTools):
         raise MCPError(-32000, f"{name}: {err}")
 
 
+class McpIgnoresMaxBytes(AgentTools):
+    """The read tool accepts max_bytes and drops it: every page comes at the Core's default size (16384)."""
+
+    async def read(self, session: Session, run_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await super().read(session, run_id, {k: v for k, v in arguments.items() if k != "max_bytes"})
+
+
 class McpOwnPageSize(AgentTools):
     """Seed-allowed: the MCP read tool pages at 8192 bytes unless asked otherwise (HTTP's default is
     16384), so its chain of a document has more pages than HTTP's; the content is the same."""
@@ -166,6 +173,7 @@ AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_differs_from_http": McpDiffersFromHttp,
     "mcp_error_as_jsonrpc": McpErrorAsJsonRpc,
     "mcp_own_page_size": McpOwnPageSize,
+    "mcp_ignores_max_bytes": McpIgnoresMaxBytes,
 }
 JOB_MINIATURES: dict[str, type[JobTools]] = {"mcp_knowledge_on_job_path": McpKnowledgeOnJobPath}
 MINIATURES: dict[str, type[AgentTools] | type[JobTools]] = {**AGENT_MINIATURES, **JOB_MINIATURES}

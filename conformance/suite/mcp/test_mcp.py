@@ -397,6 +397,47 @@ def test_mcp_and_http_read_chains_agree(agent: Agent, world: World) -> None:
         )
 
 
+MCP_MEMBERS = ("dispatch", "business_operation_performed")  # what the MCP path adds to the Core's page
+
+
+def _page_bytes(body: dict[str, Any]) -> int:
+    """The page as the Core's JSON, at its smallest (compact, UTF-8): the members the MCP path adds are
+    left out, and no serialization of the same members is shorter, so this never asks more than the seed."""
+    page = {k: v for k, v in body.items() if k not in MCP_MEMBERS}
+    return len(json.dumps(page, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+@R("MCP-011")
+@pytest.mark.parametrize("max_bytes", (C.READ_MIN_MAX_BYTES, C.READ_MAX_MAX_BYTES))
+def test_mcp_pages_keep_a_requested_max_bytes(agent: Agent, world: World, max_bytes: int) -> None:
+    """Bounds are the Core's, not the adapter's: a read chain over MCP at a non-default ``max_bytes``
+    has every page within it (the complete page JSON, as over HTTP), on every page of the chain."""
+    doc = world.need_doc("unicode")  # multi-byte text, several pages at either size
+    found = [
+        h for h in _hits(agent, doc.token) if doc.token in str(_body(agent.session.call(READ, {"ref": h["ref"]})) or "")
+    ]
+    if not found:
+        world.not_found(f"no MCP hint for {doc.token!r} reads as the document", doc)
+    cursor, pages, consumed = None, 0, 0
+    while consumed <= C.READ_CHAIN_MAX_BYTES and pages < C.READ_CHAIN_MAX_BYTES // 1024:
+        args: dict[str, Any] = {
+            "ref": found[0]["ref"],
+            "max_bytes": max_bytes,
+            **({"cursor": cursor} if cursor else {}),
+        }
+        body = _success(agent, READ, agent.session.call(READ, args), "mcp-read-result")
+        size = _page_bytes(body)
+        expect(
+            size <= max_bytes,
+            MCP_011,
+            f"MCP read page {pages + 1} at max_bytes {max_bytes} is {size} bytes of page JSON (without the MCP flags)",
+        )
+        pages, consumed = pages + 1, consumed + len(str(body.get("content", "")).encode("utf-8"))
+        cursor = body.get("next_cursor")
+        if not cursor:
+            break
+
+
 def _call(session: McpSession, name: str, arguments: dict[str, Any]) -> ToolResult | str:
     """A tool call's result, or what went wrong when none came back: a protocol error or a
     dropped session is the server crashing where it owes the agent an ``isError`` result."""
