@@ -120,6 +120,15 @@ class McpReadBeforeTurn(AgentTools):
         return await super().read(session, run_id, arguments)
 
 
+class McpSessionPerWorkspace(AgentTools):
+    """One MCP session per workspace, not per Agent Session: the first Agent Session on a route lends its
+    credential and current run to every later one there (two sessions of one account share a run)."""
+
+    async def call(self, session: Session, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        shared: dict[str | None, Session] = self.__dict__.setdefault("_by_route", {})
+        return await super().call(shared.setdefault(session.route, session), name, arguments)
+
+
 class McpDiffersFromHttp(AgentTools):
     """MCP read pages carry NFC-normalised content: combining sequences differ from the HTTP chain."""
 
@@ -170,6 +179,7 @@ AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_hidden_arguments_honoured": McpHiddenArgumentsHonoured,
     "mcp_delivery_argument_honoured": McpDeliveryArgumentHonoured,
     "mcp_read_before_turn": McpReadBeforeTurn,
+    "mcp_session_per_workspace": McpSessionPerWorkspace,
     "mcp_differs_from_http": McpDiffersFromHttp,
     "mcp_error_as_jsonrpc": McpErrorAsJsonRpc,
     "mcp_own_page_size": McpOwnPageSize,

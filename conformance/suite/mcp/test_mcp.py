@@ -9,6 +9,7 @@ turn for it (a new process, or an Agent Session minted for the MCP checks alone)
 
 from __future__ import annotations
 
+import gc
 import json
 import uuid
 from collections.abc import Iterator
@@ -342,6 +343,50 @@ def test_reads_bind_the_current_run(agent: Agent, world: World, kc_config: Targe
         "a reference of the previous turn's run was read in the current run",
     )
     _failure(READ, stale, reference=True)
+
+
+@R("MCP-004")
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_each_agent_session_of_an_account_reads_in_its_own_run(
+    transport: str, world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
+) -> None:
+    """Two Agent Sessions of one account (through control: two tokens minted for the same account,
+    each its own session), each with its own current run: a reference one session's search gave
+    reads in that session and is refused in the other."""
+    from conformance.mcp.endpoints import agent_endpoints
+
+    chosen = option(pytestconfig, "--mcp-target")
+    if skipped(chosen):
+        pytest.skip("not verified: MCP checks skipped: --mcp-target none")
+    if world.control is not None:
+        minted = [world.control.mint("alice", world.route) for _ in range(2)]
+        a, b = (Who(m["token"], m["route"], m["account"], m["session_id"]) for m in minted)
+    else:
+        a, b = world.primary, world.isolated("other_session", "session")
+    ends = [agent_endpoints(kc_config, kc_target, chosen, str(w.token), w.route).get(transport) for w in (a, b)]
+    if ends[0] is None or ends[1] is None:
+        pytest.skip(f"not verified: no Agent Session MCP server over {transport}")
+    doc = world.docs.get("unicode")
+    query = doc.token if doc else kc_config.probe_query
+    with ExitStack() as stack:  # judged after the block: a check failing inside would reach pytest in a task group
+        first, second = (stack.enter_context(connect(e, kc_config.timeout_seconds, collect=False)) for e in ends)
+        turns = [first.call(TURN, {"user_input": "knowledge"}), second.call(TURN, {"user_input": "knowledge"})]
+        found = first.call(SEARCH, {"query": query})
+        hints = [
+            h for h in (_body(found) or {}).get("hints", []) if isinstance(h, dict) and isinstance(h.get("ref"), str)
+        ]
+        own = first.call(READ, {"ref": hints[0]["ref"]}) if hints else None
+        foreign = second.call(READ, {"ref": hints[0]["ref"]}) if hints else None
+    gc.collect()
+    for turn in turns:
+        expect(not _refused(turn), MCP_004, f"{TURN} failed: {_clip(turn)}")
+    if own is None or foreign is None or _refused(own):
+        pytest.skip("not verified: the first session's search gave no reference it reads itself")
+    expect(
+        _refused(foreign),
+        MCP_004,
+        "a reference of one Agent Session's current run was read by another Agent Session of the same account",
+    )
 
 
 @R("MCP-011")
