@@ -4,6 +4,7 @@ named ones in, as ``compose`` does for the Core)."""
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from collections.abc import Iterable
 from functools import cache
@@ -150,6 +151,17 @@ class McpKnowledgeOnJobPath(JobTools):
         return [*super().tools(), extra]
 
 
+class McpKnowledgeCallableOnJobPath(JobTools):
+    """The Fixed Client Token stdio server lists only the job tools, yet serves search_business_knowledge
+    when called (an empty ok search: it has no Agent Session behind it)."""
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        if name != "search_business_knowledge":
+            return await super().call(name, arguments)
+        body = {"status": "ok", "hints": [], "trust": "reference_only", "dispatch": "not_dispatched"}
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps(body))], structured_content=body)
+
+
 class McpErrorAsJsonRpc(AgentTools):
     """A Core error comes back as a JSON-RPC error, not as an ``isError`` result with its feedback."""
 
@@ -185,7 +197,10 @@ AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_own_page_size": McpOwnPageSize,
     "mcp_ignores_max_bytes": McpIgnoresMaxBytes,
 }
-JOB_MINIATURES: dict[str, type[JobTools]] = {"mcp_knowledge_on_job_path": McpKnowledgeOnJobPath}
+JOB_MINIATURES: dict[str, type[JobTools]] = {
+    "mcp_knowledge_on_job_path": McpKnowledgeOnJobPath,
+    "mcp_knowledge_callable_on_job_path": McpKnowledgeCallableOnJobPath,
+}
 MINIATURES: dict[str, type[AgentTools] | type[JobTools]] = {**AGENT_MINIATURES, **JOB_MINIATURES}
 
 

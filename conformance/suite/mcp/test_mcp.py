@@ -564,8 +564,19 @@ def test_client_token_stdio_exposes_exactly_the_job_tools(
         pytest.skip("not verified: MCP checks skipped: --mcp-target none")
     if endpoint is None:
         pytest.skip("not verified: no Fixed Client Token stdio server ([mcp].jobs_command)")
+    unlisted = (*KNOWLEDGE_TOOLS, TURN, "search_knowledge")
     with connect(endpoint, kc_config.timeout_seconds) as session:
         names = sorted(t.name for t in session.tools())
+        calls = [
+            (name, _call(session, name, {"query": kc_config.probe_query, "ref": "kc-ref", "user_input": "x"}))
+            for name in unlisted
+        ]
+    served = [name for name, result in calls if isinstance(result, ToolResult) and not _refused(result)]
+    expect(
+        not served,
+        MCP_002,
+        f"the Client Token path serves {served} when called, though it may expose only the job tools",
+    )
     knowledge = sorted(set(names) & {*KNOWLEDGE_TOOLS, TURN})
     expect(not knowledge, MCP_002, f"the Client Token path lists knowledge tools {knowledge}")
     expect(
