@@ -11,6 +11,7 @@ from functools import cache
 from typing import Any
 
 import mcp_types as types
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 
 from knowledge_schemas.mcp import AGENT_TOOLS, CHOSEN_ARGUMENTS, DELIVERY_ARGUMENTS, KNOWLEDGE_TOOLS
@@ -184,7 +185,15 @@ class McpOwnPageSize(AgentTools):
         return await super().read(session, run_id, {"max_bytes": 8192, **arguments})
 
 
+class McpNoRebindingProtection(AgentTools):
+    """The streamable-HTTP endpoint without DNS-rebinding protection: any Origin and any Host are served
+    (the tools themselves are clean; ``security_for`` gives the app these transport settings)."""
+
+    SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
 AGENT_MINIATURES: dict[str, type[AgentTools]] = {
+    "mcp_no_rebinding_protection": McpNoRebindingProtection,
     "mcp_missing_flag": McpMissingFlag,
     "mcp_no_structured_content": McpNoStructuredContent,
     "mcp_identity_argument_honoured": McpIdentityArgumentHonoured,
@@ -215,6 +224,14 @@ def agent_class(quirks: Iterable[str]) -> type[AgentTools]:
         AgentTools, tuple(AGENT_MINIATURES[q] for q in sorted(set(quirks)) if q in AGENT_MINIATURES)
     )
     return found
+
+
+def security_for(quirks: Iterable[str], clean: TransportSecuritySettings) -> TransportSecuritySettings:
+    """The streamable-HTTP endpoint's transport security: the clean settings unless a quirk replaces them."""
+    found = [
+        m.SECURITY for q in sorted(set(quirks)) if isinstance(m := MINIATURES.get(q), type) and hasattr(m, "SECURITY")
+    ]
+    return found[0] if found else clean
 
 
 def job_class(quirks: Iterable[str]) -> type[JobTools]:

@@ -17,6 +17,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import pytest
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -24,7 +25,18 @@ from jsonschema.exceptions import SchemaError
 from conformance.clients.core import Wire
 from conformance.clients.rules import MCP_007
 from conformance.mcp.endpoints import skipped
-from conformance.mcp.rules import MCP_001, MCP_002, MCP_004, MCP_005, MCP_006, MCP_008, MCP_009, MCP_010, MCP_011
+from conformance.mcp.rules import (
+    MCP_001,
+    MCP_002,
+    MCP_004,
+    MCP_005,
+    MCP_006,
+    MCP_008,
+    MCP_009,
+    MCP_010,
+    MCP_011,
+    MCP_012,
+)
 from conformance.mcp.session import McpSession, ToolResult, connect
 from conformance.plugin.options import option
 from conformance.server.world import Who, World
@@ -550,6 +562,70 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
             f"{what} {name} answered as a success, taking the tools' presence as knowledge support: {_clip(result)}",
         )
         _failure(name, result)
+
+
+FOREIGN = "evil.knowledge-conformance.example"  # a name no MCP endpoint under test serves or trusts
+
+
+def _initialize(url: str, token: str, timeout: float, **headers: str) -> httpx.Response:
+    """A bare ``initialize`` POST to a streamable-HTTP endpoint, with extra headers (``Origin``, ``Host``)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "knowledge-conformance", "version": "1"},
+        },
+    }
+    sent = {"accept": "application/json, text/event-stream", "content-type": "application/json", **headers}
+    if token:
+        sent["authorization"] = f"Bearer {token}"
+    with httpx.Client(timeout=timeout) as client:
+        return client.post(url, json=body, headers=sent)
+
+
+def _initialized(response: httpx.Response) -> bool:
+    """The endpoint served the request: a 2xx answer (a JSON-RPC result, or an event stream carrying one)."""
+    return 200 <= response.status_code < 300
+
+
+@R("MCP-012")
+def test_the_streamable_http_endpoint_refuses_a_foreign_origin(
+    world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
+) -> None:
+    """DNS-rebinding protection, on the HTTP transport only: the MCP transport says servers MUST
+    validate ``Origin``, so a request from a foreign web origin is refused (any 4xx; the transport's
+    403 under strict). The transport asks nothing of ``Host``; refusing a foreign one is this
+    project's choice, checked only under strict (CHOICES.md)."""
+    from conformance.mcp.endpoints import agent_endpoints
+
+    chosen = option(pytestconfig, "--mcp-target")
+    if skipped(chosen):
+        pytest.skip("not verified: MCP checks skipped: --mcp-target none")
+    who = world.primary
+    endpoint = agent_endpoints(kc_config, kc_target, chosen, str(who.token), who.route).get("http")
+    if endpoint is None:
+        pytest.skip("not verified: no Agent Session MCP server over streamable HTTP")
+    timeout = kc_config.timeout_seconds
+    baseline = _initialize(endpoint.url, endpoint.token, timeout)
+    if not _initialized(baseline):
+        pytest.skip(f"not verified: a plain initialize without Origin got HTTP {baseline.status_code}")
+    foreign = _initialize(endpoint.url, endpoint.token, timeout, origin=f"http://{FOREIGN}")
+    expect(
+        not _initialized(foreign) and 400 <= foreign.status_code < 500,
+        MCP_012,
+        f"the streamable-HTTP endpoint answered HTTP {foreign.status_code} to Origin http://{FOREIGN}",
+    )
+    if kc_config.strict_codes:
+        expect(foreign.status_code == 403, MCP_012, f"strict: a foreign Origin got HTTP {foreign.status_code}, not 403")
+        host = _initialize(endpoint.url, endpoint.token, timeout, host=FOREIGN)
+        expect(
+            not _initialized(host) and 400 <= host.status_code < 500,
+            MCP_012,
+            f"strict: the streamable-HTTP endpoint answered HTTP {host.status_code} to Host {FOREIGN} (CHOICES.md)",
+        )
 
 
 @R("MCP-002")
