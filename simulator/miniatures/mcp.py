@@ -103,6 +103,39 @@ class McpDeliveryArgumentHonoured(AgentTools):
             session.supported = supported
 
 
+class McpReadToolUnlisted(AgentTools):
+    """tools/list leaves read_business_knowledge out (it is still callable)."""
+
+    def tools(self) -> list[types.Tool]:
+        return [t for t in super().tools() if t.name != "read_business_knowledge"]
+
+
+class McpToolsAfterFirstTurn(AgentTools):
+    """The knowledge tools are listed only once a turn has been started on this server: a session that
+    lists its tools first sees no knowledge tools."""
+
+    def tools(self) -> list[types.Tool]:
+        listed = super().tools()
+        return listed if self.__dict__.get("_turned") else [t for t in listed if t.name not in KNOWLEDGE_TOOLS]
+
+    async def start_turn(self, session: Session, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.__dict__["_turned"] = True
+        return await super().start_turn(session, arguments)
+
+
+class McpPresenceMeansSupport(AgentTools):
+    """In front of a Core that does not speak the knowledge protocol, the knowledge tools answer empty
+    successes (an ok search with no hints, an empty complete page): their presence taken as support."""
+
+    async def call(self, session: Session, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        if name not in KNOWLEDGE_TOOLS or session.supported is not False:
+            return await super().call(session, name, arguments)
+        if name == "search_business_knowledge":
+            return self.success({"status": "ok", "hints": [], "trust": "reference_only"})
+        page = {"ref": str(arguments.get("ref", "")), "revision": "0", "content": "", "next_cursor": None}
+        return self.success({**page, "truncated": False, "trust": "reference_only"})
+
+
 class McpReadBeforeTurn(AgentTools):
     """A knowledge call before any turn is accepted: the tool starts a turn of its own."""
 
@@ -200,6 +233,9 @@ AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_hidden_arguments_honoured": McpHiddenArgumentsHonoured,
     "mcp_delivery_argument_honoured": McpDeliveryArgumentHonoured,
     "mcp_read_before_turn": McpReadBeforeTurn,
+    "mcp_read_tool_unlisted": McpReadToolUnlisted,
+    "mcp_tools_after_first_turn": McpToolsAfterFirstTurn,
+    "mcp_presence_means_support": McpPresenceMeansSupport,
     "mcp_session_per_workspace": McpSessionPerWorkspace,
     "mcp_differs_from_http": McpDiffersFromHttp,
     "mcp_error_as_jsonrpc": McpErrorAsJsonRpc,
