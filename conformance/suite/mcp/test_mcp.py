@@ -285,28 +285,29 @@ def test_inputs_admit_no_identity_route_connection_run_or_delivery(
     # The delivery mode is a trusted host option: the model asks for the other mode than the host's own.
     own = _turn_mode(agent, world, who, {})
     if own is not None:
-        other = "inline" if own == "on_demand" else "on_demand"
-        chosen = _turn_mode(agent, world, who, {"knowledge_delivery": other, "knowledgeDelivery": other})
-        expect(chosen in (None, own), MCP_008, f"{TURN} let the model choose {other} delivery (the host's is {own})")
+        asked = "inline" if own == "on_demand" else "on_demand"
+        got = _turn_mode(agent, world, who, {"knowledge_delivery": asked, "knowledgeDelivery": asked})
+        expect(got in (None, own), MCP_008, f"{TURN} let the model choose {asked} delivery (the host's is {own})")
     agent.start_turn("knowledge")  # the session's own current run again, whatever the probe did
     # Another run of this Agent Session (over HTTP), and runs of another account and of another route.
     elsewhere = [(who, world.start_run(who))]
     elsewhere += [
         (w, world.start_run(w)) for w in (world.others.get("other_account"), world.others.get("other_route")) if w
     ]
-    for other, run_id in elsewhere:
-        what = f"{'its own token' if other is who else 'the identity and route of ' + other.account + '@' + other.route} and another run"
-        injected = agent.session.call(SEARCH, {"query": query, **_chosen(other, run_id)})
+    for them, run_id in elsewhere:
+        whose = "its own token" if them is who else f"the identity and route of {them.account}@{them.route}"
+        what = f"{whose} and another run"
+        injected = agent.session.call(SEARCH, {"query": query, **_chosen(them, run_id)})
         if not _refused(injected):
             _flags(injected, "an injected search")
             _own_refs_only(agent, injected, what)
         try:
-            ref = world.ref_for(run_id, doc, other)
+            ref = world.ref_for(run_id, doc, them)
         except NotVerified:
             continue
         if not _refused(agent.session.call(READ, {"ref": ref})):
             continue  # the session itself reads it: a read with the injection then shows nothing
-        page = agent.session.call(READ, {"ref": ref, **_chosen(other, run_id)})
+        page = agent.session.call(READ, {"ref": ref, **_chosen(them, run_id)})
         expect(_refused(page), MCP_008, f"a read with {what} in its arguments read that run's reference: {_clip(page)}")
 
 
@@ -378,10 +379,11 @@ def test_each_agent_session_of_an_account_reads_in_its_own_run(
     ends = [agent_endpoints(kc_config, kc_target, chosen, str(w.token), w.route).get(transport) for w in (a, b)]
     if ends[0] is None or ends[1] is None:
         pytest.skip(f"not verified: no Agent Session MCP server over {transport}")
+    pair = (ends[0], ends[1])
     doc = world.docs.get("unicode")
     query = doc.token if doc else kc_config.probe_query
     with ExitStack() as stack:  # judged after the block: a check failing inside would reach pytest in a task group
-        first, second = (stack.enter_context(connect(e, kc_config.timeout_seconds, collect=False)) for e in ends)
+        first, second = (stack.enter_context(connect(e, kc_config.timeout_seconds, collect=False)) for e in pair)
         turns = [first.call(TURN, {"user_input": "knowledge"}), second.call(TURN, {"user_input": "knowledge"})]
         found = first.call(SEARCH, {"query": query})
         hints = [
