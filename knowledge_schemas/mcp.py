@@ -50,6 +50,13 @@ IDENTITY_ARGUMENTS = (
 )
 """Argument names that would let a model choose an identity, route, connection or run (MCP-008)."""
 
+DELIVERY_ARGUMENTS = ("knowledge_delivery", "knowledgeDelivery", "delivery", "delivery_mode", "deliveryMode")
+"""Argument names that would let a model choose the turn's delivery mode: ``knowledgeDelivery`` is a
+trusted host option, never model-controlled turn input (MCP-008)."""
+
+CHOSEN_ARGUMENTS = (*IDENTITY_ARGUMENTS, *DELIVERY_ARGUMENTS)
+"""Every argument name no model-visible tool may declare or honour (MCP-008)."""
+
 ERROR_RESULT = "mcp-error-result"
 JOB_RESULT = "mcp-job-result"
 

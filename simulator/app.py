@@ -35,7 +35,7 @@ from simulator.errors import ApiError
 from simulator.http import error_response, in_store_thread, json_response, read_json, schema_check, validate
 from simulator.mcp.server import MCP_PATH, mount, transport_security
 from simulator.miniatures import compose
-from simulator.miniatures.mcp import agent_class
+from simulator.miniatures.mcp import agent_class, security_for
 from simulator.miniatures.search_knowledge import sk_class
 from simulator.quirks import parse_quirks
 from simulator.search_knowledge.ranking import embedder_for
@@ -275,7 +275,7 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     routes.append(tool_route(core, sk_tool))
     holder: dict[str, Starlette] = {}
     # The Agent Session MCP path (streamable HTTP) beside the Core API: its Core requests come back through this app.
-    security = transport_security(config.mcp_allowed_hosts, config.mcp_allowed_origins)
+    security = security_for(config.quirks, transport_security(config.mcp_allowed_hosts, config.mcp_allowed_origins))
     routes.append(Route(MCP_PATH, mount(lambda: holder["app"], agent_class(config.quirks), security)))
     if config.control_enabled:
         routes.extend(sk_control_routes(core, sk_tool))

@@ -56,6 +56,9 @@ def test_every_quirk_has_a_miniature_and_every_miniature_a_quirk() -> None:
     assert sorted(QUIRKS) == sorted(MINIATURES)
 
 
+SHOWN_ON_MCP = {"MCP-007"}  # a host rule the MCP suite also shows on the Core's MCP path (ARCHITECTURE.md)
+
+
 def test_expected_failures_are_server_observable_requirements() -> None:
     catalogue = load_catalogue()
     unknown = [(q.name, rid) for q in QUIRKS.values() for rid in q.violates if rid not in catalogue]
@@ -69,6 +72,7 @@ def test_expected_failures_are_server_observable_requirements() -> None:
         if not (
             catalogue[rid].server_observable
             or (catalogue[rid].surface, catalogue[rid].via) in {("mcp", "mcp"), ("tool", "tool")}
+            or rid in SHOWN_ON_MCP
         )
     ]
     assert unobservable == []

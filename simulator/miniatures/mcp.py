@@ -4,15 +4,17 @@ named ones in, as ``compose`` does for the Core)."""
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
 import mcp_types as types
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 
-from knowledge_schemas.mcp import AGENT_TOOLS, KNOWLEDGE_TOOLS
+from knowledge_schemas.mcp import AGENT_TOOLS, CHOSEN_ARGUMENTS, DELIVERY_ARGUMENTS, KNOWLEDGE_TOOLS
 from simulator.mcp.jobs import JobTools
 from simulator.mcp.tools import AgentTools, Session, ToolError
 
@@ -56,6 +58,84 @@ class McpIdentityArgumentHonoured(AgentTools):
         return Session(session.token, str(route), session.run_id, session.supported) if route else session
 
 
+class McpHiddenArgumentsHonoured(AgentTools):
+    """The input schemas declare no identity argument, yet a call's run_id, route and token are honoured
+    (stripped before validation): a model that guesses the names chooses the run, route and identity."""
+
+    def check_arguments(self, name: str, arguments: dict[str, Any]) -> None:
+        super().check_arguments(name, {k: v for k, v in arguments.items() if k not in CHOSEN_ARGUMENTS})
+
+    async def search(self, session: Session, run_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        chosen, run_id = self._chosen(session, run_id, arguments)
+        return await super().search(chosen, run_id, self._rest(arguments))
+
+    async def read(self, session: Session, run_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        chosen, run_id = self._chosen(session, run_id, arguments)
+        return await super().read(chosen, run_id, self._rest(arguments))
+
+    @staticmethod
+    def _rest(arguments: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in arguments.items() if k not in CHOSEN_ARGUMENTS}
+
+    @staticmethod
+    def _chosen(session: Session, run_id: str, arguments: dict[str, Any]) -> tuple[Session, str]:
+        token = str(arguments.get("token") or session.token)
+        route = str(arguments.get("route") or session.route)
+        return Session(token, route, session.run_id, session.supported), str(arguments.get("run_id") or run_id)
+
+
+class McpDeliveryArgumentHonoured(AgentTools):
+    """start_business_turn takes knowledge_delivery from the model's arguments (undeclared, stripped
+    before validation): a model picks inline or on_demand instead of the trusted host."""
+
+    def check_arguments(self, name: str, arguments: dict[str, Any]) -> None:
+        super().check_arguments(name, {k: v for k, v in arguments.items() if k not in DELIVERY_ARGUMENTS})
+
+    async def start_turn(self, session: Session, arguments: dict[str, Any]) -> dict[str, Any]:
+        chosen = arguments.get("knowledge_delivery") or arguments.get("knowledgeDelivery")
+        if chosen not in ("inline", "on_demand"):
+            return await super().start_turn(session, arguments)
+        supported = session.supported
+        session.supported = chosen == "on_demand"  # the model's mode, not what capabilities said
+        try:
+            return await super().start_turn(session, {"user_input": arguments["user_input"]})
+        finally:
+            session.supported = supported
+
+
+class McpReadToolUnlisted(AgentTools):
+    """tools/list leaves read_business_knowledge out (it is still callable)."""
+
+    def tools(self) -> list[types.Tool]:
+        return [t for t in super().tools() if t.name != "read_business_knowledge"]
+
+
+class McpToolsAfterFirstTurn(AgentTools):
+    """The knowledge tools are listed only once a turn has been started on this server: a session that
+    lists its tools first sees no knowledge tools."""
+
+    def tools(self) -> list[types.Tool]:
+        listed = super().tools()
+        return listed if self.__dict__.get("_turned") else [t for t in listed if t.name not in KNOWLEDGE_TOOLS]
+
+    async def start_turn(self, session: Session, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.__dict__["_turned"] = True
+        return await super().start_turn(session, arguments)
+
+
+class McpPresenceMeansSupport(AgentTools):
+    """In front of a Core that does not speak the knowledge protocol, the knowledge tools answer empty
+    successes (an ok search with no hints, an empty complete page): their presence taken as support."""
+
+    async def call(self, session: Session, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        if name not in KNOWLEDGE_TOOLS or session.supported is not False:
+            return await super().call(session, name, arguments)
+        if name == "search_business_knowledge":
+            return self.success({"status": "ok", "hints": [], "trust": "reference_only"})
+        page = {"ref": str(arguments.get("ref", "")), "revision": "0", "content": "", "next_cursor": None}
+        return self.success({**page, "truncated": False, "trust": "reference_only"})
+
+
 class McpReadBeforeTurn(AgentTools):
     """A knowledge call before any turn is accepted: the tool starts a turn of its own."""
 
@@ -73,6 +153,15 @@ class McpReadBeforeTurn(AgentTools):
         if not run_id:
             run_id = (await self.start_turn(session, {"user_input": "read"}))["run_id"]
         return await super().read(session, run_id, arguments)
+
+
+class McpSessionPerWorkspace(AgentTools):
+    """One MCP session per workspace, not per Agent Session: the first Agent Session on a route lends its
+    credential and current run to every later one there (two sessions of one account share a run)."""
+
+    async def call(self, session: Session, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        shared: dict[str | None, Session] = self.__dict__.setdefault("_by_route", {})
+        return await super().call(shared.setdefault(session.route, session), name, arguments)
 
 
 class McpDiffersFromHttp(AgentTools):
@@ -96,11 +185,29 @@ class McpKnowledgeOnJobPath(JobTools):
         return [*super().tools(), extra]
 
 
+class McpKnowledgeCallableOnJobPath(JobTools):
+    """The Fixed Client Token stdio server lists only the job tools, yet serves search_business_knowledge
+    when called (an empty ok search: it has no Agent Session behind it)."""
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        if name != "search_business_knowledge":
+            return await super().call(name, arguments)
+        body = {"status": "ok", "hints": [], "trust": "reference_only", "dispatch": "not_dispatched"}
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps(body))], structured_content=body)
+
+
 class McpErrorAsJsonRpc(AgentTools):
     """A Core error comes back as a JSON-RPC error, not as an ``isError`` result with its feedback."""
 
     def failure(self, name: str, err: ToolError) -> types.CallToolResult:
         raise MCPError(-32000, f"{name}: {err}")
+
+
+class McpIgnoresMaxBytes(AgentTools):
+    """The read tool accepts max_bytes and drops it: every page comes at the Core's default size (16384)."""
+
+    async def read(self, session: Session, run_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await super().read(session, run_id, {k: v for k, v in arguments.items() if k != "max_bytes"})
 
 
 class McpOwnPageSize(AgentTools):
@@ -111,16 +218,34 @@ class McpOwnPageSize(AgentTools):
         return await super().read(session, run_id, {"max_bytes": 8192, **arguments})
 
 
+class McpNoRebindingProtection(AgentTools):
+    """The streamable-HTTP endpoint without DNS-rebinding protection: any Origin and any Host are served
+    (the tools themselves are clean; ``security_for`` gives the app these transport settings)."""
+
+    SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
 AGENT_MINIATURES: dict[str, type[AgentTools]] = {
+    "mcp_no_rebinding_protection": McpNoRebindingProtection,
     "mcp_missing_flag": McpMissingFlag,
     "mcp_no_structured_content": McpNoStructuredContent,
     "mcp_identity_argument_honoured": McpIdentityArgumentHonoured,
+    "mcp_hidden_arguments_honoured": McpHiddenArgumentsHonoured,
+    "mcp_delivery_argument_honoured": McpDeliveryArgumentHonoured,
     "mcp_read_before_turn": McpReadBeforeTurn,
+    "mcp_read_tool_unlisted": McpReadToolUnlisted,
+    "mcp_tools_after_first_turn": McpToolsAfterFirstTurn,
+    "mcp_presence_means_support": McpPresenceMeansSupport,
+    "mcp_session_per_workspace": McpSessionPerWorkspace,
     "mcp_differs_from_http": McpDiffersFromHttp,
     "mcp_error_as_jsonrpc": McpErrorAsJsonRpc,
     "mcp_own_page_size": McpOwnPageSize,
+    "mcp_ignores_max_bytes": McpIgnoresMaxBytes,
 }
-JOB_MINIATURES: dict[str, type[JobTools]] = {"mcp_knowledge_on_job_path": McpKnowledgeOnJobPath}
+JOB_MINIATURES: dict[str, type[JobTools]] = {
+    "mcp_knowledge_on_job_path": McpKnowledgeOnJobPath,
+    "mcp_knowledge_callable_on_job_path": McpKnowledgeCallableOnJobPath,
+}
 MINIATURES: dict[str, type[AgentTools] | type[JobTools]] = {**AGENT_MINIATURES, **JOB_MINIATURES}
 
 
@@ -135,6 +260,14 @@ def agent_class(quirks: Iterable[str]) -> type[AgentTools]:
         AgentTools, tuple(AGENT_MINIATURES[q] for q in sorted(set(quirks)) if q in AGENT_MINIATURES)
     )
     return found
+
+
+def security_for(quirks: Iterable[str], clean: TransportSecuritySettings) -> TransportSecuritySettings:
+    """The streamable-HTTP endpoint's transport security: the clean settings unless a quirk replaces them."""
+    found = [
+        m.SECURITY for q in sorted(set(quirks)) if isinstance(m := MINIATURES.get(q), type) and hasattr(m, "SECURITY")
+    ]
+    return found[0] if found else clean
 
 
 def job_class(quirks: Iterable[str]) -> type[JobTools]:

@@ -9,6 +9,7 @@ turn for it (a new process, or an Agent Session minted for the MCP checks alone)
 
 from __future__ import annotations
 
+import gc
 import json
 import uuid
 from collections.abc import Iterator
@@ -16,23 +17,36 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import pytest
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from conformance.clients.core import Wire
 from conformance.clients.rules import MCP_007
 from conformance.mcp.endpoints import skipped
-from conformance.mcp.rules import MCP_001, MCP_002, MCP_004, MCP_005, MCP_006, MCP_008, MCP_009, MCP_010, MCP_011
+from conformance.mcp.rules import (
+    MCP_001,
+    MCP_002,
+    MCP_004,
+    MCP_005,
+    MCP_006,
+    MCP_008,
+    MCP_009,
+    MCP_010,
+    MCP_011,
+    MCP_012,
+)
 from conformance.mcp.session import McpSession, ToolResult, connect
 from conformance.plugin.options import option
-from conformance.server.world import World
+from conformance.server.world import Who, World
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
 from conformance.target.open import Target
-from conformance.target.outcomes import ContractViolation
+from conformance.target.outcomes import ContractViolation, NotVerified
 from conformance.target.rules import expect
 from knowledge_schemas import load_registry
-from knowledge_schemas.mcp import IDENTITY_ARGUMENTS, JOB_TOOLS, KNOWLEDGE_TOOLS
+from knowledge_schemas.mcp import CHOSEN_ARGUMENTS, JOB_TOOLS, KNOWLEDGE_TOOLS
 
 R = pytest.mark.requirement
 SEARCH, READ, TURN = "search_business_knowledge", "read_business_knowledge", "start_business_turn"
@@ -50,6 +64,7 @@ class Agent:
     search_before: ToolResult
     read_before: ToolResult
     turn: ToolResult | None = None
+    who: Who | None = None  # the Agent Session the MCP session acts for
     schemas: dict[str, Any] = field(default_factory=dict)
     strict: bool = False  # codes.strict: this project's result schemas too (CHOICES.md)
 
@@ -79,10 +94,7 @@ def mcp_agents(
     who, fresh_http = world.primary, False
     if world.control is not None:  # an Agent Session of its own, so nothing else started a turn for it
         minted = world.control.mint("alice", world.route)
-        who, fresh_http = (
-            type(world.primary)(minted["token"], minted["route"], minted["account"], minted["session_id"]),
-            True,
-        )
+        who, fresh_http = Who(minted["token"], minted["route"], minted["account"], minted["session_id"]), True
     endpoints = agent_endpoints(kc_config, kc_target, option(pytestconfig, "--mcp-target"), str(who.token), who.route)
     agents: dict[str, Agent] = {}
     with ExitStack() as stack:
@@ -98,6 +110,7 @@ def mcp_agents(
                 tools,
                 before_search,
                 before_read,
+                who=who,
                 strict=kc_config.strict_codes,
             )
         yield agents
@@ -205,32 +218,97 @@ def test_the_knowledge_tools_are_listed_before_and_after_the_turn(agent: Agent) 
     expect(set(KNOWLEDGE_TOOLS) <= after, MCP_005, f"after a turn without hits the tools are {sorted(after)}")
 
 
-@R("MCP-008")
-def test_inputs_admit_no_identity_route_connection_or_run(agent: Agent, kc_config: TargetConfig) -> None:
-    for tool in agent.session.tools():
-        if tool.name not in (*KNOWLEDGE_TOOLS, TURN):
-            continue
-        declared = set((tool.input_schema or {}).get("properties", {}))
-        chosen = sorted(declared & set(IDENTITY_ARGUMENTS))
-        expect(not chosen, MCP_008, f"{tool.name} lets a model choose {chosen}")
-    injected = agent.session.call(
-        SEARCH, {"query": kc_config.probe_query, "run_id": str(uuid.uuid4()), "route": "kc-elsewhere"}
-    )
-    if injected.protocol_error is not None:
-        return  # refused as invalid arguments (a JSON-RPC error, as MCP itself answers an argument it does not declare)
-    _flags(injected, "an injected search")
-    if injected.is_error:
-        return  # refused: the documented way
-    hints = [
-        h for h in (_body(injected) or {}).get("hints", []) if isinstance(h, dict) and isinstance(h.get("ref"), str)
+def _refused(result: ToolResult) -> bool:
+    """A refusal: ``isError`` or a JSON-RPC error (as MCP itself answers an argument a tool does not declare)."""
+    return result.is_error or result.protocol_error is not None
+
+
+def _chosen(who: Who, run_id: str | None = None) -> dict[str, Any]:
+    """Arguments that would make a call act for ``who`` (its token, account, session and route) and, given
+    one, in ``run_id``: every spelling a server might honour (MCP-008)."""
+    out: dict[str, Any] = {"token": who.token, "access_token": who.token, "authorization": f"Bearer {who.token}"}
+    out.update({"route": who.route, "workspace": who.route, "account": who.account, "identity": who.account})
+    out.update({"session_id": who.session, "session": who.session, "connection": who.session})
+    out.update({"connection_key": who.session, "connectionKey": who.session})
+    if run_id:
+        out.update({"run_id": run_id, "runId": run_id})
+    return out
+
+
+def _turn_mode(agent: Agent, world: World, who: Who, injected: dict[str, Any]) -> str | None:
+    """The delivery mode of a turn of this session, from what reached the Core (the transcript, where
+    control offers it: no ``knowledge_delivery`` is the Core's default, inline) or else from the turn's
+    result; None when it is refused or neither says."""
+    wire = Wire(world.control) if world.control is not None and world.control.offers("transcript") else None
+    mark = wire.mark(who.route) if wire else 0
+    turn = agent.session.call(TURN, {"user_input": "knowledge", **injected})
+    if _refused(turn):
+        return None
+    sent = [
+        e.get("body")
+        for e in (wire.since(mark, who.route) if wire else [])
+        if str(e["path"]).endswith("/turns") and e.get("session_id") in (None, who.session or e.get("session_id"))
     ]
-    if hints:  # no effect: its refs belong to the session's own run
+    modes = {str(b.get("knowledge_delivery", "inline")) for b in sent if isinstance(b, dict)}
+    if len(modes) == 1:
+        return modes.pop()
+    delivery = (_body(turn) or {}).get("knowledge_delivery")
+    mode = delivery.get("mode") if isinstance(delivery, dict) else None
+    return str(mode) if mode in ("inline", "on_demand") else None
+
+
+def _own_refs_only(agent: Agent, result: ToolResult, what: str) -> None:
+    """A search that succeeded despite injected arguments ignored them: every ref it gave reads in the
+    session's own current run, route and identity."""
+    hints = [h for h in (_body(result) or {}).get("hints", []) if isinstance(h, dict) and isinstance(h.get("ref"), str)]
+    if hints:
         page = agent.session.call(READ, {"ref": hints[0]["ref"]})
-        expect(
-            not page.is_error,
-            MCP_008,
-            f"a ref from a search with an injected run/route is not the session's: {_clip(page)}",
-        )
+        expect(not _refused(page), MCP_008, f"a ref from a search with {what} is not the session's own: {_clip(page)}")
+
+
+@R("MCP-008")
+def test_inputs_admit_no_identity_route_connection_run_or_delivery(
+    agent: Agent, world: World, kc_config: TargetConfig
+) -> None:
+    """Every model-visible argument is probed: no tool declares one that chooses an identity, route,
+    connection, run or delivery mode, and a call that carries one anyway is refused or acts for the
+    session alone (CHOICES.md "MCP tool arguments"). What would choose is always a real, valid
+    value of elsewhere (another run of this Agent Session, another account's or route's token and
+    run), so honouring it shows as a success where the session's own binding refuses."""
+    for tool in agent.session.tools():
+        declared = set((tool.input_schema or {}).get("properties", {}))
+        chosen = sorted(declared & set(CHOSEN_ARGUMENTS))
+        expect(not chosen, MCP_008, f"{tool.name} lets a model choose {chosen}")
+    who = agent.who or world.primary
+    doc = world.docs.get("unicode")
+    query = doc.token if doc else kc_config.probe_query
+    # The delivery mode is a trusted host option: the model asks for the other mode than the host's own.
+    own = _turn_mode(agent, world, who, {})
+    if own is not None:
+        asked = "inline" if own == "on_demand" else "on_demand"
+        got = _turn_mode(agent, world, who, {"knowledge_delivery": asked, "knowledgeDelivery": asked})
+        expect(got in (None, own), MCP_008, f"{TURN} let the model choose {asked} delivery (the host's is {own})")
+    agent.start_turn("knowledge")  # the session's own current run again, whatever the probe did
+    # Another run of this Agent Session (over HTTP), and runs of another account and of another route.
+    elsewhere = [(who, world.start_run(who))]
+    elsewhere += [
+        (w, world.start_run(w)) for w in (world.others.get("other_account"), world.others.get("other_route")) if w
+    ]
+    for them, run_id in elsewhere:
+        whose = "its own token" if them is who else f"the identity and route of {them.account}@{them.route}"
+        what = f"{whose} and another run"
+        injected = agent.session.call(SEARCH, {"query": query, **_chosen(them, run_id)})
+        if not _refused(injected):
+            _flags(injected, "an injected search")
+            _own_refs_only(agent, injected, what)
+        try:
+            ref = world.ref_for(run_id, doc, them)
+        except NotVerified:
+            continue
+        if not _refused(agent.session.call(READ, {"ref": ref})):
+            continue  # the session itself reads it: a read with the injection then shows nothing
+        page = agent.session.call(READ, {"ref": ref, **_chosen(them, run_id)})
+        expect(_refused(page), MCP_008, f"a read with {what} in its arguments read that run's reference: {_clip(page)}")
 
 
 @R("MCP-004", "MCP-006", "MCP-010")
@@ -278,6 +356,51 @@ def test_reads_bind_the_current_run(agent: Agent, world: World, kc_config: Targe
         "a reference of the previous turn's run was read in the current run",
     )
     _failure(READ, stale, reference=True)
+
+
+@R("MCP-004")
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_each_agent_session_of_an_account_reads_in_its_own_run(
+    transport: str, world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
+) -> None:
+    """Two Agent Sessions of one account (through control: two tokens minted for the same account,
+    each its own session), each with its own current run: a reference one session's search gave
+    reads in that session and is refused in the other."""
+    from conformance.mcp.endpoints import agent_endpoints
+
+    chosen = option(pytestconfig, "--mcp-target")
+    if skipped(chosen):
+        pytest.skip("not verified: MCP checks skipped: --mcp-target none")
+    if world.control is not None:
+        minted = [world.control.mint("alice", world.route) for _ in range(2)]
+        a, b = (Who(m["token"], m["route"], m["account"], m["session_id"]) for m in minted)
+    else:
+        a, b = world.primary, world.isolated("other_session", "session")
+    ends = [agent_endpoints(kc_config, kc_target, chosen, str(w.token), w.route).get(transport) for w in (a, b)]
+    if ends[0] is None or ends[1] is None:
+        pytest.skip(f"not verified: no Agent Session MCP server over {transport}")
+    pair = (ends[0], ends[1])
+    doc = world.docs.get("unicode")
+    query = doc.token if doc else kc_config.probe_query
+    with ExitStack() as stack:  # judged after the block: a check failing inside would reach pytest in a task group
+        first, second = (stack.enter_context(connect(e, kc_config.timeout_seconds, collect=False)) for e in pair)
+        turns = [first.call(TURN, {"user_input": "knowledge"}), second.call(TURN, {"user_input": "knowledge"})]
+        found = first.call(SEARCH, {"query": query})
+        hints = [
+            h for h in (_body(found) or {}).get("hints", []) if isinstance(h, dict) and isinstance(h.get("ref"), str)
+        ]
+        own = first.call(READ, {"ref": hints[0]["ref"]}) if hints else None
+        foreign = second.call(READ, {"ref": hints[0]["ref"]}) if hints else None
+    gc.collect()
+    for turn in turns:
+        expect(not _refused(turn), MCP_004, f"{TURN} failed: {_clip(turn)}")
+    if own is None or foreign is None or _refused(own):
+        pytest.skip("not verified: the first session's search gave no reference it reads itself")
+    expect(
+        _refused(foreign),
+        MCP_004,
+        "a reference of one Agent Session's current run was read by another Agent Session of the same account",
+    )
 
 
 @R("MCP-011")
@@ -331,6 +454,47 @@ def test_mcp_and_http_read_chains_agree(agent: Agent, world: World) -> None:
             MCP_011,
             f"strict: {len(pages)} MCP pages, {len(http_pages)} HTTP pages at the same size",
         )
+
+
+MCP_MEMBERS = ("dispatch", "business_operation_performed")  # what the MCP path adds to the Core's page
+
+
+def _page_bytes(body: dict[str, Any]) -> int:
+    """The page as the Core's JSON, at its smallest (compact, UTF-8): the members the MCP path adds are
+    left out, and no serialization of the same members is shorter, so this never asks more than the seed."""
+    page = {k: v for k, v in body.items() if k not in MCP_MEMBERS}
+    return len(json.dumps(page, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+@R("MCP-011")
+@pytest.mark.parametrize("max_bytes", (C.READ_MIN_MAX_BYTES, C.READ_MAX_MAX_BYTES))
+def test_mcp_pages_keep_a_requested_max_bytes(agent: Agent, world: World, max_bytes: int) -> None:
+    """Bounds are the Core's, not the adapter's: a read chain over MCP at a non-default ``max_bytes``
+    has every page within it (the complete page JSON, as over HTTP), on every page of the chain."""
+    doc = world.need_doc("unicode")  # multi-byte text, several pages at either size
+    found = [
+        h for h in _hits(agent, doc.token) if doc.token in str(_body(agent.session.call(READ, {"ref": h["ref"]})) or "")
+    ]
+    if not found:
+        world.not_found(f"no MCP hint for {doc.token!r} reads as the document", doc)
+    cursor, pages, consumed = None, 0, 0
+    while consumed <= C.READ_CHAIN_MAX_BYTES and pages < C.READ_CHAIN_MAX_BYTES // 1024:
+        args: dict[str, Any] = {
+            "ref": found[0]["ref"],
+            "max_bytes": max_bytes,
+            **({"cursor": cursor} if cursor else {}),
+        }
+        body = _success(agent, READ, agent.session.call(READ, args), "mcp-read-result")
+        size = _page_bytes(body)
+        expect(
+            size <= max_bytes,
+            MCP_011,
+            f"MCP read page {pages + 1} at max_bytes {max_bytes} is {size} bytes of page JSON (without the MCP flags)",
+        )
+        pages, consumed = pages + 1, consumed + len(str(body.get("content", "")).encode("utf-8"))
+        cursor = body.get("next_cursor")
+        if not cursor:
+            break
 
 
 def _call(session: McpSession, name: str, arguments: dict[str, Any]) -> ToolResult | str:
@@ -402,6 +566,70 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
         _failure(name, result)
 
 
+FOREIGN = "evil.knowledge-conformance.example"  # a name no MCP endpoint under test serves or trusts
+
+
+def _initialize(url: str, token: str, timeout: float, **headers: str) -> httpx.Response:
+    """A bare ``initialize`` POST to a streamable-HTTP endpoint, with extra headers (``Origin``, ``Host``)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "knowledge-conformance", "version": "1"},
+        },
+    }
+    sent = {"accept": "application/json, text/event-stream", "content-type": "application/json", **headers}
+    if token:
+        sent["authorization"] = f"Bearer {token}"
+    with httpx.Client(timeout=timeout) as client:
+        return client.post(url, json=body, headers=sent)
+
+
+def _initialized(response: httpx.Response) -> bool:
+    """The endpoint served the request: a 2xx answer (a JSON-RPC result, or an event stream carrying one)."""
+    return 200 <= response.status_code < 300
+
+
+@R("MCP-012")
+def test_the_streamable_http_endpoint_refuses_a_foreign_origin(
+    world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
+) -> None:
+    """DNS-rebinding protection, on the HTTP transport only: the MCP transport says servers MUST
+    validate ``Origin``, so a request from a foreign web origin is refused (any 4xx; the transport's
+    403 under strict). The transport asks nothing of ``Host``; refusing a foreign one is this
+    project's choice, checked only under strict (CHOICES.md)."""
+    from conformance.mcp.endpoints import agent_endpoints
+
+    chosen = option(pytestconfig, "--mcp-target")
+    if skipped(chosen):
+        pytest.skip("not verified: MCP checks skipped: --mcp-target none")
+    who = world.primary
+    endpoint = agent_endpoints(kc_config, kc_target, chosen, str(who.token), who.route).get("http")
+    if endpoint is None:
+        pytest.skip("not verified: no Agent Session MCP server over streamable HTTP")
+    timeout = kc_config.timeout_seconds
+    baseline = _initialize(endpoint.url, endpoint.token, timeout)
+    if not _initialized(baseline):
+        pytest.skip(f"not verified: a plain initialize without Origin got HTTP {baseline.status_code}")
+    foreign = _initialize(endpoint.url, endpoint.token, timeout, origin=f"http://{FOREIGN}")
+    expect(
+        not _initialized(foreign) and 400 <= foreign.status_code < 500,
+        MCP_012,
+        f"the streamable-HTTP endpoint answered HTTP {foreign.status_code} to Origin http://{FOREIGN}",
+    )
+    if kc_config.strict_codes:
+        expect(foreign.status_code == 403, MCP_012, f"strict: a foreign Origin got HTTP {foreign.status_code}, not 403")
+        host = _initialize(endpoint.url, endpoint.token, timeout, host=FOREIGN)
+        expect(
+            not _initialized(host) and 400 <= host.status_code < 500,
+            MCP_012,
+            f"strict: the streamable-HTTP endpoint answered HTTP {host.status_code} to Host {FOREIGN} (CHOICES.md)",
+        )
+
+
 @R("MCP-002")
 def test_client_token_stdio_exposes_exactly_the_job_tools(
     kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
@@ -414,8 +642,19 @@ def test_client_token_stdio_exposes_exactly_the_job_tools(
         pytest.skip("not verified: MCP checks skipped: --mcp-target none")
     if endpoint is None:
         pytest.skip("not verified: no Fixed Client Token stdio server ([mcp].jobs_command)")
+    unlisted = (*KNOWLEDGE_TOOLS, TURN, "search_knowledge")
     with connect(endpoint, kc_config.timeout_seconds) as session:
         names = sorted(t.name for t in session.tools())
+        calls = [
+            (name, _call(session, name, {"query": kc_config.probe_query, "ref": "kc-ref", "user_input": "x"}))
+            for name in unlisted
+        ]
+    served = [name for name, result in calls if isinstance(result, ToolResult) and not _refused(result)]
+    expect(
+        not served,
+        MCP_002,
+        f"the Client Token path serves {served} when called, though it may expose only the job tools",
+    )
     knowledge = sorted(set(names) & {*KNOWLEDGE_TOOLS, TURN})
     expect(not knowledge, MCP_002, f"the Client Token path lists knowledge tools {knowledge}")
     expect(
