@@ -146,7 +146,7 @@ def _strings(body: Any) -> list[str]:
 _SHORT_ESCAPES = frozenset("\b\f\n\r\t")
 
 
-class _FillsByMeasure(Core):
+class FillsTheBound(Core):
     """Fills titles and summaries greedily up to the bound as ``measure`` counts the JSON: each field
     in turn gets its share of what is left, the last one the rest, so the response ends within one
     character of the bound by that count. With the right measure (UTF-8 bytes of the whole
@@ -171,14 +171,14 @@ class _FillsByMeasure(Core):
         return {**envelope, key: out}
 
 
-class SearchFillsCountingCharacters(_FillsByMeasure):
+class SearchFillsCountingCharacters(FillsTheBound):
     """Fills the bound by the characters of the JSON, not its UTF-8 bytes (right for ASCII only)."""
 
     def measure(self, body: dict[str, Any]) -> int:
         return len(dumps(body).decode("utf-8"))
 
 
-class SearchEscapeCountedAsOneByte(_FillsByMeasure):
+class SearchEscapeCountedAsOneByte(FillsTheBound):
     """Counts the UTF-8 bytes of the JSON, but each six-byte ``\\uXXXX`` escape (a control character)
     as one byte, the character it stands for."""
 
@@ -187,7 +187,7 @@ class SearchEscapeCountedAsOneByte(_FillsByMeasure):
         return len(dumps(body)) - 5 * escapes
 
 
-class SearchCountsBytesBeforeEscaping(_FillsByMeasure):
+class SearchCountsBytesBeforeEscaping(FillsTheBound):
     """Counts each string by its UTF-8 bytes before JSON escaping: a quote, a backslash, a newline
     or a control character as the one byte it is, not the two or six its escape takes."""
 
@@ -195,7 +195,7 @@ class SearchCountsBytesBeforeEscaping(_FillsByMeasure):
         return len(dumps(body)) - sum(escaped_size(s) - len(s.encode("utf-8")) for s in _strings(body))
 
 
-class SearchFitsBeforeEnvelope(_FillsByMeasure):
+class SearchFitsBeforeEnvelope(FillsTheBound):
     """Fits the hints to 4096 bytes before the ``status`` and ``trust`` members are added."""
 
     def measure(self, body: dict[str, Any]) -> int:
