@@ -51,6 +51,17 @@ class ExpiryAfterEdge(Core):
             raise self._ref_error(410, "knowledge_reference_expired", f"this {kind} expired; search again")
 
 
+class ExpiryEdgeCrashes(Core):
+    """The age, in hundredths of a second, is compared as below or above the TTL, and at 300.00 s
+    neither branch answers: the handler fails (500)."""
+
+    def _check_age(self, kind: str, claims: dict[str, Any]) -> None:
+        age = self._age(claims)
+        if age is not None and round(age, 2) == self.reference_ttl:
+            raise ApiError(500, "internal_error", f"this {kind} is neither valid nor expired")
+        super()._check_age(kind, claims)
+
+
 class ReadRefreshesExpiry(Core):
     """Each page served restarts its reference's 300 seconds: expiry counts from the latest read."""
 
@@ -238,6 +249,7 @@ MINIATURES: dict[str, Miniature] = {
     "expiry_rounds_age": ExpiryRoundsAge,
     "expiry_whole_seconds_late": ExpiryWholeSecondsLate,
     "expiry_after_edge": ExpiryAfterEdge,
+    "expiry_edge_crashes": ExpiryEdgeCrashes,
     "refs_never_expire": RefsNeverExpire,
     "refs_expire_early": RefsExpireEarly,
     "read_refreshes_expiry": ReadRefreshesExpiry,
