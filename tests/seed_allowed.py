@@ -24,6 +24,7 @@ from conformance.target.open import serve_over_loopback
 from simulator import create_app
 from simulator.core import Caller, Core
 from simulator.errors import ApiError
+from simulator.miniatures.search import FillsTheBound
 from simulator.store import Revision, Run
 from tests.suite_command import SUITE
 
@@ -327,6 +328,22 @@ class SmallerChainBudget(CoreSwap):
         if path.endswith("/knowledge/read") and "read_chain_max_bytes" in body:
             return status, {**body, "read_chain_max_bytes": self.BUDGET}
         return None
+
+
+class _OwnHintsToTheByteCore(FillsTheBound):
+    """Hints worded by the Core: a summary of its own, taken from the content whatever summary was
+    seeded, and titles and summaries filled up to the 4096 bytes of the whole JSON, to the byte."""
+
+    def _hint(self, caller: Caller, run: Run, rev: Revision) -> dict[str, Any]:
+        own = rev.content[: min(600, len(rev.content) // 2)]  # never the whole document (SRCH-006)
+        return {**super()._hint(caller, run, rev), "summary": own}
+
+
+class OwnHintsToTheByte(CoreSwap):
+    """Derives its own summaries from the content and fills search (and on_demand turn) hints up to
+    the 4096-byte bound exactly, with no ellipsis and nothing spare: the seed asks only "at most"."""
+
+    core_class = _OwnHintsToTheByteCore
 
 
 class NoTruncatedMember(Wrapper):

@@ -34,6 +34,7 @@ FAST = (
     "cache_control_missing",
     "read_budget_one_short",
     "read_refreshes_expiry",
+    "expiry_from_first_use",
     "mcp_identity_argument_honoured",
     "mcp_differs_from_http",
     "sk_alpha_inverted",

@@ -36,6 +36,7 @@ from tests.seed_allowed import (
     NoTruncatedMember,
     OneHint,
     OtherPaths,
+    OwnHintsToTheByte,
     PaddedBase64Refs,
     RefusesLargeLimit,
     SmallerChainBudget,
@@ -107,6 +108,7 @@ RUNS: dict[str, tuple[Any, ...]] = {
     "member-order-strict": ((MemberOrderMatters,), only("TURN-004"), True),
     "cursor-names-chain": ((CursorNamesItsChain,), only("REF-008"), False),
     "cursor-names-chain-strict": ((CursorNamesItsChain,), only("REF-008"), True),
+    "own-hints": ((OwnHintsToTheByte,), only("SRCH-004", "SRCH-006", "SRCH-008", "TURN-007"), False),
     "padded-base64-refs": ((PaddedBase64Refs,), only("REF-015"), False),
     "other-paths": ((OtherPaths,), [*only("WIRE-001", "WIRE-002"), "-k", "generated"], False, PATHS_CONFIG),
 }
@@ -218,6 +220,14 @@ def test_json_under_another_content_type_passes_unless_strict(runs: Any) -> None
     assert _status(runs, "content-type", "WIRE-001") == "verified", _out(runs, "content-type")
     failed = _failed(runs, "content-type-strict")
     assert set(failed) == {"WIRE-001"} and "415" in failed["WIRE-001"], _out(runs, "content-type-strict")
+
+
+def test_own_summaries_and_hints_filled_to_the_byte_pass(runs: Any) -> None:
+    """A Core may derive its own summaries and fill the search bound to its last byte: the
+    worst-case hints are judged on the bytes sent, never on how the Core chose its text."""
+    assert _failed(runs, "own-hints") == {}, _out(runs, "own-hints")
+    assert _status(runs, "own-hints", "SRCH-008") == "verified", _out(runs, "own-hints")
+    assert _status(runs, "own-hints", "TURN-007") == "verified", _out(runs, "own-hints")
 
 
 def test_pages_much_smaller_than_asked_pass(runs: Any) -> None:

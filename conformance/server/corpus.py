@@ -159,14 +159,18 @@ def build(seed: int = 7, *, large: bool = True) -> dict[str, Doc]:
                 summary='数据"\\' * 3000,
             )
         )
-        for key in WORST_KEYS:  # found together by WORST_WORD: three hints at once, each a worst case
+        for n, key in enumerate(WORST_KEYS):  # found together by WORST_WORD: three hints at once, each a worst case
+            # The content is a worst case from its third word on too, so a summary a Core derives
+            # from it (not the seeded one) costs as many bytes a character (its own generator, so
+            # the documents after these stay as they were).
+            opening = _units(Random(seed * 1000 + n), _WORST, 1200)
             docs.append(
                 Doc(
                     key,
                     f"item-{key}",
                     MAIN_BASE,
                     _units(rng, _WORST, 900),
-                    f"{key}doc {WORST_WORD}. "
+                    f"{key}doc {WORST_WORD} {opening} "
                     + "A document whose title and summary are built to overflow a miscounted search bound. " * 8,
                     summary=_units(rng, _WORST, 3000),
                 )

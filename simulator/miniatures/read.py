@@ -3,14 +3,17 @@ and references or cursors of the wrong size."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import replace
 from typing import Any
 
+from starlette.types import Receive, Scope, Send
+
 from simulator.core import CHAIN_BUDGET, READ_DEFAULT_BYTES, READ_MAX_BYTES, READ_MIN_BYTES, Caller, Core
 from simulator.errors import ApiError
-from simulator.miniatures._asgi import BodyRewrite, Miniature
+from simulator.miniatures._asgi import BodyRewrite, Captured, Miniature, Wrapper, read_body, replay
 from simulator.miniatures.capabilities import EndpointMissing
 from simulator.signing import MAX_TOKEN_BYTES
 from simulator.sizing import dumps, fit_prefix
@@ -52,6 +55,26 @@ class MaxBytesUnchecked(BodyRewrite):
         if type(value) is int:
             body["max_bytes"] = min(max(value, 4096), 32768)
         return body
+
+
+class MaxBytesOutOfRangeCrashes(Wrapper):
+    """A read whose max_bytes is outside 4096..32768 crashes the handler (500) instead of being
+    refused or clamped; every other read is the clean Core's."""
+
+    operations = frozenset({"read"})
+
+    async def handle(self, route: str, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = await read_body(receive)
+        try:
+            value = json.loads(raw).get("max_bytes")
+        except (ValueError, AttributeError, RecursionError):
+            value = None
+        if type(value) is int and not READ_MIN_BYTES <= value <= READ_MAX_BYTES:
+            body = dumps({"error": "internal_error", "message": "page size out of bounds"})
+            headers = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+            await Captured(500, headers, body).send_to(send)
+            return
+        await self.app(scope, replay(raw), send)
 
 
 class MaxBytesRangeExclusive(Core):
@@ -142,6 +165,13 @@ class ReadBudgetOneShort(Core):
     """The chain budget is one byte short (131071): a revision of exactly 131072 bytes ends budget_exhausted."""
 
     chain_budget = CHAIN_BUDGET - 1
+
+
+class ReadBudgetHalved(Core):
+    """Chains stop budget_exhausted after 65536 content bytes, while capabilities and pages still
+    advertise a read_chain_max_bytes of 131072."""
+
+    chain_budget = CHAIN_BUDGET // 2
 
 
 class BudgetEndsOnePageLate(Core):
@@ -291,6 +321,8 @@ MINIATURES: dict[str, Miniature] = {
     "read_while_disabled": ReadWhileDisabled,
     "no_read_budget": NoReadBudget,
     "budget_claims_complete": BudgetClaimsComplete,
+    "read_budget_halved": ReadBudgetHalved,
+    "max_bytes_out_of_range_crashes": MaxBytesOutOfRangeCrashes,
     "wrong_total_bytes": WrongTotalBytes,
     "pages_overlap": PagesOverlap,
     "split_characters": SplitCharacters,

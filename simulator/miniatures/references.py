@@ -51,6 +51,17 @@ class ExpiryAfterEdge(Core):
             raise self._ref_error(410, "knowledge_reference_expired", f"this {kind} expired; search again")
 
 
+class ExpiryEdgeCrashes(Core):
+    """The age, in hundredths of a second, is compared as below or above the TTL, and at 300.00 s
+    neither branch answers: the handler fails (500)."""
+
+    def _check_age(self, kind: str, claims: dict[str, Any]) -> None:
+        age = self._age(claims)
+        if age is not None and round(age, 2) == self.reference_ttl:
+            raise ApiError(500, "internal_error", f"this {kind} is neither valid nor expired")
+        super()._check_age(kind, claims)
+
+
 class ReadRefreshesExpiry(Core):
     """Each page served restarts its reference's 300 seconds: expiry counts from the latest read."""
 
@@ -82,6 +93,40 @@ class _ContinuingRead(Core):
             return super().read(caller, body)
         finally:
             self.continuing = False
+
+
+class ExpiryFromFirstUse(Core):
+    """A reference's or cursor's 300 seconds start when it is first presented, not when it was
+    issued: right for a token read at once, late by however long it waited for its first read."""
+
+    def __init__(self, config: SimConfig, store: Store, clock: Clock) -> None:
+        super().__init__(config, store, clock)
+        self.first_use: dict[str, float] = {}
+
+    def _claims(self, kind: str, token: str) -> dict[str, Any]:
+        claims = super()._claims(kind, token)
+        return {**claims, "t": self.first_use.setdefault(token, self.clock.now())}
+
+
+class CursorExpiryFromLastUse(_ContinuingRead):
+    """A read with a cursor counts only the cursor's age (the cursor stands for its chain, so the
+    reference beside it is not aged), and each read with a cursor restarts its 300 seconds."""
+
+    def __init__(self, config: SimConfig, store: Store, clock: Clock) -> None:
+        super().__init__(config, store, clock)
+        self.last_use: dict[str, float] = {}
+
+    def _claims(self, kind: str, token: str) -> dict[str, Any]:
+        claims = super()._claims(kind, token)
+        if kind != "cursor":
+            return claims
+        last = self.last_use.get(token)
+        self.last_use[token] = self.clock.now()
+        return claims if last is None else {**claims, "t": max(float(claims.get("t", 0)), last)}
+
+    def _check_age(self, kind: str, claims: dict[str, Any]) -> None:
+        if not (self.continuing and kind == "reference"):
+            super()._check_age(kind, claims)
 
 
 class CursorOutlivesRevision(_ContinuingRead):
@@ -204,9 +249,12 @@ MINIATURES: dict[str, Miniature] = {
     "expiry_rounds_age": ExpiryRoundsAge,
     "expiry_whole_seconds_late": ExpiryWholeSecondsLate,
     "expiry_after_edge": ExpiryAfterEdge,
+    "expiry_edge_crashes": ExpiryEdgeCrashes,
     "refs_never_expire": RefsNeverExpire,
     "refs_expire_early": RefsExpireEarly,
     "read_refreshes_expiry": ReadRefreshesExpiry,
+    "expiry_from_first_use": ExpiryFromFirstUse,
+    "cursor_expiry_from_last_use": CursorExpiryFromLastUse,
     "cursor_outlives_revision": CursorOutlivesRevision,
     "cursor_ignores_scope": CursorIgnoresScope,
     "ref_any_hub": _accepts_another("h", "Hub"),

@@ -10,6 +10,7 @@ from simulator.core import MAX_HINTS, Caller, Core
 from simulator.errors import ApiError
 from simulator.miniatures._asgi import Miniature
 from simulator.miniatures.capabilities import EndpointMissing
+from simulator.sizing import dumps, escaped_size
 from simulator.store import Revision, Run
 
 
@@ -131,6 +132,76 @@ class SearchCountsCharacters(Core):
         return {**envelope, key: fitted}
 
 
+def _strings(body: Any) -> list[str]:
+    """Every string value of ``body``, at any depth (member names left out)."""
+    if isinstance(body, str):
+        return [body]
+    if isinstance(body, dict):
+        return [s for v in body.values() for s in _strings(v)]
+    if isinstance(body, list):
+        return [s for v in body for s in _strings(v)]
+    return []
+
+
+_SHORT_ESCAPES = frozenset("\b\f\n\r\t")
+
+
+class FillsTheBound(Core):
+    """Fills titles and summaries greedily up to the bound as ``measure`` counts the JSON: each field
+    in turn gets its share of what is left, the last one the rest, so the response ends within one
+    character of the bound by that count. With the right measure (UTF-8 bytes of the whole
+    response) this is a correct Core; each subclass counts one thing wrong."""
+
+    def measure(self, body: dict[str, Any]) -> int:
+        return len(dumps(body))
+
+    def _fit(self, envelope: dict[str, Any], hints: list[dict[str, Any]], key: str, limit: int) -> dict[str, Any]:
+        out = [{**h, "title": "", **({"summary": ""} if "summary" in h else {})} for h in hints]
+        fields = [(i, f) for i, h in enumerate(hints) for f in ("title", "summary") if f in h]
+        for n, (i, f) in enumerate(fields):
+            used = self.measure({**envelope, key: out})
+            target = used + (limit - used) // (len(fields) - n)
+            text = hints[i][f]
+            lo, hi = 0, len(text)
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                out[i][f] = text[:mid]
+                lo, hi = (mid, hi) if self.measure({**envelope, key: out}) <= target else (lo, mid - 1)
+            out[i][f] = text[:lo]
+        return {**envelope, key: out}
+
+
+class SearchFillsCountingCharacters(FillsTheBound):
+    """Fills the bound by the characters of the JSON, not its UTF-8 bytes (right for ASCII only)."""
+
+    def measure(self, body: dict[str, Any]) -> int:
+        return len(dumps(body).decode("utf-8"))
+
+
+class SearchEscapeCountedAsOneByte(FillsTheBound):
+    """Counts the UTF-8 bytes of the JSON, but each six-byte ``\\uXXXX`` escape (a control character)
+    as one byte, the character it stands for."""
+
+    def measure(self, body: dict[str, Any]) -> int:
+        escapes = sum(1 for s in _strings(body) for ch in s if ch < " " and ch not in _SHORT_ESCAPES)
+        return len(dumps(body)) - 5 * escapes
+
+
+class SearchCountsBytesBeforeEscaping(FillsTheBound):
+    """Counts each string by its UTF-8 bytes before JSON escaping: a quote, a backslash, a newline
+    or a control character as the one byte it is, not the two or six its escape takes."""
+
+    def measure(self, body: dict[str, Any]) -> int:
+        return len(dumps(body)) - sum(escaped_size(s) - len(s.encode("utf-8")) for s in _strings(body))
+
+
+class SearchFitsBeforeEnvelope(FillsTheBound):
+    """Fits the hints to 4096 bytes before the ``status`` and ``trust`` members are added."""
+
+    def measure(self, body: dict[str, Any]) -> int:
+        return len(dumps({k: v for k, v in body.items() if k not in ("status", "trust")}))
+
+
 class UnavailableAsEmptyOk(Core):
     def search(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
         found = super().search(caller, body)
@@ -160,6 +231,10 @@ MINIATURES: dict[str, Miniature] = {
     "trust_missing": TrustMissing,
     "search_oversize": SearchOversize,
     "search_counts_characters": SearchCountsCharacters,
+    "search_fills_counting_characters": SearchFillsCountingCharacters,
+    "search_escape_counted_as_one_byte": SearchEscapeCountedAsOneByte,
+    "search_counts_bytes_before_escaping": SearchCountsBytesBeforeEscaping,
+    "search_fits_before_envelope": SearchFitsBeforeEnvelope,
     "unavailable_as_empty_ok": UnavailableAsEmptyOk,
     "partial_as_ok": PartialAsOk,
 }

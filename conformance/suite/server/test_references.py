@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from conformance.server import checks, corpus
-from conformance.server.expiry import ExpiryProbes, Probe, aged, ages
+from conformance.server.expiry import STEP, ExpiryProbes, Probe, aged, ages
 from conformance.server.rules import (
     READ_002,
     READ_004,
@@ -84,6 +84,70 @@ def test_references_and_cursors_are_expired_just_after_300_seconds(
             secret=probe.first["content"],
             text=world.document_text(),
         )
+
+
+MIDWAY = C.REFERENCE_TTL_SECONDS / 2  # the age of the read in between
+READS = {"at_once_and_midway": (0.0, MIDWAY), "first_midway": (MIDWAY,)}
+
+
+def _unread(world: World, run_id: str) -> list[str]:
+    """The refs of a search for the probe document, none of them read yet (reading one to tell
+    which is the document would be its first use)."""
+    doc = world.docs.get("unicode")
+    query = doc.token if doc else world.cfg.probe_query
+    hints = checks.search_response(world.search(query, run_id)).get("hints") or []
+    refs = [str(h["ref"]) for h in hints if isinstance(h, dict) and isinstance(h.get("ref"), str)]
+    if not refs:
+        pytest.skip(f"not verified: the search for {query!r} found nothing to read")
+    return refs
+
+
+@R("REF-001", *ERROR_RULES)
+@pytest.mark.parametrize("reads", sorted(READS))
+@pytest.mark.parametrize("what", ["ref", "cursor"])
+def test_expiry_counts_from_issue_whatever_was_read_in_between(world: World, what: str, reads: str) -> None:
+    """A reference (or cursor) read at once and at 150 s, or first at 150 s, is expired 300 s
+    after it was issued all the same: a Core that starts the 300 s at a token's first use, or
+    restarts them at each read, still serves it (REF-001). The reads in between must succeed (REF-002)."""
+    control = world.need_control("move the clock between reads")
+    skew = world.cfg.clock_skew_seconds
+    run_id = world.start_run()
+    refs = _unread(world, run_id)  # issued now: age 0
+    extra: dict[str, Any] = {}
+    if what == "cursor":
+        ref = refs[0] if len(refs) == 1 else world.ref_for(run_id, world.docs.get("unicode"))
+        first = world.page(ref, run_id, C.READ_MIN_MAX_BYTES)  # the cursor is issued now
+        if first["next_cursor"] is None:
+            pytest.skip("not verified: the probe document fits one page, so there is no cursor")
+        extra, refs = {"cursor": first["next_cursor"]}, [ref]
+    age = 0.0
+    for at in READS[reads]:
+        control.advance(at - age)
+        age = at
+        answers = [(ref, world.read(ref, run_id, **extra)) for ref in refs]
+        for ref, response in answers:
+            expect(
+                response.status_code == 200,
+                REF_002,
+                f"a {what} {age:.0f} s old was refused: HTTP {response.status_code} {clip(response.text, 200)}",
+            )
+            checks.page(response, ref=ref, max_bytes=None, requirement_bound=READ_004)
+        if len(refs) > 1:  # from now on, the one that reads as the probe document
+            refs = [next((r for r, a in answers if _reads_as_probe(world, a)), refs[0])]
+    expired = C.REFERENCE_TTL_SECONDS + STEP + skew
+    control.advance(expired - age)
+    response = world.read(refs[0], run_id, **extra)
+    read_at = ", ".join(f"{at:.0f}" for at in READS[reads])
+    with aged(f"{expired:.1f} s after its issue on the control clock, read at {read_at} s in between"):
+        checks.reference_error(
+            response, world.cfg, "reference_expired", requirement=REF_001, text=world.document_text()
+        )
+
+
+def _reads_as_probe(world: World, response: Any) -> bool:
+    doc = world.docs.get("unicode")
+    content = response.json().get("content") if response.status_code == 200 else None
+    return doc is None or (isinstance(content, str) and doc.token in content)
 
 
 @R("REF-002")
