@@ -10,6 +10,8 @@ broken, exactly as in the suite. Nothing here is timed."""
 
 from __future__ import annotations
 
+import itertools
+
 import random
 from collections.abc import Callable
 from typing import Any
@@ -175,7 +177,7 @@ class ContractUser(HttpUser):
         131072 bytes, and no budget declared exhausted with room left for any character."""
         pages = self.world.follow(ref, self.run_id, max_bytes)
         texts = [p["content"] for p in pages if isinstance(p.get("content"), str)]
-        if any(a[-1:] > "\x7f" or b[:1] > "\x7f" for a, b in zip(texts, texts[1:])):
+        if any(a[-1:] > "\x7f" or b[:1] > "\x7f" for a, b in itertools.pairwise(texts)):
             READ_016.held()  # a cut next to a multibyte character, and every page valid UTF-8 without a lone surrogate
         delivered = sum(C.utf8_size(t) for t in texts)
         expect(
