@@ -11,7 +11,6 @@ broken, exactly as in the suite. Nothing here is timed."""
 from __future__ import annotations
 
 import itertools
-
 import random
 from collections.abc import Callable
 from typing import Any
