@@ -298,7 +298,15 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     from simulator.app import create_app
-    from simulator.corpus import DEMO_DIR, KIT_MANIFEST, load_corpus, seed_demo, seed_staging, target_toml
+    from simulator.corpus import (
+        DEMO_DIR,
+        KIT_MANIFEST,
+        load_corpus,
+        roles_in,
+        seed_demo,
+        seed_staging,
+        target_toml,
+    )
     from simulator.wire_names import load_wire_names
 
     control_token = args.control_token or os.environ.get(CONTROL_TOKEN_ENV) or None  # empty counts as not given
@@ -334,14 +342,16 @@ def main(argv: list[str] | None = None) -> int:
         states: dict[str, Any] = {}
         if args.write_target and not args.route:
             raise ValueError("--write-target needs --route")
+        core = app.state.core
         if args.route:
-            core = app.state.core
             if core.store.workspace(args.route) is None:
                 roles, states = seed_staging(core, load_corpus(args.corpus or str(DEMO_DIR)), args.route)
-        elif args.corpus:
-            core = app.state.core
-            if not core.store.routes():
+            else:  # a kept store: the roles its identities already hold
+                roles, states = roles_in(core.store, args.route, core.config.hub)
+        else:
+            if args.corpus and not core.store.routes():
                 seed_demo(core, load_corpus(args.corpus))
+            roles, _ = roles_in(core.store, core.config.demo_route, core.config.hub)
     except (ValueError, sqlite3.Error, OSError) as exc:  # OSError: the index folder beside the store file
         print(
             f"knowledge-sim: {exc}" + (f" ({args.database})" if isinstance(exc, sqlite3.Error) else ""), file=sys.stderr
@@ -358,17 +368,27 @@ def main(argv: list[str] | None = None) -> int:
         f"knowledge-sim on http://{args.host}:{port}  workspaces: {', '.join(core.store.routes())}",
         file=sys.stderr,
     )
+    # Every token printed is labelled with its role; one without a role (minted through control, or
+    # kept in the store from an earlier start) is counted, never printed bare.
     labels = {ident.token: role for role, ident in roles.items()}
     labels.update({ident.token: f"workspace {state}" for state, ident in states.items()})
+    unlabelled = 0
     for route in core.store.routes():
         mode, _ = core.mode(route)
         for ident in core.store.identities(route):
-            label = f"{labels[ident.token]}: " if ident.token in labels else ""
+            if ident.token not in labels:
+                unlabelled += 1
+                continue
             print(
-                f"  {label}route {route}{'' if mode == 'normal' else f' ({mode})'}: account {ident.account}, "
-                f"session {ident.session_id}: {ident.token}",
+                f"  {labels[ident.token]}: route {route}{'' if mode == 'normal' else f' ({mode})'}: "
+                f"account {ident.account}, session {ident.session_id}: {ident.token}",
                 file=sys.stderr,
             )
+    if unlabelled:
+        print(
+            f"  {unlabelled} more identities of no role (minted through control or kept in the store): not printed",
+            file=sys.stderr,
+        )
     if args.write_target and roles:
         from pathlib import Path
 
@@ -378,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
         written.write_text(target_toml(f"http://{args.host}:{port}", args.route, roles, states, kit=kit), "utf-8")
         print(f"  target configuration written to {written}", file=sys.stderr)
     if not args.no_control:
-        print("  control extension at /_control/v1 (Authorization: Bearer <control token>)", file=sys.stderr)
+        credential = "<control token>" if control_token else f"{SimConfig.control_token} (the loopback default)"
+        print(f"  control extension at /_control/v1 (Authorization: Bearer {credential})", file=sys.stderr)
     print(
         "  Agent Session MCP (streamable HTTP) at /agent-api/v1/workspaces/<route>/mcp (Authorization: Bearer <token>)",
         file=sys.stderr,

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simulator.store import Identity, ItemInput
+from simulator.store import Identity, ItemInput, Store
 
 if TYPE_CHECKING:
     from simulator.core import Core
@@ -18,6 +18,14 @@ KIT_MANIFEST = "manifest.json"
 STATES = ("disabled", "legacy", "unavailable")
 """The workspace states a staging Core can be kept in by hand, one workspace each."""
 OTHER_HUB = "https://other-hub.knowledge-sim.example"
+_ONE_DIFFERENCE: dict[tuple[str, ...], str] = {
+    (): "same_session",
+    ("session",): "other_session",
+    ("account",): "other_account",
+    ("route",): "other_route",
+    ("hub",): "other_hub",
+}
+"""The role of an identity by the one binding in which it differs from ``primary`` (README's table)."""
 
 
 def _title_of(path: Path, text: str) -> str:
@@ -118,11 +126,47 @@ def target_toml(url: str, route: str, roles: dict[str, Identity], states: dict[s
 
 
 def seed_demo(core: Core, corpus: Bases | None = None) -> None:
-    """The demo workspace: a small corpus; alice with two tokens of one session and a second session, and bob."""
+    """The demo workspace: a small corpus (the built-in one has a document that pages and one past the
+    chain budget); alice with two tokens of one session and a second session, and bob in alice's
+    session: primary, same_session, other_session and other_account of ``roles_in``."""
     route = core.config.demo_route
     core.store.create_workspace(route)
     core.store.replace_corpus(route, corpus if corpus is not None else load_folder(DEMO_DIR), core.clock.now())
     alice = core.store.mint_identity("alice", route, core.config.hub, None)
     core.store.mint_identity("alice", route, core.config.hub, alice.session_id)
     core.store.mint_identity("alice", route, core.config.hub, None)
-    core.store.mint_identity("bob", route, core.config.hub, None)
+    core.store.mint_identity("bob", route, core.config.hub, alice.session_id)
+
+
+def roles_in(store: Store, route: str, hub: str) -> tuple[dict[str, Identity], dict[str, Identity]]:
+    """The identity roles a store holds for ``route``, told by what each identity shares with the
+    route's first one (``primary``): the first identity that differs in exactly one binding takes
+    that binding's role (``other_route`` on ``route-other``, ``other_hub`` of another Hub), and the
+    first identity of each state workspace (``route-disabled``, ...) stands for it. Works on a store
+    seeded by ``seed_staging`` or ``seed_demo``, freshly or kept from an earlier start; identities
+    minted later (through control) take no role. Returns roles and states as ``seed_staging`` does."""
+    candidates = [i for i in store.identities(route) if i.hub == hub]
+    if not candidates:
+        return {}, {}
+    primary = candidates[0]
+    roles = {"primary": primary}
+    for ident in [*store.identities(route), *store.identities(f"{route}-other")]:
+        differs = tuple(
+            name
+            for name, same in (
+                ("route", ident.route == primary.route),
+                ("hub", ident.hub == primary.hub),
+                ("account", ident.account == primary.account),
+                ("session", ident.session_id == primary.session_id),
+            )
+            if not same
+        )
+        role = _ONE_DIFFERENCE.get(differs)
+        if role is not None and ident.token != primary.token:
+            roles.setdefault(role, ident)
+    states: dict[str, Identity] = {}
+    for state in STATES:
+        kept = store.identities(f"{route}-{state}")
+        if kept:
+            states[state] = kept[0]
+    return roles, states

@@ -3,7 +3,8 @@ simulator served with ``--no-control``, seeded from the exported corpus kit thro
 seeding path (``--corpus DIR --route staging``, with a workspace per state), and the suite run
 against it from a target configuration alone (identities, probe_query, ``kit_route``,
 ``[target.documents]``, ``[target.workspaces]``). Nothing may fail or error; the budget, page and
-state rules must be verified there; and a Core broken on the wire must fail its rule."""
+state rules must be verified there; and a Core broken on the wire (quirks of several areas) must fail
+its rules within the declared scope, ``server@no-control``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import threading
 import time
 import tomllib
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,10 @@ import httpx
 import pytest
 
 from conformance.target.config import ConfigError, load_config
+from conformance.target.scope import parse_scope
 from knowledge_schemas import load_registry
+from knowledge_schemas.catalogue import load_catalogue
+from simulator.quirks import QUIRKS
 
 READ_CHAIN_MAX_BYTES = 131072
 WITHOUT_CONTROL = ("READ-010", "READ-011", "READ-016", "READ-020", "CAP-006", "SRCH-009", "SRCH-010")
@@ -125,13 +130,62 @@ def test_a_core_without_control_is_judged_from_the_kit_and_its_configuration(kit
     assert "CONFORMANT within scope server@no-control" in report
 
 
-def test_a_core_broken_on_the_wire_fails_its_rule_without_control(kit: Path, tmp_path: Path) -> None:
-    target = tmp_path / "target.toml"
-    with _staging(kit, target, "no_read_budget") as _:
-        code, results, out = _run(target, tmp_path / "reports", "--requirement", "READ-010")
+BROKEN_ON_THE_WIRE = (
+    "search_fourth_hint",  # a search bound
+    "max_bytes_ignored",  # a page bound
+    "no_read_budget",  # the chain budget
+    "ref_any_route",  # a reference binding
+    "turn_bodies_on_demand",  # a turn
+    "disabled_still_enabled",  # a workspace kept disabled
+    "route_unchecked",  # authorization
+)
+"""Quirks of different areas that a request shows: each must fail its rules in a run without control."""
+SCOPE = "server@no-control"
+RUNS_AT_ONCE = 3  # each run mostly waits (start-up, collection, requests): three share two cores well
+
+
+def _violated_in_scope(quirk: str) -> tuple[str, ...]:
+    members = set(parse_scope(SCOPE).members(load_catalogue()))
+    return tuple(rid for rid in QUIRKS[quirk].violates if rid in members)
+
+
+def _broken_run(kit: Path, folder: Path, quirk: str) -> tuple[int, dict[str, Any], str]:
+    """``knowledge-sim serve --no-control ... --quirk QUIRK``, and the suite within the scope,
+    narrowed to the quirk's rules."""
+    folder.mkdir()
+    target = folder / "target.toml"
+    narrowed = [a for rid in _violated_in_scope(quirk) for a in ("--requirement", rid)]
+    with _staging(kit, target, quirk):
+        return _run(target, folder / "reports", "--scope", SCOPE, *narrowed)
+
+
+@pytest.fixture(scope="module")
+def broken_runs(
+    kit: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[dict[str, Future[tuple[int, dict[str, Any], str]]]]:
+    """The runs of every quirk this session selected, a few at once (each case waits for its own)."""
+    selected = [
+        str(item.callspec.params["quirk"])
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and item.originalname == "test_a_core_broken_on_the_wire_fails_its_rule_without_control"
+    ]
+    root = tmp_path_factory.mktemp("broken")
+    with ThreadPoolExecutor(RUNS_AT_ONCE) as pool:
+        yield {quirk: pool.submit(_broken_run, kit, root / quirk, quirk) for quirk in dict.fromkeys(selected)}
+
+
+@pytest.mark.parametrize("quirk", BROKEN_ON_THE_WIRE)
+def test_a_core_broken_on_the_wire_fails_its_rule_without_control(
+    quirk: str, broken_runs: dict[str, Future[tuple[int, dict[str, Any], str]]]
+) -> None:
+    expected = _violated_in_scope(quirk)
+    assert expected, f"{quirk} violates nothing within {SCOPE}"
+    code, results, out = broken_runs[quirk].result()
     statuses = {r["id"]: r["status"] for r in results["requirements"]}
+    assert results["scope"]["label"] == SCOPE and results["summary"]["tests_errored"] == 0, out[-3000:]
     assert code == 1 and results["verdict"] == "non-conformant", out[-3000:]
-    assert statuses["READ-010"] == "failed"
+    assert {rid: statuses[rid] for rid in expected} == dict.fromkeys(expected, "failed"), out[-3000:]
 
 
 def test_a_kit_document_not_found_leaves_its_rules_not_verified(tmp_path: Path) -> None:

@@ -161,7 +161,7 @@ def _free_port() -> int:
 
 def _demo_token(banner: str) -> str | None:
     for line in banner.splitlines():
-        if line.strip().startswith("route demo:") and ": " in line:
+        if line.strip().startswith("primary: route demo:"):  # the banner labels each token with its role
             return line.rsplit(": ", 1)[1].strip()
     return None
 
