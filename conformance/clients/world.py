@@ -118,6 +118,15 @@ class DirectClient:
             raise HarnessError(f"the Core found nothing for {QUERIES[doc]!r}: cannot hand the client a reference")
         return str(hints[0]["ref"])
 
+    def disarm(self, endpoint: str, times: int = 1) -> None:
+        """Take a canned answer the client left armed (it never sent the request a check armed it for):
+        the client's failure must not become the next check's answer."""
+        for _ in range(times):
+            if endpoint == "capabilities":
+                self.http.get(self.base + "/knowledge/capabilities")
+            else:
+                self.http.post(self.base + ("/turns" if endpoint == "turns" else f"/knowledge/{endpoint}"), json={})
+
     def close(self) -> None:
         self.http.close()
 

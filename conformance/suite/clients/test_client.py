@@ -112,6 +112,8 @@ def test_authorization_failures_and_unknown_schemas_stay_errors(sdk: Session, ca
     answer = sdk.call("capabilities", connection=connection)
     asked = requests(sdk.wire.since(mark, route), "GET", "capabilities")
     if not asked:  # answered from a memo, or refused by the client itself
+        if status is not None:
+            sdk.world.direct(connection).disarm("capabilities")
         expect(not answer.ok, NEG_002, f"{case}: a capabilities result came back without a request to the Core")
         client_failed(f"{case}: the client sent no capabilities request to {route} ({answer.describe()})")
     seen = asked[0]["status"]
@@ -173,6 +175,7 @@ def test_support_needs_every_condition(sdk: Session, case: str) -> None:
     answer = sdk.call("capabilities", connection="canned")
     asked = requests(sdk.wire.since(mark, route), "GET", "capabilities")
     if not asked:
+        sdk.world.direct("canned").disarm("capabilities")
         client_failed(f"{case}: the client sent no capabilities request ({answer.describe()})")
     expect(
         not (answer.ok and answer.value["supported"] is True),
@@ -191,6 +194,7 @@ def test_enabled_false_is_the_protocol_with_knowledge_disabled(sdk: Session) -> 
     answer = sdk.call("capabilities", connection="canned")
     asked = requests(sdk.wire.since(mark, route), "GET", "capabilities")
     if not asked:
+        sdk.world.direct("canned").disarm("capabilities")
         client_failed(f"the client sent no capabilities request ({answer.describe()})")
     expect(
         answer.ok and answer.value["supported"] is True and answer.value.get("enabled") is False,
@@ -243,6 +247,7 @@ def test_every_status_class_on_every_call(sdk: Session, call: str, case: str) ->
     answer = sdk.call(call, connection="canned", **({"input": inputs} if inputs else {}))
     sent = requests(sdk.wire.since(mark, route), "GET" if call == "capabilities" else "POST", call)
     if not sent:
+        sdk.world.direct("canned").disarm(call)
         client_failed(f"{call} {case}: the client sent no request ({answer.describe()})")
     judged = f"judged {exchange(sent[:1])}"
     if call == "capabilities":
@@ -429,6 +434,8 @@ def test_delivery_is_pinned_across_lost_responses(sdk: Session) -> None:
         answer = sdk.turn("main", "on_demand", ids=ids)
     again = sdk.turn("main", "inline", ids=ids)  # the caller retries with another option: the original choice holds
     turns = requests(sdk.wire.since(mark, route), "POST", "turns")
+    if len(turns) < 2:
+        sdk.world.direct("main").disarm("turns", 2 - len(turns))
     if not turns:
         client_failed(f"the client sent no turn request: {answer.describe()}")
     lost = [r for r in sdk.control.lost(route) if r["body"].get("run_id")]
@@ -669,6 +676,7 @@ def test_a_chain_broken_by_a_reference_error_says_search_again(sdk: Session, fam
     reads, turns = requests(wire, "POST", "read"), requests(wire, "POST", "turns")
     mapped(reads)
     if len(reads) < 2:
+        sdk.world.direct("canned").disarm("read", 2 - len(reads))
         client_failed(f"read_all did not reach the chain's second page: {answer.describe()}")
     stopped = answer.error if not answer.ok else answer.value.get("error")
     action = next_action(answer) if not answer.ok else (stopped or {}).get("next_action")
@@ -702,6 +710,7 @@ def test_an_unavailable_read_is_not_an_empty_page(sdk: Session, where: str) -> N
     reads = requests(sdk.wire.since(mark, route), "POST", "read")
     mapped(reads)
     if len(reads) < (1 if where == "read" else 2):
+        sdk.world.direct("canned").disarm("read", (1 if where == "read" else 2) - len(reads))
         client_failed(f"the {cmd} did not reach the page that answers 503: {answer.describe()}")
     expect(
         not answer.ok or (where == "chain" and answer.value["complete"] is False),
