@@ -250,6 +250,8 @@ def test_every_status_class_on_every_call(sdk: Session, call: str, case: str) ->
         sdk.world.direct("canned").disarm(call)
         client_failed(f"{call} {case}: the client sent no request ({answer.describe()})")
     judged = f"judged {exchange(sent[:1])}"
+    if answer.ok and any(e.get("status") == 200 for e in sent[1:]):
+        return  # the client asked again and the Core itself answered: a real result, not the failure's
     if call == "capabilities":
         legacy = case in ("404-plain", "405", "501") or (case == "404-coded" and not sdk.strict)
         if answer.ok and answer.value.get("supported") is False and legacy:
@@ -712,6 +714,15 @@ def test_an_unavailable_read_is_not_an_empty_page(sdk: Session, where: str) -> N
     if len(reads) < (1 if where == "read" else 2):
         sdk.world.direct("canned").disarm("read", (1 if where == "read" else 2) - len(reads))
         client_failed(f"the {cmd} did not reach the page that answers 503: {answer.describe()}")
+    failed_at = next((i for i, e in enumerate(reads) if e.get("status") == 503), len(reads))
+    if (
+        answer.ok
+        and any(e.get("status") == 200 for e in reads[failed_at + 1 :])
+        and (where == "read" or len(reads) > failed_at + 1)
+    ):
+        if where == "read" or answer.value["complete"] is False or answer.value["content"] == ARCHIVE[1]:
+            SRCH_012.held()  # the client read the page again and the Core itself answered it
+            return
     expect(
         not answer.ok or (where == "chain" and answer.value["complete"] is False),
         SRCH_012,
