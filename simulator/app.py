@@ -155,7 +155,10 @@ def _endpoint(
         route = request.path_params["route"]
         canned = core.take_canned(name, route)
         if canned is not None:  # an armed respond_next fault (control): the answer a client check needs
-            return json_response(canned[1], canned[0])
+            await request.body()  # read, so the transcript records what the client sent
+            if canned.text is not None:
+                return Response(canned.text, status_code=canned.status, media_type="text/plain")
+            return json_response(canned.body, canned.status)
         try:
             caller = core.authenticate(request.headers.get("authorization"), route, knowledge_op=knowledge)
             if knowledge:

@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from knowledge_schemas.openapi import component_validator
+from simulator.core import Canned
 from simulator.errors import ApiError
 from simulator.http import error_response, json_response, read_json, validate
 from simulator.store import ItemInput
@@ -24,7 +25,15 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 RELEASE = "1.1.0"  # of schemas/control-openapi.yaml
-FEATURES = ("clock.routes", "faults.lost", "faults.respond_next", "transcript", "knowledge")
+FEATURES = (
+    "clock.routes",
+    "faults.lost",
+    "faults.respond_next",
+    "faults.respond_next.after",
+    "faults.respond_next.text",
+    "transcript",
+    "knowledge",
+)
 """Every optional feature of the control contract: the simulator offers them all."""
 
 
@@ -148,7 +157,8 @@ def control_routes(
     async def fault(request: Request) -> Response:
         body = await body_of(request, "Fault")
         if body["kind"] == "respond_next":
-            core.canned.append((body["endpoint"], body.get("route"), body["status"], body.get("body")))
+            answer = Canned(body["status"], body.get("body"), body.get("text"))
+            core.canned.append([body["endpoint"], body.get("route"), int(body.get("after", 0)), answer])
         else:
             core.faults.append((body["kind"], body.get("route")))
         return json_response(body, 201)

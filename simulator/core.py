@@ -9,7 +9,7 @@ import json
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from simulator.clock import Clock
 from simulator.config import SimConfig
@@ -43,6 +43,16 @@ LIMITS = {
 
 
 @dataclass(frozen=True)
+class Canned:
+    """The answer of a ``respond_next`` fault: ``status`` with the JSON ``body``, or ``text`` as it is
+    (not JSON) when given."""
+
+    status: int
+    body: Any = None
+    text: str | None = None
+
+
+@dataclass(frozen=True)
 class Caller:
     """Who is asking, on which route: the resolved bearer token."""
 
@@ -62,9 +72,7 @@ class Core:
         self.faults: list[tuple[str, str | None]] = []
         self._fault_lock = threading.Lock()
         self.withheld: list[tuple[str, int, str]] = []  # (route, status, body) of each response a lose fault withheld
-        self.canned: list[
-            tuple[str, str | None, int, Any]
-        ] = []  # (endpoint, route, status, body) of armed respond_next faults
+        self.canned: list[list[Any]] = []  # [endpoint, route, requests to let through first, Canned] of respond_next
 
     # ------------------------------------------------------------ identity
     def authenticate(self, authorization: str | None, route: str, *, knowledge_op: bool) -> Caller:
@@ -101,12 +109,17 @@ class Core:
                     return True
         return False
 
-    def take_canned(self, endpoint: str, route: str) -> tuple[int, Any] | None:
-        """The answer of an armed ``respond_next`` fault for this endpoint and route, once."""
-        for i, (e, r, status, body) in enumerate(self.canned):
-            if e == endpoint and r in (None, route):
-                del self.canned[i]
-                return status, body
+    def take_canned(self, endpoint: str, route: str) -> Canned | None:
+        """The answer of an armed ``respond_next`` fault for this endpoint and route, once: after the
+        requests it lets through first (``after``)."""
+        with self._fault_lock:
+            for i, armed in enumerate(self.canned):
+                if armed[0] == endpoint and armed[1] in (None, route):
+                    if armed[2] > 0:
+                        armed[2] -= 1
+                        return None
+                    del self.canned[i]
+                    return cast(Canned, armed[3])
         return None
 
     def _run(self, run_id: str, caller: Caller) -> Run:

@@ -358,6 +358,37 @@ def test_the_control_extension_shows_bodies_and_accounts_and_answers_a_canned_re
     http.close()
 
 
+def test_a_canned_answer_can_wait_for_a_chains_next_page_and_need_not_be_json() -> None:
+    """respond_next ``after``: that many requests go through first (a chain broken mid-way); ``text``: the
+    answer is not JSON. The canned request's own body is on the transcript."""
+    from conformance.target.transport import InProcessTransport
+    from simulator.app import create_app
+
+    app = create_app(seed=0)
+    core_ = app.state.core
+    ident = core_.store.identities("demo")[0]
+    http = httpx.Client(transport=InProcessTransport(app), base_url="http://sim")
+    control = {"Authorization": f"Bearer {core_.config.control_token}"}
+    user = {"Authorization": f"Bearer {ident.token}"}
+    read = "/agent-api/v1/workspaces/demo/knowledge/read"
+    fault = {"kind": "respond_next", "route": "demo", "endpoint": "read", "status": 502, "text": "<html>", "after": 1}
+    assert http.post("/_control/v1/faults", headers=control, json=fault).status_code == 201
+    through = http.post(read, headers=user, json={"ref": "x", "run_id": "r1"})
+    canned = http.post(read, headers=user, json={"ref": "y", "run_id": "r2"})
+    again = http.post(read, headers=user, json={"ref": "z", "run_id": "r3"})
+    assert through.status_code == 400 and again.status_code == 400, "only the second request is canned"
+    assert (canned.status_code, canned.text, canned.headers["content-type"].split(";")[0]) == (
+        502,
+        "<html>",
+        "text/plain",
+    )
+    reads = [e for e in http.get("/_control/v1/transcript", headers=control).json()["requests"] if e["path"] == read]
+    assert [e["body"]["ref"] for e in reads] == ["x", "y", "z"] and reads[1]["status"] == 502
+    refused = {"kind": "fail_next_read_unavailable", "after": 1}
+    assert http.post("/_control/v1/faults", headers=control, json=refused).status_code == 400
+    http.close()
+
+
 def test_a_core_that_cannot_be_reached_is_a_usage_error(tmp_path: Path) -> None:
     done = subprocess.run(
         [CLI, "client", "--harness", "unused", "--core", "http://127.0.0.1:9", "--report-dir", str(tmp_path)],

@@ -10,8 +10,9 @@ from typing import Any
 
 import httpx
 
-from conformance.clients.reference import HOST_INPUTS, Connection, ReferenceHarness, main
+from conformance.clients.reference import HOST_INPUTS, Connection, ReferenceHarness, Refusal, main
 from conformance.clients.reference_client import Capabilities, KnowledgeError, ReferenceClient
+from conformance.target import contract as C
 
 
 def _client(name: str, base: type[ReferenceClient] = ReferenceClient, **overrides: Any) -> type[ReferenceHarness]:
@@ -174,6 +175,188 @@ class MalformedAnswers(ReferenceHarness):
         return {"supported": "yes"}
 
 
+def _limits_unchecked(self: ReferenceClient, body: Any) -> Capabilities:
+    """Limits must be there, whatever their values."""
+    if isinstance(body, dict) and isinstance(body.get("limits"), dict):
+        body = {**body, "limits": {k: _VALID_LIMITS[k] for k in body["limits"] if k in _VALID_LIMITS}}
+    return ReferenceClient.classify_capabilities(self, body)
+
+
+_VALID_LIMITS = {
+    "search_max_hints": 3,
+    "search_max_bytes": 4096,
+    "read_default_max_bytes": 16384,
+    "read_min_max_bytes": 4096,
+    "read_max_max_bytes": 32768,
+    "reference_max_bytes": 4096,
+    "read_chain_max_bytes": 131072,
+    "reference_ttl_seconds": 300,
+}
+
+
+def _on_demand_mode_enough(self: ReferenceClient, body: Any) -> Capabilities:
+    """Any modes list naming on_demand will do (one without inline too)."""
+    if isinstance(body, dict) and "on_demand" in (body.get("delivery_modes") or []):
+        body = {**body, "delivery_modes": ["inline", "on_demand"]}
+    return ReferenceClient.classify_capabilities(self, body)
+
+
+def _disabled_as_unsupported(self: ReferenceClient, body: Any) -> Capabilities:
+    caps = ReferenceClient.classify_capabilities(self, body)
+    return caps if caps.enabled else Capabilities(supported=False)
+
+
+def _search_errors_as_empty(self: ReferenceClient, data: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        return ReferenceClient.search_knowledge(self, data)
+    except KnowledgeError:
+        return {"status": "ok", "trust": "reference_only", "hints": []}
+
+
+def _read_errors_as_empty(self: ReferenceClient, data: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        return ReferenceClient.read_knowledge(self, data)
+    except KnowledgeError as exc:
+        if C.is_reference_error_code(exc.feedback["code"]):
+            raise
+        return {"ref": data["ref"], "revision": "", "content": "", "next_cursor": None, "trust": "reference_only"}
+
+
+_NEGOTIATED: list[Capabilities] = []
+
+
+class NegotiatesOncePerProcess(ReferenceHarness):
+    """A negotiated turn reuses the first capabilities answer the process got, whichever connection,
+    Hub or route asked for it."""
+
+    def do_capabilities(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        conn = self.connection(command["connection"])
+        caps = conn.client.get_knowledge_capabilities()
+        if not _NEGOTIATED and caps.supported:
+            _NEGOTIATED.append(caps)
+        return self.capabilities_value(caps)
+
+    def delivery(self, conn: Connection, command: Mapping[str, Any]) -> str | None:
+        if command["delivery"] == "negotiate" and _NEGOTIATED:
+            return "on_demand"
+        return super().delivery(conn, command)
+
+
+class OnDemandNeedsCapabilities(ReferenceHarness):
+    """The on_demand host option is honoured only where this connection's capabilities said supported."""
+
+    def do_capabilities(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        value = super().do_capabilities(command)
+        if value["supported"]:
+            self.__dict__.setdefault("negotiated", set()).add(command["connection"])
+        return value
+
+    def delivery(self, conn: Connection, command: Mapping[str, Any]) -> str | None:
+        chosen = super().delivery(conn, command)
+        if command["delivery"] == "negotiate":
+            return chosen
+        return chosen if conn.key in self.__dict__.get("negotiated", set()) else None
+
+
+def _pin_kept_once(
+    self: ReferenceClient, user_input: str, ids: Mapping[str, str], *, knowledge_delivery: str | None = None
+) -> dict[str, Any]:
+    """The first retry replays the pinned payload; the second is rebuilt without the delivery choice."""
+    body: dict[str, Any] = {k: ids[k] for k in ("client_conversation_id", "client_turn_id", "user_message_id")}
+    body["user_input"] = user_input
+    if knowledge_delivery is not None:
+        body["knowledge_delivery"] = knowledge_delivery
+    last: httpx.Response | None = None
+    for attempt in range(3):
+        sent = body if attempt < 2 else {k: v for k, v in body.items() if k != "knowledge_delivery"}
+        last = self.http.post(self._url("turns"), json=sent, headers=self._auth)
+        if last.status_code == 200:
+            return dict(last.json())
+        if last.status_code not in (502, 503, 504):
+            break
+    assert last is not None
+    raise self._error("start_turn", last)
+
+
+def _exclusive_max_bytes(self: ReferenceClient, data: Mapping[str, Any]) -> dict[str, Any]:
+    """maxBytes is passed on only strictly inside 4096..32768 (and only as an int); otherwise dropped."""
+    given = data.get("maxBytes")
+    keep = isinstance(given, int) and 4096 < given < 32768
+    return ReferenceClient.read_knowledge(self, {**data, "maxBytes": given if keep else None})
+
+
+def _budget_not_truncated(self: ReferenceClient, ref: str, run_id: str, *, max_bytes: int | None = None) -> Any:
+    chain = ReferenceClient.read_chain(self, ref, run_id, max_bytes=max_bytes)
+    return type(chain)(chain.content, chain.pages, chain.complete, False, chain.budget_exhausted, chain.revision)
+
+
+class BudgetChainDescribedFull(ReferenceHarness):
+    def do_read_all(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        value = super().do_read_all(command)
+        return {**value, "description": f"full read of {value['pages']} page(s)"}
+
+
+class ChainSwallowsErrors(ReferenceHarness):
+    """A chain stopped by an error answers what it read, complete false, and says nothing of the error."""
+
+    def do_read_all(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        data = command["input"]
+        client = self.connection(command["connection"]).client
+        parts: list[str] = []
+        cursor = None
+        while True:
+            try:
+                page = client.read_knowledge({**data, "cursor": cursor})
+            except KnowledgeError:
+                return {
+                    "complete": False,
+                    "truncated": True,
+                    "budget_exhausted": False,
+                    "pages": len(parts),
+                    "content": "".join(parts),
+                }
+            parts.append(page["content"])
+            cursor = page.get("next_cursor")
+            if not cursor or len(parts) > 64:
+                return {
+                    "complete": not page.get("truncated"),
+                    "truncated": bool(page.get("truncated")),
+                    "budget_exhausted": bool(page.get("budget_exhausted")),
+                    "pages": len(parts),
+                    "content": "".join(parts),
+                }
+
+
+class ChainStopsAsComplete(ChainSwallowsErrors):
+    """A chain stopped by an error is called complete: the pages read so far are the document."""
+
+    def do_read_all(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        value = super().do_read_all(command)
+        return {**value, "complete": True, "truncated": False} if not value["budget_exhausted"] else value
+
+
+class CapsInlinePreview(ReferenceHarness):
+    def do_turn(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        turn = super().do_turn(command)
+        for item in turn["context"].get("knowledge") or []:
+            if isinstance(item, dict) and isinstance(item.get("content"), str):
+                item["content"] = item["content"][:2000]  # a preview, not the body
+        return turn
+
+
+class HostRefusesBothSpellings(ReferenceHarness):
+    def host_input(self, call: str, conn: Connection, given: Mapping[str, Any]) -> dict[str, Any]:
+        if "maxBytes" in given and "max_bytes" in given:
+            raise Refusal("invalid_input", "give maxBytes or max_bytes, not both")
+        return super().host_input(call, conn, given)
+
+
+class HostChecksSessionOnly(ReferenceHarness):
+    def check_binding(self, conn: Connection, options: Mapping[str, Any], when: str) -> None:
+        if conn.binding.get("sessionId") != options["expectedBinding"].get("sessionId"):
+            raise Refusal("binding_changed", f"agent_binding_changed ({when} the request)")
+
+
 MINIATURES: dict[str, Callable[[], ReferenceHarness]] = {
     "legacy_405_raises": _client("legacy_405_raises", _LegacyOnly404And501),
     "errors_as_unsupported": _client("errors_as_unsupported", get_knowledge_capabilities=_errors_as_unsupported),
@@ -195,6 +378,24 @@ MINIATURES: dict[str, Callable[[], ReferenceHarness]] = {
     "host_ignores_signal": HostIgnoresSignal,
     "host_checks_binding_before_only": HostChecksBindingBeforeOnly,
     "host_takes_model_run": HostTakesModelRun,
+    "capabilities_limits_unchecked": _client("capabilities_limits_unchecked", classify_capabilities=_limits_unchecked),
+    "capabilities_on_demand_mode_enough": _client(
+        "capabilities_on_demand_mode_enough", classify_capabilities=_on_demand_mode_enough
+    ),
+    "disabled_as_unsupported": _client("disabled_as_unsupported", classify_capabilities=_disabled_as_unsupported),
+    "search_errors_as_empty": _client("search_errors_as_empty", search_knowledge=_search_errors_as_empty),
+    "read_errors_as_empty_page": _client("read_errors_as_empty_page", read_knowledge=_read_errors_as_empty),
+    "negotiates_once_per_process": NegotiatesOncePerProcess,
+    "on_demand_needs_capabilities": OnDemandNeedsCapabilities,
+    "pin_kept_for_one_retry": _client("pin_kept_for_one_retry", start_turn=_pin_kept_once),
+    "max_bytes_exclusive_bounds": _client("max_bytes_exclusive_bounds", read_knowledge=_exclusive_max_bytes),
+    "budget_chain_not_truncated": _client("budget_chain_not_truncated", read_chain=_budget_not_truncated),
+    "budget_chain_described_full": BudgetChainDescribedFull,
+    "chain_swallows_errors": ChainSwallowsErrors,
+    "chain_stops_as_complete": ChainStopsAsComplete,
+    "caps_inline_preview": CapsInlinePreview,
+    "host_refuses_both_spellings": HostRefusesBothSpellings,
+    "host_checks_session_only": HostChecksSessionOnly,
     "malformed_answers": MalformedAnswers,
 }
 

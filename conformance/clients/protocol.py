@@ -84,13 +84,18 @@ class Answer:
     ok: bool
     value: Any = None
     error: dict[str, Any] | None = None
+    command: str = ""  # which harness command this answers: its id and cmd, named in every failure
+    command_id: int | None = None
 
     @property
     def kind(self) -> str | None:
         return None if self.error is None else str(self.error["kind"])
 
     def describe(self) -> str:
-        return clip(json.dumps(self.value if self.ok else self.error, ensure_ascii=False), 300)
+        said = clip(json.dumps(self.value if self.ok else self.error, ensure_ascii=False), 300)
+        if self.command_id is None:
+            return said
+        return f"(harness command #{self.command_id} {self.command}) {said}"
 
 
 class Harness:
@@ -173,7 +178,7 @@ class Harness:
             raise HarnessProtocolError(f"the answer to {cmd} is not a protocol answer: {'; '.join(bad[:3])}")
         if raw["id"] != command["id"]:
             raise HarnessProtocolError(f"the answer to {cmd} (id {command['id']}) carries id {raw['id']}")
-        answer = Answer(raw["ok"], raw.get("value"), raw.get("error"))
+        answer = Answer(raw["ok"], raw.get("value"), raw.get("error"), cmd, int(command["id"]))
         if answer.ok and cmd == "start" and isinstance(answer.value, dict) and answer.value.get("protocol") != PROTOCOL:
             raise HarnessProtocolError(
                 f"/protocol: expected {PROTOCOL}, the harness answered start with "

@@ -184,7 +184,10 @@ class ReferenceClient:
             raise KnowledgeError(
                 feedback("get_knowledge_capabilities", "invalid_response", "capabilities body is not JSON")
             ) from None
-        body = self.names.to_canonical("capabilities-response", body)
+        return self.classify_capabilities(self.names.to_canonical("capabilities-response", body))
+
+    def classify_capabilities(self, body: Any) -> Capabilities:
+        """A 200 capabilities body (canonical names): supported only when every condition holds."""
         errors = load_registry().errors("capabilities-response", body)
         if errors or body.get("route") != self.route:
             why = "; ".join(errors) if errors else f"route {body.get('route')!r} does not match {self.route!r}"
@@ -232,7 +235,7 @@ class ReferenceClient:
         response = self.http.post(self._url("search"), json=wire, headers=self._auth)
         if response.status_code != 200:
             raise self._error("search_knowledge", response)
-        body = dict(response.json())
+        body = self._json("search_knowledge", response)
         if body.get("status") not in C.SEARCH_STATUSES:
             raise KnowledgeError(
                 feedback("search_knowledge", "unknown_schema", f"unknown search status {body.get('status')!r}")
@@ -249,7 +252,20 @@ class ReferenceClient:
         response = self.http.post(self._url("read"), json=wire, headers=self._auth)
         if response.status_code != 200:
             raise self._error("read_knowledge", response)
-        return dict(response.json())
+        return self._json("read_knowledge", response)
+
+    @staticmethod
+    def _json(operation: str, response: httpx.Response) -> dict[str, Any]:
+        """A 200 answer's JSON object; anything else is an answer the client does not accept."""
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise KnowledgeError(
+                feedback(operation, "invalid_response", f"the {operation} answer is not a JSON object")
+            )
+        return body
 
     def read_chain(self, ref: str, run_id: str, *, max_bytes: int | None = None) -> ChainResult:
         """Page by page to the chain's end. Bounded by what the contract bounds (the chain's content

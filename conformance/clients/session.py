@@ -92,6 +92,16 @@ def requests(entries: list[dict[str, Any]], method: str, endpoint: str) -> list[
     return [e for e in entries if e["method"] == method and str(e["path"]).endswith(suffix)]
 
 
+def exchange(entries: list[dict[str, Any]]) -> str:
+    """The wire exchanges a check judged, as a failure names them: method, endpoint, status, body."""
+    if not entries:
+        return "no request reached the Core"
+    return "; ".join(
+        f"{e['method']} .../{str(e['path']).rsplit('/', 1)[-1]} -> {e.get('status')} {describe(e.get('body'))}"
+        for e in entries[:3]
+    ) + (f"; and {len(entries) - 3} more" if len(entries) > 3 else "")
+
+
 def mapped(entries: list[dict[str, Any]]) -> None:
     """A check that needs searches and reads to reach the Core as the contract spells them
     names READ-018 when they do not (and its own rule stays unjudged)."""

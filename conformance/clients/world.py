@@ -28,6 +28,7 @@ GLACIER = (
     "".join(f"Glacier survey station {i} measured ice depth, melt rate and snow cover. " for i in range(2900)),
 )
 BILLING = ("Billing homepage binding", "Billing notes for the homepage binding of the second account. " * 10)
+OTHER_HUB = "https://hub-b.example"  # a second Hub's Agent Session on the same Core and route
 QUERIES = {
     "homepage": "homepage binding",
     "archive": "archive ledger reconciled",
@@ -117,6 +118,15 @@ class DirectClient:
             raise HarnessError(f"the Core found nothing for {QUERIES[doc]!r}: cannot hand the client a reference")
         return str(hints[0]["ref"])
 
+    def disarm(self, endpoint: str, times: int = 1) -> None:
+        """Take a canned answer the client left armed (it never sent the request a check armed it for):
+        the client's failure must not become the next check's answer."""
+        for _ in range(times):
+            if endpoint == "capabilities":
+                self.http.get(self.base + "/knowledge/capabilities")
+            else:
+                self.http.post(self.base + ("/turns" if endpoint == "turns" else f"/knowledge/{endpoint}"), json={})
+
     def close(self) -> None:
         self.http.close()
 
@@ -146,9 +156,15 @@ def build(control: Control, core_url: str, run: str) -> World:
     accounts: dict[str, str] = {}
 
     def connect(
-        key: str, account: str, on: str, *, route: str | None = None, token: str | None = None
+        key: str,
+        account: str,
+        on: str,
+        *,
+        route: str | None = None,
+        token: str | None = None,
+        hub: str | None = None,
     ) -> dict[str, Any]:
-        ident = control.mint(account, routes[on])
+        ident = control.mint(account, routes[on], hub=hub)
         conn = {
             "key": key,
             "route": route or routes[on],
@@ -175,4 +191,9 @@ def build(control: Control, core_url: str, run: str) -> World:
     connect("wrongroute", "alice", "main", route=routes["elsewhere"])  # a token of another workspace: 403
     connect("noroute", "alice", "main", route=f"hc{run}-absent")  # no workspace there: 404 route_unavailable
     connect("autoroute", "alice", "main", route="auto")  # an invalid route: 400 invalid_route
+    # Connections no check asks capabilities on before its own turn: what a client knows of one
+    # connection (or of another Hub on the same route) is no negotiation for another.
+    connect("fresh", "alice", "main")
+    connect("freshlegacy", "alice", "legacy404")
+    connect("otherhub", "alice", "main", hub=OTHER_HUB)
     return World(run, core_url.rstrip("/"), routes, connections, accounts)

@@ -224,11 +224,25 @@ class Control:
     def fault(self, kind: str, route: str | None = None, **extra: Any) -> None:
         self._request("POST", "/faults", {"kind": kind, **({"route": route} if route else {}), **extra})
 
-    def respond_next(self, route: str, endpoint: str, status: int, body: Any) -> None:
-        """The next request to ``endpoint`` on ``route`` gets this answer (control's respond_next fault)."""
+    def respond_next(
+        self, route: str, endpoint: str, status: int, body: Any = None, *, after: int = 0, text: str | None = None
+    ) -> None:
+        """The next request to ``endpoint`` on ``route`` gets this answer (control's respond_next fault):
+        after ``after`` such requests went through, and as ``text`` (not JSON) when given."""
         if not self.offers("faults.respond_next"):
             raise self._missing("faults.respond_next", "canned answers (the respond_next fault)")
-        self.fault("respond_next", route, endpoint=endpoint, status=status, body=body)
+        extra: dict[str, Any] = {}
+        if after:
+            if not self.offers("faults.respond_next.after"):
+                raise self._missing("faults.respond_next.after", "a canned answer mid-chain (respond_next after)")
+            extra["after"] = after
+        if text is not None:
+            if not self.offers("faults.respond_next.text"):
+                raise self._missing("faults.respond_next.text", "a canned answer that is not JSON (respond_next text)")
+            extra["text"] = text
+        else:
+            extra["body"] = body
+        self.fault("respond_next", route, endpoint=endpoint, status=status, **extra)
 
     def lost_responses(self, route: str) -> list[dict[str, Any]] | None:
         """What the lose faults fired on ``route`` withheld (status and body), oldest first; None when

@@ -3,6 +3,7 @@ reads, reference errors, accounts. Each check names the one requirement it saw b
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -25,7 +26,8 @@ from conformance.clients.rules import (
     TURN_009,
     TURN_010,
 )
-from conformance.clients.session import Session, client_failed, mapped, next_action, requests
+from conformance.clients.session import Session, client_failed, exchange, mapped, next_action, requests
+from conformance.clients.world import ARCHIVE, QUERIES
 from conformance.server.checks import describe
 from conformance.target import contract as C
 from conformance.target.outcomes import HarnessError
@@ -110,6 +112,8 @@ def test_authorization_failures_and_unknown_schemas_stay_errors(sdk: Session, ca
     answer = sdk.call("capabilities", connection=connection)
     asked = requests(sdk.wire.since(mark, route), "GET", "capabilities")
     if not asked:  # answered from a memo, or refused by the client itself
+        if status is not None:
+            sdk.world.direct(connection).disarm("capabilities")
         expect(not answer.ok, NEG_002, f"{case}: a capabilities result came back without a request to the Core")
         client_failed(f"{case}: the client sent no capabilities request to {route} ({answer.describe()})")
     seen = asked[0]["status"]
@@ -122,23 +126,155 @@ def test_authorization_failures_and_unknown_schemas_stay_errors(sdk: Session, ca
     NEG_001.held()  # an error, so not `supported: false` either: that answer is a successful result
 
 
+# case -> changes to a valid capabilities answer (None drops a member): each breaks one condition alone
+LIMIT_OUT_OF_BOUND = {
+    "search_max_hints": 4,
+    "search_max_bytes": 4097,
+    "read_default_max_bytes": 16385,
+    "read_min_max_bytes": 4095,
+    "read_max_max_bytes": 32769,
+    "reference_max_bytes": 4097,
+    "read_chain_max_bytes": 131073,
+    "reference_ttl_seconds": 301,
+}
+UNSUPPORTED_CAPABILITIES: dict[str, dict[str, Any]] = {
+    "no-capabilities-schema": {"schema_version": None},
+    "capabilities-schema-v2": {"schema_version": "bailing.agent-knowledge-capabilities.v2"},
+    "no-knowledge-schema": {"knowledge_schema_version": None},
+    "knowledge-schema-v2": {"knowledge_schema_version": "bailing.agent-knowledge.v2"},
+    "another-route": {"route": "ANOTHER"},
+    "no-route": {"route": None},
+    "modes-without-on-demand": {"delivery_modes": ["inline"]},
+    "modes-without-inline": {"delivery_modes": ["on_demand"]},
+    "no-modes": {"delivery_modes": None},
+    "no-limits": {"limits": None},
+    "no-enabled": {"enabled": None},
+    **{f"limit-{name}-out-of-bound": {"limits": {name: value}} for name, value in LIMIT_OUT_OF_BOUND.items()},
+    **{f"limit-{name}-absent": {"limits": {name: None}} for name in ("search_max_hints", "read_chain_max_bytes")},
+}
+
+
+def _changed_capabilities(sdk: Session, changes: dict[str, Any]) -> dict[str, Any]:
+    changes = {k: (sdk.world.routes["elsewhere"] if v == "ANOTHER" else v) for k, v in changes.items()}
+    limits = changes.pop("limits", {})
+    body = _capabilities_body(sdk, **changes)
+    if limits is None:
+        body.pop("limits", None)
+    else:
+        body["limits"] = {k: v for k, v in {**body["limits"], **limits}.items() if v is not None}
+    return body
+
+
 @requirement("NEG-003")
-@pytest.mark.parametrize("case", ["another-route", "no-on-demand-mode", "no-knowledge-schema", "no-limits"])
+@pytest.mark.parametrize("case", list(UNSUPPORTED_CAPABILITIES))
 def test_support_needs_every_condition(sdk: Session, case: str) -> None:
     route = sdk.world.route("canned")
-    variants: dict[str, dict[str, Any]] = {
-        "another-route": {"route": sdk.world.routes["elsewhere"]},
-        "no-on-demand-mode": {"delivery_modes": ["inline"]},
-        "no-knowledge-schema": {"knowledge_schema_version": None},
-        "no-limits": {"limits": None},
-    }
-    changes = variants[case]
-    sdk.control.respond_next(route, "capabilities", 200, _capabilities_body(sdk, **changes))
+    body = _changed_capabilities(sdk, UNSUPPORTED_CAPABILITIES[case])
+    sdk.control.respond_next(route, "capabilities", 200, body)
+    mark = sdk.wire.mark(route)
     answer = sdk.call("capabilities", connection="canned")
+    asked = requests(sdk.wire.since(mark, route), "GET", "capabilities")
+    if not asked:
+        sdk.world.direct("canned").disarm("capabilities")
+        client_failed(f"{case}: the client sent no capabilities request ({answer.describe()})")
     expect(
         not (answer.ok and answer.value["supported"] is True),
         NEG_003,
-        f"a capabilities answer with {case.replace('-', ' ')} was taken as supported: {answer.describe()}",
+        f"a capabilities answer with {case.replace('-', ' ')} was taken as supported: {answer.describe()}; "
+        f"judged {exchange(asked)}",
+    )
+
+
+@requirement("NEG-003")
+def test_enabled_false_is_the_protocol_with_knowledge_disabled(sdk: Session) -> None:
+    """ "enabled: false means the protocol exists but knowledge is disabled": supported, and disabled."""
+    route = sdk.world.route("canned")
+    sdk.control.respond_next(route, "capabilities", 200, _capabilities_body(sdk, enabled=False))
+    mark = sdk.wire.mark(route)
+    answer = sdk.call("capabilities", connection="canned")
+    asked = requests(sdk.wire.since(mark, route), "GET", "capabilities")
+    if not asked:
+        sdk.world.direct("canned").disarm("capabilities")
+        client_failed(f"the client sent no capabilities request ({answer.describe()})")
+    expect(
+        answer.ok and answer.value["supported"] is True and answer.value.get("enabled") is False,
+        NEG_003,
+        f"a valid capabilities answer with enabled false was not given back as supported and disabled: "
+        f"{answer.describe()}; judged {exchange(asked)}",
+    )
+
+
+# status class -> (status, body): on every call. Only 404/405/501 may become supported false, and only on
+# capabilities; a 404 with a specific code may by default (the seed names only the statuses), not under --strict.
+STATUSES: dict[str, tuple[int, Any]] = {
+    "401": (401, {"error": "unauthorized", "message": "bad token"}),
+    "403": (403, {"error": "route_not_allowed", "message": "not this workspace"}),
+    "404-plain": (404, {"error": "not_found", "message": "no such path"}),
+    "404-coded": (404, {"error": "route_unavailable", "message": "no workspace there"}),
+    "405": (405, {"error": "method_not_allowed", "message": "no"}),
+    "501": (501, {"error": "not_implemented", "message": "no"}),
+    "500": (500, {"error": "internal_error", "message": "unexpected failure"}),
+    "502": (502, {"error": "bad_gateway", "message": "upstream"}),
+    "503": (503, {"error": "knowledge_unavailable", "message": "try later"}),
+    "200-not-json": (200, "TEXT"),
+    "500-not-json": (500, "TEXT"),
+}
+
+
+@requirement("NEG-001", "NEG-002", "SRCH-012")
+@pytest.mark.parametrize("call", ["capabilities", "search", "read"])
+@pytest.mark.parametrize("case", list(STATUSES))
+def test_every_status_class_on_every_call(sdk: Session, call: str, case: str) -> None:
+    status, body = STATUSES[case]
+    route = sdk.world.route("canned")
+    inputs: dict[str, Any] = {}
+    if call != "capabilities":
+        direct = sdk.world.direct("canned")
+        run = direct.turn()["run_id"]
+        inputs = (
+            {"query": "homepage binding", "runId": run}
+            if call == "search"
+            else {
+                "ref": direct.ref(run, "homepage"),
+                "runId": run,
+            }
+        )
+    if body == "TEXT":
+        sdk.control.respond_next(route, call, status, text="<html>gateway says hello</html>")
+    else:
+        sdk.control.respond_next(route, call, status, body)
+    mark = sdk.wire.mark(route)
+    answer = sdk.call(call, connection="canned", **({"input": inputs} if inputs else {}))
+    sent = requests(sdk.wire.since(mark, route), "GET" if call == "capabilities" else "POST", call)
+    if not sent:
+        sdk.world.direct("canned").disarm(call)
+        client_failed(f"{call} {case}: the client sent no request ({answer.describe()})")
+    judged = f"judged {exchange(sent[:1])}"
+    if answer.ok and any(e.get("status") == 200 for e in sent[1:]):
+        return  # the client asked again and the Core itself answered: a real result, not the failure's
+    if call == "capabilities":
+        legacy = case in ("404-plain", "405", "501") or (case == "404-coded" and not sdk.strict)
+        if answer.ok and answer.value.get("supported") is False and legacy:
+            NEG_001.held()
+            NEG_002.held()
+            return
+        expect(
+            not (case in ("404-plain", "405", "501") and answer.ok),
+            NEG_001,
+            f"an old endpoint's HTTP {status} gave {answer.describe()}; {judged}",
+        )
+        expect(
+            not answer.ok,
+            NEG_002,
+            f"HTTP {status} ({case}) became a capabilities result: {answer.describe()}; {judged}",
+        )
+        NEG_001.held()
+        return
+    rule = SRCH_012 if case == "503" else NEG_002
+    expect(
+        not answer.ok,
+        rule,
+        f"a {call} the Core answered HTTP {status} ({case}) was given back as a result: {answer.describe()}; {judged}",
     )
 
 
@@ -164,6 +300,51 @@ def test_negotiate_then_on_demand_when_supported(sdk: Session) -> None:
     )
 
 
+@requirement("NEG-004", "TURN-002")
+@pytest.mark.parametrize("connection", ["freshlegacy", "otherhub"])
+def test_negotiation_is_per_connection(sdk: Session, connection: str) -> None:
+    """What the client learnt on another connection (another workspace, or another Hub's Agent Session
+    on the same route) is no negotiation: a negotiated turn asks capabilities for its own connection."""
+    sdk.call("capabilities", connection="main")  # a supported Core on another connection, asked first
+    route = sdk.world.route(connection)
+    mark = sdk.wire.mark(route)
+    answer = sdk.turn(connection, "negotiate")
+    wire = sdk.wire.since(mark, route)
+    session = sdk.world.connections[connection]["binding"]["sessionId"]
+    own = [e for e in wire if e.get("session_id") in (None, session)]
+    turns, asked = requests(own, "POST", "turns"), requests(own, "GET", "capabilities")
+    if not turns:
+        client_failed(f"the negotiated turn on {connection} sent no turn ({answer.describe()})")
+    first_turn = own.index(turns[0])
+    expect(
+        any(own.index(a) < first_turn for a in asked),
+        NEG_004,
+        f"the negotiated turn on {connection} was not preceded by its own capabilities request: "
+        f"{answer.describe()}; judged {exchange(own)}",
+    )
+    delivery = (turns[0].get("body") or {}).get("knowledge_delivery")
+    if connection == "freshlegacy":
+        expect(delivery is None, NEG_004, f"a legacy Core got knowledge_delivery: {exchange(turns[:1])}")
+    else:
+        expect(delivery == "on_demand", TURN_002, f"a supported Core got no on_demand: {exchange(turns[:1])}")
+
+
+@requirement("TURN-002")
+def test_on_demand_on_a_connection_that_never_asked_capabilities(sdk: Session) -> None:
+    """The host option alone emits on_demand: no capabilities answer of this connection is needed for it."""
+    route = sdk.world.route("fresh")
+    mark = sdk.wire.mark(route)
+    answer = sdk.turn("fresh", "on_demand")
+    turns = requests(sdk.wire.since(mark, route), "POST", "turns")
+    expect(turns, TURN_002, f"the on_demand turn sent no turn request: {answer.describe()}")
+    expect(
+        (turns[0].get("body") or {}).get("knowledge_delivery") == "on_demand",
+        TURN_002,
+        f"the on_demand host option did not emit knowledge_delivery on a connection that never asked "
+        f"capabilities: {answer.describe()}; judged {exchange(turns[:1])}",
+    )
+
+
 @requirement("NEG-004")
 def test_a_legacy_core_gets_a_turn_without_knowledge_delivery(sdk: Session) -> None:
     route = sdk.world.route("legacy404")
@@ -179,17 +360,18 @@ def test_a_legacy_core_gets_a_turn_without_knowledge_delivery(sdk: Session) -> N
     expect(answer.ok, NEG_004, f"the turn on a legacy Core failed: {answer.describe()}")
 
 
+@pytest.mark.parametrize("text", ["homepage binding", QUERIES["archive"]], ids=["short", "long"])
 @pytest.mark.parametrize(
     "delivery",
     [pytest.param("inline", marks=requirement("TURN-009")), pytest.param("negotiate", marks=requirement("TURN-010"))],
 )
-def test_a_legacy_turns_inline_bodies_are_kept(sdk: Session, delivery: str) -> None:
+def test_a_legacy_turns_inline_bodies_are_kept(sdk: Session, delivery: str, text: str) -> None:
     """inline: the legacy body is kept (TURN-009); negotiate, where on_demand was asked for locally: it is
     not stripped for that (TURN-010)."""
     rule = TURN_009 if delivery == "inline" else TURN_010
     route = sdk.world.route("legacy404")
     mark = sdk.wire.mark(route)
-    answer = sdk.turn("legacy404", delivery)
+    answer = sdk.turn("legacy404", delivery, text=text)
     turns = requests(sdk.wire.since(mark, route), "POST", "turns")
     expect(
         not any("knowledge_delivery" in (t.get("body") or {}) for t in turns),
@@ -239,25 +421,45 @@ def test_delivery_comes_from_the_host_option_only(sdk: Session) -> None:
 
 
 @requirement("TURN-005")
-def test_delivery_is_pinned_across_a_lost_response(sdk: Session) -> None:
+def test_delivery_is_pinned_across_lost_responses(sdk: Session) -> None:
+    """The turn commits and its response is lost, then the retry's answer is lost too (a 503 before the
+    Core): the pin holds on every retry, each under the connection's own identity."""
     route = sdk.world.route("main")
     ids = sdk.world.turn_ids("pinned")
     mark = sdk.wire.mark(route)
     sdk.control.fault("lose_next_turn_response", route)
+    sdk.control.respond_next(route, "turns", 503, {"error": "unavailable", "message": "lost again"}, after=1)
     answer = sdk.turn("main", "on_demand", ids=ids)
-    if not answer.ok:  # the SDK gave the loss back: its caller retries the same turn
+    for _ in range(2):  # the SDK gave the loss back: its caller retries the same turn
+        if answer.ok:
+            break
         answer = sdk.turn("main", "on_demand", ids=ids)
     again = sdk.turn("main", "inline", ids=ids)  # the caller retries with another option: the original choice holds
     turns = requests(sdk.wire.since(mark, route), "POST", "turns")
+    if len(turns) < 2:
+        sdk.world.direct("main").disarm("turns", 2 - len(turns))
+    if not turns:
+        client_failed(f"the client sent no turn request: {answer.describe()}")
     lost = [r for r in sdk.control.lost(route) if r["body"].get("run_id")]
     if not lost:
         raise HarnessError("the lose-response fault did not fire: nothing to compare the retry with")
     bodies = [t.get("body") for t in turns]
-    expect(len(turns) >= 2, TURN_005, f"the turn was not retried after its response was lost ({len(turns)} request(s))")
+    expect(
+        len(turns) >= 3,
+        TURN_005,
+        f"the turn was not retried after both lost responses ({len(turns)} request(s)): {answer.describe()}",
+    )
     expect(
         all(b == bodies[0] for b in bodies),
         TURN_005,
-        f"a retry of the same turn changed its payload: {[describe(b) for b in bodies]}",
+        f"a retry of the same turn changed its payload: {exchange(turns)}",
+    )
+    conn = sdk.world.connections["main"]
+    expect(
+        all(e.get("account") in (None, sdk.world.accounts["main"]) for e in turns)
+        and all(e.get("session_id") in (None, conn["binding"]["sessionId"]) for e in turns),
+        TURN_005,
+        f"a retry went out under another identity: {[(e.get('account'), e.get('session_id')) for e in turns]}",
     )
     expect(
         answer.ok and answer.value["run_id"] == lost[-1]["body"]["run_id"],
@@ -275,11 +477,12 @@ def test_delivery_is_pinned_across_a_lost_response(sdk: Session) -> None:
 
 
 # ---------------------------------------------------------------- search / read
-def _fresh_ref(sdk: Session, doc: str) -> tuple[str, str, str, Any]:
-    """``(route, run, ref, mark)`` on the main connection: a run started and a reference to ``doc``
-    found directly on the Core (not through the client), then a mark in the wire transcript."""
-    route = sdk.world.route("main")
-    direct = sdk.world.direct("main")
+def _fresh_ref(sdk: Session, doc: str, connection: str = "main") -> tuple[str, str, str, Any]:
+    """``(route, run, ref, mark)`` on ``connection``: a run started and a reference to ``doc``
+    found directly on the Core (not through the client), then a mark in the wire transcript.
+    Checks that arm canned answers use the canned connection: one left armed harms no other check."""
+    route = sdk.world.route(connection)
+    direct = sdk.world.direct(connection)
     run = direct.turn()["run_id"]
     ref = direct.ref(run, doc)
     return route, run, ref, sdk.wire.mark(route)
@@ -351,24 +554,180 @@ def test_unavailability_is_not_an_empty_corpus(sdk: Session, how: str) -> None:
     )
 
 
-@requirement("READ-012")
-def test_a_budget_exhausted_chain_is_not_a_full_read(sdk: Session) -> None:
+@requirement("READ-018")
+@pytest.mark.parametrize("max_bytes", [4095, 4096, 32768, 32769, "4096", 4096.5, None], ids=str)
+def test_max_bytes_at_and_past_both_ends(sdk: Session, max_bytes: Any) -> None:
+    """In range (4096, 32768 included) maxBytes goes out as max_bytes, exactly; out of range or of the wrong
+    JSON type the client may refuse it locally or send it (the Core refuses or clamps), never drop or change
+    it into another valid request; ``None``: a read without maxBytes sends no max_bytes."""
+    route, run, ref, mark = _fresh_ref(sdk, "archive")
+    data: dict[str, Any] = {"ref": ref, "runId": run}
+    if max_bytes is not None:
+        data["maxBytes"] = max_bytes
+    page = sdk.call("read", connection="main", input=data)
+    reads = requests(sdk.wire.since(mark, route), "POST", "read")
+    valid = isinstance(max_bytes, int) and C.READ_MIN_MAX_BYTES <= max_bytes <= C.READ_MAX_MAX_BYTES
+    if not reads:
+        expect(
+            not valid and max_bytes is not None and not page.ok,
+            READ_018,
+            f"maxBytes {max_bytes!r} sent no read: {page.describe()}",
+        )
+        return
+    body = reads[0].get("body") or {}
+    mapped(reads)
+    if max_bytes is None:
+        expect("max_bytes" not in body, READ_018, f"a read without maxBytes sent one: {exchange(reads[:1])}")
+    elif valid:
+        expect(
+            body.get("max_bytes") == max_bytes and type(body.get("max_bytes")) is int,
+            READ_018,
+            f"maxBytes {max_bytes} did not reach the wire as max_bytes {max_bytes}: {exchange(reads[:1])}",
+        )
+        expect(page.ok, READ_018, f"a read with maxBytes {max_bytes} failed: {page.describe()}")
+    else:
+        expect(
+            "max_bytes" in body and (body["max_bytes"] == max_bytes or str(body["max_bytes"]) == str(max_bytes)),
+            READ_018,
+            f"maxBytes {max_bytes!r} was dropped or changed on the wire (not refused): {exchange(reads[:1])}",
+        )
+
+
+def _claims_full(description: Any) -> bool:
+    words = set(re.findall(r"[a-z]+", str(description or "").lower()))
+    return bool(words & {"full", "fully", "complete", "completely", "entire", "whole"}) and not (
+        words & {"partial", "partially", "incomplete", "not", "truncated", "budget", "stopped"}
+    )
+
+
+@requirement("READ-012", "READ-018")
+@pytest.mark.parametrize("max_bytes", [None, 4096, 32768], ids=["default", "smallest", "largest"])
+def test_a_budget_exhausted_chain_is_not_a_full_read(sdk: Session, max_bytes: int | None) -> None:
     route, run, ref, mark = _fresh_ref(sdk, "glacier")
-    answer = sdk.call("read_all", connection="main", input={"ref": ref, "runId": run})
+    data: dict[str, Any] = {"ref": ref, "runId": run, **({"maxBytes": max_bytes} if max_bytes else {})}
+    answer = sdk.call("read_all", connection="main", input=data)
     reads = requests(sdk.wire.since(mark, route), "POST", "read")
     mapped(reads)
+    if max_bytes is not None:
+        expect(
+            all((e.get("body") or {}).get("max_bytes") == max_bytes for e in reads),
+            READ_018,
+            f"a chain asked with maxBytes {max_bytes} sent other pages: {exchange(reads)}",
+        )
     if not answer.ok:
         client_failed(f"read_all failed, so nothing says how much was read: {answer.describe()}")
     expect(reads, READ_012, "read_all answered without reading")
+    value = answer.value
     expect(
-        answer.value["complete"] is False,
+        value["complete"] is False,
         READ_012,
-        f"a chain over the {C.READ_CHAIN_MAX_BYTES}-byte budget was called complete after {len(reads)} page(s): {answer.describe()}",
+        f"a chain over the {C.READ_CHAIN_MAX_BYTES}-byte budget was called complete after {len(reads)} page(s): "
+        f"{answer.describe()}; judged {exchange(reads[-1:])}",
     )
     expect(
-        answer.value["budget_exhausted"] is True or answer.value["truncated"] is True,
+        value["truncated"] is True,
         READ_012,
-        f"a chain stopped by the budget says neither budget_exhausted nor truncated: {answer.describe()}",
+        f"a chain stopped by the budget does not stay truncated: {answer.describe()}; judged {exchange(reads[-1:])}",
+    )
+    expect(
+        not _claims_full(value.get("description")),
+        READ_012,
+        f"a chain stopped by the budget is described as a full read: {value.get('description')!r}",
+    )
+
+
+@requirement("READ-012")
+@pytest.mark.parametrize("max_bytes", [4096, 32768], ids=["smallest", "largest"])
+def test_a_chain_under_the_budget_reads_the_whole_revision(sdk: Session, max_bytes: int) -> None:
+    route, run, ref, mark = _fresh_ref(sdk, "archive")
+    answer = sdk.call("read_all", connection="main", input={"ref": ref, "runId": run, "maxBytes": max_bytes})
+    reads = requests(sdk.wire.since(mark, route), "POST", "read")
+    mapped(reads)
+    if not answer.ok:
+        client_failed(f"read_all of a document under the budget failed: {answer.describe()}")
+    value = answer.value
+    expect(
+        not value["complete"] or value["content"] == ARCHIVE[1],
+        READ_012,
+        f"a chain called complete did not read the whole revision ({len(value['content'])} of {len(ARCHIVE[1])} "
+        f"characters): {answer.describe()}",
+    )
+
+
+# family -> (status, body) of a reference error that breaks a chain after its first page
+CHAIN_ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
+    "expired": (410, {"error": "knowledge_reference_expired", "message": "expired"}),
+    "invalid": (400, {"error": "knowledge_reference_invalid", "message": "invalid"}),
+    "revision-changed": (409, {"error": "knowledge_revision_changed", "message": "changed"}),
+    "scope-changed": (409, {"error": "knowledge_scope_changed", "message": "changed"}),
+    "binding-mismatch": (403, {"error": "knowledge_reference_mismatch", "message": "another binding"}),
+}
+
+
+@requirement("REF-013")
+@pytest.mark.parametrize("family", list(CHAIN_ERRORS))
+def test_a_chain_broken_by_a_reference_error_says_search_again(sdk: Session, family: str) -> None:
+    """read_all stops on the error: it answers the error (next_action search_knowledge), or what it read
+    with complete false and that error in ``error``; it never replays the read or a turn."""
+    route, run, ref, _ = _fresh_ref(sdk, "archive", "canned")
+    status, body = CHAIN_ERRORS[family]
+    sdk.control.respond_next(route, "read", status, body, after=1)
+    mark = sdk.wire.mark(route)
+    answer = sdk.call("read_all", connection="canned", input={"ref": ref, "runId": run, "maxBytes": 4096})
+    wire = sdk.wire.since(mark, route)
+    reads, turns = requests(wire, "POST", "read"), requests(wire, "POST", "turns")
+    mapped(reads)
+    if len(reads) < 2:
+        sdk.world.direct("canned").disarm("read", 2 - len(reads))
+        client_failed(f"read_all did not reach the chain's second page: {answer.describe()}")
+    stopped = answer.error if not answer.ok else answer.value.get("error")
+    action = next_action(answer) if not answer.ok else (stopped or {}).get("next_action")
+    expect(
+        not answer.ok or answer.value["complete"] is False,
+        REF_013,
+        f"a chain broken by {body['error']} was called complete: {answer.describe()}",
+    )
+    expect(
+        action == "search_knowledge",
+        REF_013,
+        f"a chain broken by {body['error']} does not say to search again (next_action {action!r}): "
+        f"{answer.describe()}; judged {exchange(reads[1:2])}",
+    )
+    expect(
+        len(reads) == 2 and not turns,
+        REF_013,
+        f"after the reference error the chain replayed: {len(reads)} read(s), {len(turns)} turn(s)",
+    )
+
+
+@requirement("SRCH-012")
+@pytest.mark.parametrize("where", ["read", "chain"])
+def test_an_unavailable_read_is_not_an_empty_page(sdk: Session, where: str) -> None:
+    route, run, ref, _ = _fresh_ref(sdk, "archive", "canned")
+    body = {"error": "knowledge_unavailable", "message": "try later"}
+    sdk.control.respond_next(route, "read", 503, body, after=0 if where == "read" else 1)
+    mark = sdk.wire.mark(route)
+    cmd = "read" if where == "read" else "read_all"
+    answer = sdk.call(cmd, connection="canned", input={"ref": ref, "runId": run, "maxBytes": 4096})
+    reads = requests(sdk.wire.since(mark, route), "POST", "read")
+    mapped(reads)
+    if len(reads) < (1 if where == "read" else 2):
+        sdk.world.direct("canned").disarm("read", (1 if where == "read" else 2) - len(reads))
+        client_failed(f"the {cmd} did not reach the page that answers 503: {answer.describe()}")
+    failed_at = next((i for i, e in enumerate(reads) if e.get("status") == 503), len(reads))
+    if (
+        answer.ok
+        and any(e.get("status") == 200 for e in reads[failed_at + 1 :])
+        and (where == "read" or len(reads) > failed_at + 1)
+    ):
+        if where == "read" or answer.value["complete"] is False or answer.value["content"] == ARCHIVE[1]:
+            SRCH_012.held()  # the client read the page again and the Core itself answered it
+            return
+    expect(
+        not answer.ok or (where == "chain" and answer.value["complete"] is False),
+        SRCH_012,
+        f"a {cmd} the Core answered 503 unavailable was given back as a result: {answer.describe()}; "
+        f"judged {exchange([e for e in reads if e.get('status') == 503][:1])}",
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from conformance.clients.rules import HOST_001, HOST_002, HOST_003, HOST_004, HOST_005
-from conformance.clients.session import Session, client_failed, hints, mapped, requests
+from conformance.clients.session import Session, client_failed, exchange, hints, mapped, requests
 from conformance.server.checks import describe
 from conformance.target.rules import expect
 
@@ -80,6 +80,37 @@ def test_inputs_accept_snake_case_aliases(host: Session) -> None:
     )
 
 
+@requirement("HOST-002")
+@pytest.mark.parametrize("spellings", ["agreeing", "conflicting"])
+def test_both_alias_spellings_in_one_call(host: Session, spellings: str) -> None:
+    """maxBytes and max_bytes together: agreeing, the call runs with that value; conflicting, the host
+    refuses the input or sends one of the two values, never both names or another value."""
+    route = host.world.route("host")
+    _current_run(host, "host")
+    mark = host.wire.mark(route)
+    ref = hints(host, host.host("searchKnowledge", {"query": "archive ledger"}, "host"), mark, route)[0]["ref"]
+    other = 4096 if spellings == "agreeing" else 8192
+    mark = host.wire.mark(route)
+    page = host.host("readKnowledge", {"ref": ref, "maxBytes": 4096, "max_bytes": other}, "host")
+    reads = requests(host.wire.since(mark, route), "POST", "read")
+    body = (reads[0].get("body") or {}) if reads else {}
+    if spellings == "agreeing":
+        expect(
+            page.ok and reads and body.get("max_bytes") == 4096,
+            HOST_002,
+            f"readKnowledge with agreeing maxBytes and max_bytes did not read with 4096: {page.describe()}; "
+            f"judged {exchange(reads[:1])}",
+        )
+    else:
+        expect(
+            (not reads and not page.ok) or body.get("max_bytes") in (4096, 8192),
+            HOST_002,
+            f"conflicting maxBytes and max_bytes neither refused nor one of them on the wire: {page.describe()}; "
+            f"judged {exchange(reads[:1])}",
+        )
+    expect("maxBytes" not in body, HOST_002, f"an alias went out as given: {exchange(reads[:1])}")
+
+
 @requirement("HOST-003")
 def test_the_connection_key_chooses_the_identity(host: Session) -> None:
     route = host.world.route("host")
@@ -113,36 +144,71 @@ def test_a_cancelled_signal_sends_nothing(host: Session) -> None:
     expect(not sent, HOST_003, f"a call with an aborted signal still sent {len(sent)} request(s)")
 
 
+DIMENSIONS = ["hubUrl", "clientAppId", "sessionId", "workspace", "connection"]
+CALLS = ["getKnowledgeCapabilities", "searchKnowledge", "readKnowledge"]
+
+
+def _changed_in(host: Session, binding: dict[str, Any], dimension: str) -> dict[str, Any]:
+    """The binding with one dimension changed alone (``connection``: another connection's binding)."""
+    if dimension == "connection":
+        return dict(host.world.connections["host2"]["binding"])
+    if dimension == "sessionId":
+        return _changed(binding)
+    value = {
+        "hubUrl": "https://hub-b.example",
+        "clientAppId": "another-client-app",
+        "workspace": host.world.routes["elsewhere"],
+    }
+    return {**binding, dimension: value[dimension]}
+
+
+def _call_input(host: Session, call: str) -> dict[str, Any]:
+    if call == "getKnowledgeCapabilities":
+        return {}
+    if call == "searchKnowledge":
+        return {"query": "homepage binding"}
+    route = host.world.route("host")
+    mark = host.wire.mark(route)
+    return {
+        "ref": hints(host, host.host("searchKnowledge", {"query": "homepage binding"}, "host"), mark, route)[0]["ref"]
+    }
+
+
 @requirement("HOST-004")
-def test_the_binding_is_checked_before_the_request(host: Session) -> None:
+@pytest.mark.parametrize("dimension", DIMENSIONS)
+@pytest.mark.parametrize("call", CALLS)
+def test_the_binding_is_checked_before_the_request(host: Session, call: str, dimension: str) -> None:
     route = host.world.route("host")
     _current_run(host, "host")
+    data = _call_input(host, call)
     binding = host.world.connections["host"]["binding"]
     mark = host.wire.mark(route)
-    answer = host.host("searchKnowledge", {"query": "homepage binding"}, "host", binding=_changed(binding))
+    answer = host.host(call, data, "host", binding=_changed_in(host, binding, dimension))
     sent = host.wire.since(mark, route)
     expect(
         not answer.ok and answer.kind == "binding_changed",
         HOST_004,
-        f"a call whose expectedBinding is not the connection's answered {answer.describe()}",
+        f"{call} whose expectedBinding differs in {dimension} answered {answer.describe()}",
     )
-    expect(not sent, HOST_004, f"a call with another binding still sent {len(sent)} request(s)")
+    expect(not sent, HOST_004, f"{call} with another {dimension} still sent: {exchange(sent)}")
 
 
 @requirement("HOST-004")
-@pytest.mark.parametrize("call", ["getKnowledgeCapabilities", "searchKnowledge"])
-def test_the_binding_is_checked_again_after_the_request(host: Session, call: str) -> None:
+@pytest.mark.parametrize("dimension", DIMENSIONS)
+@pytest.mark.parametrize("call", CALLS)
+def test_the_binding_is_checked_again_after_the_request(host: Session, call: str, dimension: str) -> None:
     route = host.world.route("host")
     _current_run(host, "host")
+    data = _call_input(host, call)
     binding = host.world.connections["host"]["binding"]
-    host.call("rebind", connection="host", binding=_changed(binding), when="during_next_request")
+    host.call("rebind", connection="host", binding=_changed_in(host, binding, dimension), when="during_next_request")
     mark = host.wire.mark(route)
     try:
-        answer = host.host(call, {"query": "homepage binding"} if call == "searchKnowledge" else {}, "host")
+        answer = host.host(call, data, "host")
         sent = host.wire.since(mark, route)
     finally:
         host.call("rebind", connection="host", binding=binding, when="now")
-    mapped(requests(sent, "POST", "search"))
+    mapped(requests(sent, "POST", "search") + requests(sent, "POST", "read"))
     if not sent:
         client_failed(
             f"the host's {call} sent no request, so its binding never changed underneath it: {answer.describe()}"
@@ -150,7 +216,8 @@ def test_the_binding_is_checked_again_after_the_request(host: Session, call: str
     expect(
         not answer.ok and answer.kind == "binding_changed",
         HOST_004,
-        f"the binding changed during the request and the call still answered {answer.describe()}",
+        f"the binding's {dimension} changed during {call} and the call still answered {answer.describe()}; "
+        f"judged {exchange(sent)}",
     )
 
 

@@ -11,8 +11,12 @@ import { createInterface } from 'node:readline'
 
 const PROTOCOL = 'knowledge-harness.v1'
 const UNSUPPORTED = new Set([404, 405, 501])
-const LIMITS = ['search_max_hints', 'search_max_bytes', 'read_default_max_bytes', 'read_min_max_bytes',
-  'read_max_max_bytes', 'reference_max_bytes', 'read_chain_max_bytes', 'reference_ttl_seconds']
+// each limit and its bounds [lowest, highest] (seed 000's numbers)
+const LIMITS = {
+  search_max_hints: [1, 3], search_max_bytes: [1, 4096], read_default_max_bytes: [16384, 16384],
+  read_min_max_bytes: [4096, 4096], read_max_max_bytes: [32768, 32768], reference_max_bytes: [1, 4096],
+  read_chain_max_bytes: [1, 131072], reference_ttl_seconds: [1, 300]
+}
 const CHAIN_BUDGET = 131072
 
 class Failure extends Error {
@@ -48,7 +52,10 @@ class Sdk {
 
   error ({ status, json }) {
     const code = json && typeof json.error === 'string' ? json.error : `http_${status}`
-    const nextAction = (json && (json.next_action ?? json.feedback?.next_action)) ?? null
+    const given = (json && (json.next_action ?? json.feedback?.next_action)) ?? null
+    // a reference error's feedback says to search again, whether or not the Core said so (seed 000)
+    const reference = /^knowledge_(reference_.+|.*changed)$/.test(code)
+    const nextAction = given ?? (reference ? 'search_knowledge' : null)
     return new Failure('core_error', (json && json.message) || `HTTP ${status}`, { status, code, next_action: nextAction })
   }
 
@@ -62,7 +69,8 @@ class Sdk {
     const ok = b.schema_version === 'bailing.agent-knowledge-capabilities.v1' &&
       b.knowledge_schema_version === 'bailing.agent-knowledge.v1' && b.route === this.route &&
       typeof b.enabled === 'boolean' && modes.includes('inline') && modes.includes('on_demand') &&
-      b.limits && LIMITS.every((k) => Number.isInteger(b.limits[k]))
+      b.limits && Object.entries(LIMITS).every(([k, [lo, hi]]) =>
+      Number.isInteger(b.limits[k]) && b.limits[k] >= lo && b.limits[k] <= hi)
     if (!ok) throw new Failure('invalid_response', 'unsupported capabilities answer (schema, route, modes or limits)')
     return { supported: true, enabled: b.enabled, limits: b.limits }
   }
@@ -88,6 +96,7 @@ class Sdk {
     if (data.limit !== undefined) body.limit = data.limit
     const answer = await this.request('POST', '/knowledge/search', body)
     if (answer.status !== 200) throw this.error(answer)
+    if (!answer.json || typeof answer.json !== 'object') throw new Failure('invalid_response', 'the search answer is not a JSON object')
     return answer.json // status unavailable/partial is passed on as it is: never an empty corpus
   }
 
@@ -98,6 +107,7 @@ class Sdk {
     if (data.cursor) body.cursor = data.cursor
     const answer = await this.request('POST', '/knowledge/read', body)
     if (answer.status !== 200) throw this.error(answer)
+    if (!answer.json || typeof answer.json !== 'object') throw new Failure('invalid_response', 'the read answer is not a JSON object')
     return answer.json
   }
 
