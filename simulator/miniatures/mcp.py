@@ -12,7 +12,7 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from knowledge_schemas.mcp import AGENT_TOOLS, KNOWLEDGE_TOOLS
+from knowledge_schemas.mcp import AGENT_TOOLS, KNOWLEDGE_TOOLS, tool_schema
 from simulator.mcp.jobs import JobTools
 from simulator.mcp.tools import AgentTools, Session, ToolError
 
@@ -111,6 +111,18 @@ class McpOwnPageSize(AgentTools):
         return await super().read(session, run_id, {"max_bytes": 8192, **arguments})
 
 
+class McpSearchKnowledgeListed(AgentTools):
+    """tools/list names the hidden search_knowledge tool (still callable as before)."""
+
+    def tools(self) -> list[types.Tool]:
+        listed = types.Tool(
+            name="search_knowledge",
+            description="Search or read published Knowledge revisions.",
+            input_schema=tool_schema("search-knowledge-input"),
+        )
+        return [*super().tools(), listed]
+
+
 AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_missing_flag": McpMissingFlag,
     "mcp_no_structured_content": McpNoStructuredContent,
@@ -119,6 +131,7 @@ AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_differs_from_http": McpDiffersFromHttp,
     "mcp_error_as_jsonrpc": McpErrorAsJsonRpc,
     "mcp_own_page_size": McpOwnPageSize,
+    "mcp_search_knowledge_listed": McpSearchKnowledgeListed,
 }
 JOB_MINIATURES: dict[str, type[JobTools]] = {"mcp_knowledge_on_job_path": McpKnowledgeOnJobPath}
 MINIATURES: dict[str, type[AgentTools] | type[JobTools]] = {**AGENT_MINIATURES, **JOB_MINIATURES}
