@@ -110,6 +110,7 @@ class SkWorld:
 
     def search(self, query: str, who: str = "alice", **extra: Any) -> Answer:
         answer = self.ask({"query": query, **extra}, who)
+        _typed(answer, "knowledge_search", SK_017)
         expect(answer.ok, SK_001, f"query search {extra} failed: {answer.raw}")
         errors = load_registry().errors("search-knowledge-search-result", answer.body)
         expect(not errors, SK_017, f"the query result is not knowledge_search: {errors[:3]}")
@@ -122,11 +123,22 @@ class SkWorld:
 
     def read(self, who: str = "alice", **arguments: Any) -> dict[str, Any]:
         answer = self.ask(arguments, who)
+        _typed(answer, "knowledge", SK_018)
         expect(answer.ok, SK_001, f"addressed read {arguments} failed: {answer.raw}")
         errors = load_registry().errors("search-knowledge-read-result", answer.body)
         expect(not errors, SK_018, f"the addressed result is not type knowledge: {errors[:3]}")
         assert answer.body is not None
         return answer.body
+
+
+def _typed(answer: Answer, kind: str, requirement: Rule) -> None:
+    """A success (no error, no code) of another ``type`` breaks the result shape, not the call shape."""
+    if answer.body is not None and not answer.is_error and not answer.codes:
+        expect(
+            answer.body.get("type") == kind,
+            requirement,
+            f"a successful answer has type {answer.body.get('type')!r}, not {kind!r}",
+        )
 
 
 STRICT_EXCERPT = 2000  # characters of a result's excerpt under strict (the seed says "bounded excerpt")
@@ -707,8 +719,8 @@ def test_read_only_no_audit_event(sk: SkWorld) -> None:
     before = control.audit()
     if before is None:
         pytest.skip("not verified: the control extension does not show the Knowledge audit log")
-    answers = [
-        sk.search(sk.corpus.token("many")),
+    answers = [  # asked, not searched: the audit envelope is judged before the result's shape
+        sk.ask({"query": sk.corpus.token("many")}),
         sk.ask({"knowledge_item_id": "sk-window"}),
         sk.ask({"knowledge_item_id": "sk-no-such-item"}),
     ]
