@@ -38,6 +38,7 @@ FAST = (
     "mcp_identity_argument_honoured",
     "mcp_differs_from_http",
     "sk_alpha_inverted",
+    "sk_semantic_is_lexical",
 )
 CHOSEN = detection.selected(QUIRKS, FAST)
 

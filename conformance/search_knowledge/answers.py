@@ -141,6 +141,7 @@ class Corpus:
 
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     texts: dict[str, str] = field(default_factory=dict)  # item -> content of its first revision
+    titles: dict[str, str] = field(default_factory=dict)  # item -> title of its first revision
     bases: dict[str, str] = field(default_factory=dict)  # item -> base
 
     def token(self, name: str) -> str:
@@ -149,6 +150,12 @@ class Corpus:
     @property
     def direction_query(self) -> str:
         return "deploying " + self.token("dir")
+
+    @property
+    def evidence_query(self) -> str:
+        """A query whose rare term only ``sk-exact`` holds, and whose other word no document holds
+        whole: ``sk-meaning`` holds only other forms of it (a stem and character n-grams shared)."""
+        return "photography " + self.token("exact")
 
     def build(self) -> list[dict[str, Any]]:
         dir_token = self.token("dir")
@@ -185,6 +192,14 @@ class Corpus:
                 "deploy deployed deployment deployments deploys redeploy redeployed deployer deployable",
             ),
             "sk-both": (MAIN, "Deploying guide", f"deploying {dir_token} deployment deploy deployed steps and checks"),
+            # evidence of one kind only, for the evidence query: an exact rare term in unrelated text,
+            # and meaning without a shared whole word (forms of the query's word, sharing its stem)
+            "sk-exact": (MAIN, "Parking rota", f"{filler} {self.token('exact')} {filler}"),
+            "sk-meaning": (
+                MAIN,
+                "Studio portfolio",
+                "photographer photographic photographed photographs photograph photographers photographing",
+            ),
             "sk-window": (MAIN, "Window text", "".join(WINDOW_PIECES * 24)),
             "sk-long": (MAIN, "Long text", "".join(WINDOW_PIECES * 500)),
             "sk-evolving": (MAIN, "Evolving", f"first revision {self.token('first')} of an item that changes"),
@@ -201,8 +216,8 @@ class Corpus:
                 f"Filler {i}",
                 f"{self.token('many')} filler document {i} " + "word " * i,
             )
-        for item, (base, _, content) in items.items():
-            self.texts[item], self.bases[item] = content, base
+        for item, (base, title, content) in items.items():
+            self.texts[item], self.titles[item], self.bases[item] = content, title, base
         bases: dict[str, list[dict[str, Any]]] = {}
         for item, (base, title, content) in items.items():
             bases.setdefault(base, []).append({"id": item, "title": title, "content": content})

@@ -291,9 +291,11 @@ class KnowledgeControl:
             feature=("knowledge", "the search_knowledge states (seed 003, /workspaces/{route}/knowledge/...)"),
         )
 
-    def publish(self, item_id: str, content: str) -> str:
-        """A new revision through the Knowledge service: current, published, audited."""
-        return str(self._request("POST", f"/items/{item_id}/revisions", {"content": content})["revision_id"])
+    def publish(self, item_id: str, content: str, title: str | None = None) -> str:
+        """A new revision through the Knowledge service: current, published, audited (the
+        previous revision's title when ``title`` is None)."""
+        body = {"content": content} | ({} if title is None else {"title": title})
+        return str(self._request("POST", f"/items/{item_id}/revisions", body)["revision_id"])
 
     def item_state(self, item_id: str, *, active: bool | None = None, published: bool | None = None) -> None:
         body = {k: v for k, v in (("active", active), ("published", published)) if v is not None}

@@ -14,7 +14,7 @@ import mcp_types as types
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 
-from knowledge_schemas.mcp import AGENT_TOOLS, CHOSEN_ARGUMENTS, DELIVERY_ARGUMENTS, KNOWLEDGE_TOOLS
+from knowledge_schemas.mcp import AGENT_TOOLS, CHOSEN_ARGUMENTS, DELIVERY_ARGUMENTS, KNOWLEDGE_TOOLS, tool_schema
 from simulator.mcp.jobs import JobTools
 from simulator.mcp.tools import AgentTools, Session, ToolError
 
@@ -225,6 +225,18 @@ class McpNoRebindingProtection(AgentTools):
     SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
+class McpSearchKnowledgeListed(AgentTools):
+    """tools/list names the hidden search_knowledge tool (still callable as before)."""
+
+    def tools(self) -> list[types.Tool]:
+        listed = types.Tool(
+            name="search_knowledge",
+            description="Search or read published Knowledge revisions.",
+            input_schema=tool_schema("search-knowledge-input"),
+        )
+        return [*super().tools(), listed]
+
+
 AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_no_rebinding_protection": McpNoRebindingProtection,
     "mcp_missing_flag": McpMissingFlag,
@@ -241,6 +253,7 @@ AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_error_as_jsonrpc": McpErrorAsJsonRpc,
     "mcp_own_page_size": McpOwnPageSize,
     "mcp_ignores_max_bytes": McpIgnoresMaxBytes,
+    "mcp_search_knowledge_listed": McpSearchKnowledgeListed,
 }
 JOB_MINIATURES: dict[str, type[JobTools]] = {
     "mcp_knowledge_on_job_path": McpKnowledgeOnJobPath,

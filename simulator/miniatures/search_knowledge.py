@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
+from simulator.search_knowledge.ranking import Doc, Embedder, Scored
 from simulator.search_knowledge.tool import Context, SearchKnowledge, SkError
 from simulator.store import Revision
 
@@ -115,6 +116,189 @@ class SkScoresRounded(SearchKnowledge):
         return out
 
 
+class SkSemanticIsLexical(SearchKnowledge):
+    """Semantic mode ranks by BM25: it finds exactly what lexical mode finds."""
+
+    def rank(
+        self, mode: str, query: str, docs: list[Doc], candidates: set[str], embedder: Embedder, alpha: float
+    ) -> list[Scored]:
+        return super().rank("lexical" if mode == "semantic" else mode, query, docs, candidates, embedder, alpha)
+
+
+class SkLexicalIsSemantic(SearchKnowledge):
+    """Lexical mode ranks by the embedding: it finds documents that share no term with the query."""
+
+    def rank(
+        self, mode: str, query: str, docs: list[Doc], candidates: set[str], embedder: Embedder, alpha: float
+    ) -> list[Scored]:
+        return super().rank("semantic" if mode == "lexical" else mode, query, docs, candidates, embedder, alpha)
+
+
+class SkHybridLexicalOnly(SearchKnowledge):
+    """Hybrid mode ranks by BM25 alone, whatever alpha says: semantic evidence is ignored."""
+
+    def rank(
+        self, mode: str, query: str, docs: list[Doc], candidates: set[str], embedder: Embedder, alpha: float
+    ) -> list[Scored]:
+        return super().rank("lexical" if mode == "hybrid" else mode, query, docs, candidates, embedder, alpha)
+
+
+class SkHitStaleMembers(SearchKnowledge):
+    """A query result names the current revision but carries the previous revision's title and excerpt."""
+
+    def search(self, context: Context, args: dict[str, Any]) -> dict[str, Any]:
+        out = super().search(context, args)
+        for hit in out["results"]:
+            history = self.state.of(context.route).history.get(hit["knowledge_item_id"], [])
+            before = self.store.revision(context.route, history[-2]) if len(history) > 1 else None
+            if before is not None:
+                hit["title"], hit["excerpt"] = before.title, before.content[:280]
+        return out
+
+
+class SkReadNeedsRevision(SearchKnowledge):
+    """An addressed read without knowledge_revision_id is refused: only pinned revisions can be read."""
+
+    def read(self, context: Context, args: dict[str, Any]) -> dict[str, Any]:
+        if not args["knowledge_revision_id"]:
+            raise SkError("knowledge_invalid_request", "knowledge_revision_id is required for a read")
+        return super().read(context, args)
+
+
+class SkRevisionWithoutItem(SearchKnowledge):
+    """knowledge_revision_id alone (no item, no query) reads that revision."""
+
+    def call(self, context: Context, arguments: dict[str, Any], now: float) -> dict[str, Any]:
+        revision = arguments.get("knowledge_revision_id")
+        if (
+            isinstance(revision, str)
+            and revision
+            and not arguments.get("knowledge_item_id")
+            and not arguments.get("query")
+        ):
+            found = self.store.revision(context.route, revision)
+            arguments = {**arguments, "knowledge_item_id": found.item_id if found else "sk-no-such-item"}
+        return super().call(context, arguments, now)
+
+
+class SkMixedQueryWins(SearchKnowledge):
+    """A query mixed with addressed IDs is searched; the IDs are ignored."""
+
+    def parse(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        query = arguments.get("query")
+        if isinstance(query, str) and query.strip():
+            arguments = {k: v for k, v in arguments.items() if k not in ("knowledge_item_id", "knowledge_revision_id")}
+        return super().parse(arguments)
+
+
+class SkScopeUnchecked(SearchKnowledge):
+    """Any authenticated caller searches and reads, with or without knowledge:read."""
+
+    def may_read(self, context: Context) -> bool:
+        return True
+
+
+class SkHiddenRefused(SearchKnowledge):
+    """A hidden tool is taken for an unavailable one: every call is refused."""
+
+    def call(self, context: Context, arguments: dict[str, Any], now: float) -> dict[str, Any]:
+        raise SkError("tool_not_listed", "search_knowledge is not in this session's tool list")
+
+
+class SkBaseFilterIgnored(SearchKnowledge):
+    """knowledge_base_id is ignored by query search: every visible base is searched."""
+
+    def search(self, context: Context, args: dict[str, Any]) -> dict[str, Any]:
+        return super().search(context, {**args, "knowledge_base_id": ""})
+
+
+class SkShortDefaultWindow(SearchKnowledge):
+    """An addressed read without limit_chars returns 1000 characters, not 4000."""
+
+    def parse(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        return super().parse({"limit_chars": 1000, **arguments})
+
+
+class SkManyDefaultResults(SearchKnowledge):
+    """A query without max_results returns up to 20 results, not 10."""
+
+    def parse(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        return super().parse({"max_results": 20, **arguments})
+
+
+class SkReadTypeRenamed(SearchKnowledge):
+    """An addressed read answers type knowledge_item instead of knowledge."""
+
+    def read(self, context: Context, args: dict[str, Any]) -> dict[str, Any]:
+        return {**super().read(context, args), "type": "knowledge_item"}
+
+
+class SkAuditEnvelope(SearchKnowledge):
+    """Every result carries an audit envelope (no event is written)."""
+
+    def call(self, context: Context, arguments: dict[str, Any], now: float) -> dict[str, Any]:
+        out = super().call(context, arguments, now)
+        return {**out, "audit": {"event": "knowledge.read", "account": context.account, "at": now}}
+
+
+class SkRuntimeOffEmpty(SearchKnowledge):
+    """With the runtime switched off, query search answers an empty knowledge_search result."""
+
+    def call(self, context: Context, arguments: dict[str, Any], now: float) -> dict[str, Any]:
+        try:
+            return super().call(context, arguments, now)
+        except SkError as err:
+            if err.code != "knowledge_runtime_disabled":
+                raise
+            return {"type": "knowledge_search", "mode": "hybrid", "results": []}
+
+
+class SkBoundsClamped(SearchKnowledge):
+    """offset, limit_chars and max_results out of bounds are clamped into them instead of refused."""
+
+    def parse(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        bounds = {"offset": (0, 1 << 62), "limit_chars": (1, 10_000), "max_results": (1, 50)}
+        clamped = {
+            k: min(bounds[k][1], max(bounds[k][0], v)) if k in bounds and type(v) is int else v
+            for k, v in arguments.items()
+        }
+        return super().parse(clamped)
+
+
+class SkNothingAsEmptySearch(SearchKnowledge):
+    """Neither a query nor an item answers an empty knowledge_search result instead of a required code."""
+
+    def call(self, context: Context, arguments: dict[str, Any], now: float) -> dict[str, Any]:
+        try:
+            return super().call(context, arguments, now)
+        except SkError as err:
+            if err.code not in ("knowledge_query_required", "knowledge_item_required"):
+                raise
+            return {"type": "knowledge_search", "mode": "hybrid", "results": []}
+
+
+class SkNumbersCoerced(SearchKnowledge):
+    """Numeric arguments sent as strings, booleans or fractions are coerced (\"5\" is 5, true is 1)."""
+
+    def parse(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        coerced = dict(arguments)
+        for name in ("offset", "limit_chars", "max_results"):
+            value = coerced.get(name)
+            if isinstance(value, (str, bool, float)):
+                try:
+                    coerced[name] = int(float(value))
+                except ValueError:
+                    pass
+        if isinstance(coerced.get("alpha"), str):
+            try:
+                coerced["alpha"] = float(coerced["alpha"])
+            except ValueError:
+                coerced.pop("alpha")
+        if isinstance(coerced.get("query"), (int, float)):
+            coerced["query"] = str(coerced["query"])
+        return super().parse(coerced)
+
+
 MINIATURES: dict[str, type[SearchKnowledge]] = {
     "sk_alpha_inverted": SkAlphaInverted,
     "sk_alpha_unclamped": SkAlphaUnclamped,
@@ -126,6 +310,24 @@ MINIATURES: dict[str, type[SearchKnowledge]] = {
     "sk_audit_written": SkAuditWritten,
     "sk_other_choices": SkOtherChoices,
     "sk_scores_rounded": SkScoresRounded,
+    "sk_semantic_is_lexical": SkSemanticIsLexical,
+    "sk_lexical_is_semantic": SkLexicalIsSemantic,
+    "sk_hybrid_lexical_only": SkHybridLexicalOnly,
+    "sk_hit_stale_members": SkHitStaleMembers,
+    "sk_read_needs_revision": SkReadNeedsRevision,
+    "sk_revision_without_item": SkRevisionWithoutItem,
+    "sk_mixed_query_wins": SkMixedQueryWins,
+    "sk_scope_unchecked": SkScopeUnchecked,
+    "sk_hidden_refused": SkHiddenRefused,
+    "sk_base_filter_ignored": SkBaseFilterIgnored,
+    "sk_short_default_window": SkShortDefaultWindow,
+    "sk_many_default_results": SkManyDefaultResults,
+    "sk_read_type_renamed": SkReadTypeRenamed,
+    "sk_audit_envelope": SkAuditEnvelope,
+    "sk_runtime_off_empty": SkRuntimeOffEmpty,
+    "sk_bounds_clamped": SkBoundsClamped,
+    "sk_nothing_as_empty_search": SkNothingAsEmptySearch,
+    "sk_numbers_coerced": SkNumbersCoerced,
 }
 
 

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from simulator.search_knowledge.ranking import Doc, Scored, clamp_alpha, rank
+from simulator.search_knowledge.ranking import Doc, Embedder, Scored, clamp_alpha, rank
 from simulator.search_knowledge.store import SkState
 from simulator.store import Revision, Store
 
@@ -103,7 +103,7 @@ class SearchKnowledge:
     def call(self, context: Context, arguments: dict[str, Any], now: float) -> dict[str, Any]:
         arguments = dict(arguments)
         context = self.context(context, arguments)
-        if not self.state.can_read(context.route, context.account):
+        if not self.may_read(context):
             raise SkError("insufficient_scope", "search_knowledge needs the knowledge:read scope")
         if not self.state.of(context.route).runtime_enabled:
             raise SkError(
@@ -119,6 +119,10 @@ class SearchKnowledge:
     def context(self, context: Context, arguments: dict[str, Any]) -> Context:
         """The caller's context is the credential's; arguments never change it."""
         return context
+
+    def may_read(self, context: Context) -> bool:
+        """Whether the credential holds ``knowledge:read``."""
+        return self.state.can_read(context.route, context.account)
 
     def after(self, context: Context, now: float) -> None:
         """Read-only: nothing is written, no audit event."""
@@ -206,12 +210,18 @@ class SearchKnowledge:
         revisions = {r.item_id: self.query_revision(context.route, r) for r in self.searchable(context.route)}
         docs = [Doc(r.item_id, f"{r.title}\n{r.content}") for r in revisions.values()]
         candidates = {i for i, r in revisions.items() if r.base_id in bases}
-        ranked = rank(args["mode"], args["query"], docs, candidates, _Cached(self.state, revisions), args["alpha"])
+        ranked = self.rank(args["mode"], args["query"], docs, candidates, _Cached(self.state, revisions), args["alpha"])
         results = [self.hit(revisions[s.item_id], s, args["mode"]) for s in ranked[: args["max_results"]]]
         out: dict[str, Any] = {"type": "knowledge_search", "mode": args["mode"], "results": results}
         if args["mode"] == "hybrid":
             out["alpha"] = args["alpha"]
         return out
+
+    def rank(
+        self, mode: str, query: str, docs: list[Doc], candidates: set[str], embedder: Embedder, alpha: float
+    ) -> list[Scored]:
+        """The candidates ranked in ``mode`` (``simulator.search_knowledge.ranking``)."""
+        return rank(mode, query, docs, candidates, embedder, alpha)
 
     def hit(self, rev: Revision, scored: Scored, mode: str) -> dict[str, Any]:
         scores: dict[str, Any] = {"lexical": scored.lexical, "semantic": scored.semantic, "final": scored.final}

@@ -70,6 +70,9 @@ from conformance.search_knowledge.rules import (
     SK_025,
     SK_026,
     SK_027,
+    SK_028,
+    SK_029,
+    SK_030,
 )
 from conformance.server.world import World
 from conformance.target.config import TargetConfig
@@ -107,6 +110,7 @@ class SkWorld:
 
     def search(self, query: str, who: str = "alice", **extra: Any) -> Answer:
         answer = self.ask({"query": query, **extra}, who)
+        _typed(answer, "knowledge_search", SK_017)
         expect(answer.ok, SK_001, f"query search {extra} failed: {answer.raw}")
         errors = load_registry().errors("search-knowledge-search-result", answer.body)
         expect(not errors, SK_017, f"the query result is not knowledge_search: {errors[:3]}")
@@ -119,11 +123,22 @@ class SkWorld:
 
     def read(self, who: str = "alice", **arguments: Any) -> dict[str, Any]:
         answer = self.ask(arguments, who)
+        _typed(answer, "knowledge", SK_018)
         expect(answer.ok, SK_001, f"addressed read {arguments} failed: {answer.raw}")
         errors = load_registry().errors("search-knowledge-read-result", answer.body)
         expect(not errors, SK_018, f"the addressed result is not type knowledge: {errors[:3]}")
         assert answer.body is not None
         return answer.body
+
+
+def _typed(answer: Answer, kind: str, requirement: Rule) -> None:
+    """A success (no error, no code) of another ``type`` breaks the result shape, not the call shape."""
+    if answer.body is not None and not answer.is_error and not answer.codes:
+        expect(
+            answer.body.get("type") == kind,
+            requirement,
+            f"a successful answer has type {answer.body.get('type')!r}, not {kind!r}",
+        )
 
 
 STRICT_EXCERPT = 2000  # characters of a result's excerpt under strict (the seed says "bounded excerpt")
@@ -329,14 +344,18 @@ def _disagreeing(lexical: list[str], semantic: list[str]) -> list[tuple[str, str
     ]
 
 
-def _both_orders(sk: SkWorld) -> tuple[str, list[str], list[str]]:
-    """The direction query, and the item orders lexical and semantic search give it."""
-    query = sk.corpus.direction_query
+def _orders(sk: SkWorld, query: str) -> tuple[list[str], list[str]]:
+    """The item orders lexical and semantic search give ``query``."""
     return (
-        query,
         sk.search(query, mode="lexical", max_results=50).items(),
         sk.search(query, mode="semantic", max_results=50).items(),
     )
+
+
+def _both_orders(sk: SkWorld) -> tuple[str, list[str], list[str]]:
+    """The direction query, and the item orders lexical and semantic search give it."""
+    query = sk.corpus.direction_query
+    return (query, *_orders(sk, query))
 
 
 @R("SK-016")
@@ -396,9 +415,11 @@ def test_alpha_is_clamped(sk: SkWorld) -> None:
 
 
 @R("SK-025")
-def test_rrf_fuses_the_lexical_and_semantic_ranks(sk: SkWorld) -> None:
+@pytest.mark.parametrize("which", ["direction", "evidence"])
+def test_rrf_fuses_the_lexical_and_semantic_ranks(sk: SkWorld, which: str) -> None:
     sk.need_control()
-    query, lexical, semantic = _both_orders(sk)
+    query = sk.corpus.direction_query if which == "direction" else sk.corpus.evidence_query
+    lexical, semantic = _orders(sk, query)
     fused = sk.search(query, mode="rrf", max_results=50)
     expected = {
         i: sum(1 / (60 + order.index(i) + 1) for order in (lexical, semantic) if i in order)
@@ -426,41 +447,151 @@ def test_rrf_fuses_the_lexical_and_semantic_ranks(sk: SkWorld) -> None:
             )
 
 
+# ----------------------------------------------------------------- each mode's own evidence
+# The evidence query holds a rare term only sk-exact holds (in unrelated text) and a word no
+# document holds whole; sk-meaning holds only other forms of that word ("photographer" for
+# "photography": a shared stem and most character n-grams, so a concept table, a stemmer, an
+# n-gram embedding and a trained model all relate them; a Porter or Snowball stemmer does not
+# conflate them into one term). Modes are judged by which documents they find and by rank.
+@R("SK-028")
+def test_lexical_mode_ranks_by_shared_terms(sk: SkWorld) -> None:
+    sk.need_control()
+    lexical = sk.search(sk.corpus.evidence_query, mode="lexical", max_results=50).items()
+    expect(
+        lexical[:1] == ["sk-exact"],
+        SK_028,
+        f"lexical search ranks {lexical[:5]}: sk-exact, the only document holding the query's rare term, is not first",
+    )
+    expect(
+        "sk-meaning" not in lexical,
+        SK_028,
+        f"lexical search finds sk-meaning, which shares no term with the query ({lexical[:5]}): that is not lexical evidence",
+    )
+
+
+@R("SK-029")
+def test_semantic_mode_ranks_by_meaning(sk: SkWorld) -> None:
+    """The seed does not define semantic similarity: a semantic search that finds neither the
+    document related by meaning nor the one holding the rare term shows nothing (not verified);
+    one that finds exactly what lexical search finds, and nothing sharing no term, is lexical."""
+    sk.need_control()
+    lexical, semantic = _orders(sk, sk.corpus.evidence_query)
+    beyond = [i for i in semantic if i not in lexical]
+    if not beyond and "sk-exact" not in semantic:
+        pytest.skip(f"not verified: semantic search found neither sk-meaning nor sk-exact ({semantic[:5]})")
+    expect(
+        bool(beyond),
+        SK_029,
+        f"semantic search finds exactly what lexical search finds ({semantic[:5]}) and no document that shares no "
+        "term with the query, not even sk-meaning (forms of the query's word): it ranks by shared terms",
+    )
+
+
+@R("SK-030")
+def test_hybrid_mode_weighs_both_lists(sk: SkWorld) -> None:
+    """At the default alpha both weights are positive: the best of each list is among hybrid's
+    results, and a document ahead of another in both lists (and found by a list the other is
+    not) is ahead in hybrid too, whatever monotone normalisation a Core uses."""
+    sk.need_control()
+    query = sk.corpus.evidence_query
+    lexical, semantic = _orders(sk, query)
+    hybrid = sk.search(query, mode="hybrid", max_results=50).items()
+    for kind, order in (("lexical", lexical), ("semantic", semantic)):
+        expect(
+            not order or order[0] in hybrid,
+            SK_030,
+            f"hybrid search ({hybrid[:6]}) leaves out {order[:1]}, the best {kind} result: it ignores {kind} evidence",
+        )
+    for a, b in pairs(sorted(set(lexical) | set(semantic))):
+        for first, second in ((a, b), (b, a)):
+            ahead = all(_rank(o, first) <= _rank(o, second) for o in (lexical, semantic))
+            strictly = any(first in o and second not in o for o in (lexical, semantic))
+            if ahead and strictly and first in hybrid and second in hybrid:
+                expect(
+                    _rank(hybrid, first) < _rank(hybrid, second),
+                    SK_030,
+                    f"hybrid ranks {second} before {first}, which is ahead in lexical ({lexical[:6]}) and in "
+                    f"semantic search ({semantic[:6]})",
+                )
+
+
 # ----------------------------------------------------------------- revisions and states
 @R("SK-003", "SK-004", "SK-001", "SK-017", "SK-018")
 def test_query_follows_the_current_revision_and_reads_address_revisions(sk: SkWorld) -> None:
     control = sk.need_control()
-    first = sk.revisions["sk-evolving"]
-    new_text = f"second revision {sk.corpus.token('second')} replaces the first"
-    current = control.publish("sk-evolving", new_text)
+    first, old_title = sk.revisions["sk-evolving"], sk.corpus.titles["sk-evolving"]
+    new_title, new_text = "Changed course", f"second revision {sk.corpus.token('second')} replaces the earlier"
+    current = control.publish("sk-evolving", new_text, title=new_title)
     found = sk.search(sk.corpus.token("second"), mode="lexical")
     hits = [h for h in found.hits() if h.get("knowledge_item_id") == "sk-evolving"]
     expect(hits, SK_003, "a query for the new revision's text does not find the item")
-    expect(
-        all(h.get("knowledge_revision_id") == current for h in hits),
-        SK_003,
-        f"query search returned revision {[h.get('knowledge_revision_id') for h in hits]}, the current one is {current}",
-    )
+    for hit in hits:
+        _of_current_revision(hit, current, (new_title, new_text), (old_title, sk.corpus.texts["sk-evolving"]))
     for mode in ("lexical", "hybrid", "semantic", "rrf"):
         old = sk.search(sk.corpus.token("first"), mode=mode, max_results=50)
-        stale = [
-            h.get("knowledge_revision_id")
-            for h in old.hits()
-            if h.get("knowledge_item_id") == "sk-evolving" and h.get("knowledge_revision_id") != current
-        ]
+        mine = [h for h in old.hits() if h.get("knowledge_item_id") == "sk-evolving"]
+        stale = [h.get("knowledge_revision_id") for h in mine if h.get("knowledge_revision_id") != current]
         expect(not stale, SK_003, f"{mode} search returned the historical revision {stale} of sk-evolving")
+        expect(
+            mode != "lexical" or not mine,
+            SK_003,
+            f"lexical search for {sk.corpus.token('first')}, a term only the historical revision holds, finds "
+            "sk-evolving: it ranks a revision that is not current",
+        )
+        for hit in mine:
+            _of_current_revision(hit, current, (new_title, new_text), (old_title, sk.corpus.texts["sk-evolving"]))
     body = sk.read(knowledge_item_id="sk-evolving")
     expect(
-        body["knowledge_revision_id"] == current and body["content"] == new_text,
+        body["knowledge_revision_id"] == current and body["content"] == new_text and body["title"] == new_title,
         SK_004,
-        f"an addressed read without revision gave {body['knowledge_revision_id']}, the current one is {current}",
+        f"an addressed read without revision gave revision {body['knowledge_revision_id']} titled "
+        f"{body['title']!r}; the current one is {current}, titled {new_title!r}",
     )
     pinned = sk.read(knowledge_item_id="sk-evolving", knowledge_revision_id=first)
     expect(
-        pinned["knowledge_revision_id"] == first and pinned["content"] == sk.corpus.texts["sk-evolving"],
+        pinned["knowledge_revision_id"] == first
+        and pinned["content"] == sk.corpus.texts["sk-evolving"]
+        and pinned["title"] == old_title,
         SK_004,
         "the addressed immutable revision did not read as it was published",
     )
+
+
+def _revision_ids(value: Any) -> Iterator[tuple[str, Any]]:
+    """Every member anywhere in ``value`` that names the revision it is of, with its value."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key in ("knowledge_revision_id", "revision_id", "current_revision_id"):
+                yield str(key), inner
+            yield from _revision_ids(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _revision_ids(inner)
+
+
+def _of_current_revision(hit: dict[str, Any], current: str, now: tuple[str, str], before: tuple[str, str]) -> None:
+    """Every member of a query result is the current revision's: each revision ID it names, its
+    title, and its excerpt (no term only the previous revision holds; an excerpt's first and last
+    words may be cut)."""
+    named = [(k, v) for k, v in _revision_ids(hit) if str(v) != str(current)]
+    expect(not named, SK_003, f"a result for revision {current} also names {named}")
+    title = str(hit.get("title", ""))
+    expect(
+        now[0] in title and before[0] not in title,
+        SK_003,
+        f"a result for the current revision {current} is titled {title!r}; its title is {now[0]!r} ({before[0]!r} before)",
+    )
+    inner = _WORDS.findall(str(hit.get("excerpt", "")).casefold())[1:-1]
+    only_before = set(_WORDS.findall(f"{before[0]} {before[1]}".casefold())) - set(
+        _WORDS.findall(f"{now[0]} {now[1]}".casefold())
+    )
+    leaked = sorted(set(inner) & only_before)
+    expect(
+        not leaked, SK_003, f"the excerpt of the current revision {current} holds {leaked}, words of the previous one"
+    )
+
+
+_WORDS = re.compile(r"\w+")
 
 
 @R("SK-003", "SK-011")
@@ -588,8 +719,8 @@ def test_read_only_no_audit_event(sk: SkWorld) -> None:
     before = control.audit()
     if before is None:
         pytest.skip("not verified: the control extension does not show the Knowledge audit log")
-    answers = [
-        sk.search(sk.corpus.token("many")),
+    answers = [  # asked, not searched: the audit envelope is judged before the result's shape
+        sk.ask({"query": sk.corpus.token("many")}),
         sk.ask({"knowledge_item_id": "sk-window"}),
         sk.ask({"knowledge_item_id": "sk-no-such-item"}),
     ]
