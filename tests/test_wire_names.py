@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from conformance.server import checks
+from conformance.target import contract as C
 from conformance.target.config import ConfigError, load_config
 from conformance.target.names import WireNames
 from conformance.target.outcomes import ContractViolation
@@ -25,16 +26,7 @@ CAPS: dict[str, Any] = {
     "route": "acme",
     "enabled": True,
     "delivery_modes": ["inline", "on_demand"],
-    "limits": {
-        "search_max_hints": 3,
-        "search_max_bytes": 4096,
-        "read_default_max_bytes": 16384,
-        "read_min_max_bytes": 4096,
-        "read_max_max_bytes": 32768,
-        "reference_max_bytes": 4096,
-        "read_chain_max_bytes": 131072,
-        "reference_ttl_seconds": 300,
-    },
+    "limits": dict(C.LIMITS),
 }
 
 

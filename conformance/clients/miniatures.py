@@ -178,20 +178,8 @@ class MalformedAnswers(ReferenceHarness):
 def _limits_unchecked(self: ReferenceClient, body: Any) -> Capabilities:
     """Limits must be there, whatever their values."""
     if isinstance(body, dict) and isinstance(body.get("limits"), dict):
-        body = {**body, "limits": {k: _VALID_LIMITS[k] for k in body["limits"] if k in _VALID_LIMITS}}
+        body = {**body, "limits": {k: C.LIMITS[k] for k in body["limits"] if k in C.LIMITS}}
     return ReferenceClient.classify_capabilities(self, body)
-
-
-_VALID_LIMITS = {
-    "search_max_hints": 3,
-    "search_max_bytes": 4096,
-    "read_default_max_bytes": 16384,
-    "read_min_max_bytes": 4096,
-    "read_max_max_bytes": 32768,
-    "reference_max_bytes": 4096,
-    "read_chain_max_bytes": 131072,
-    "reference_ttl_seconds": 300,
-}
 
 
 def _on_demand_mode_enough(self: ReferenceClient, body: Any) -> Capabilities:

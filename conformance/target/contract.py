@@ -15,6 +15,17 @@ READ_MAX_MAX_BYTES = 32768
 REFERENCE_MAX_BYTES = 4096
 READ_CHAIN_MAX_BYTES = 131072
 REFERENCE_TTL_SECONDS = 300
+LIMITS = {
+    "search_max_hints": SEARCH_MAX_HINTS,
+    "search_max_bytes": SEARCH_MAX_BYTES,
+    "read_default_max_bytes": READ_DEFAULT_MAX_BYTES,
+    "read_min_max_bytes": READ_MIN_MAX_BYTES,
+    "read_max_max_bytes": READ_MAX_MAX_BYTES,
+    "reference_max_bytes": REFERENCE_MAX_BYTES,
+    "read_chain_max_bytes": READ_CHAIN_MAX_BYTES,
+    "reference_ttl_seconds": REFERENCE_TTL_SECONDS,
+}
+"""The bounded limits by their canonical capabilities names, at the contract's values."""
 SEARCH_STATUSES = frozenset({"ok", "disabled", "unavailable", "partial"})
 CAPABILITIES_SCHEMA = "bailing.agent-knowledge-capabilities.v1"
 KNOWLEDGE_SCHEMA = "bailing.agent-knowledge.v1"
