@@ -149,7 +149,8 @@ def test_a_broken_client_is_caught_with_its_exact_ids(
     )
     assert (code, failed(results)) == (miniature["exit"], set(miniature["violates"])), out
     if miniature["exit"] == 7:
-        assert results["verdict"] == "error" and "is not a capabilities_value" in out
+        messages = " ".join(str(t.get("message") or "") for t in results["tests"])
+        assert results["verdict"] == "error" and "is not a capabilities_value" in messages + out
 
 
 def test_a_harness_that_does_not_start_is_one_harness_error_with_its_reason(

@@ -268,7 +268,8 @@ def test_a_target_that_stops_answering_stops_the_run_after_a_few_timeouts(
 def test_ctrl_c_during_a_hung_request_is_exit_2(hanging: tuple[Core, HangAfter], tmp_path: Path) -> None:
     """After one request already timed out (a harness error), Ctrl-C in the next hung request."""
     core, wrapper = hanging
-    config = core.config(tmp_path, {"primary": identity(core.mint("alice"))}, "timeout_seconds = 3")
+    # A long timeout: the interrupt lands inside the second hung request even on a slow machine.
+    config = core.config(tmp_path, {"primary": identity(core.mint("alice"))}, "timeout_seconds = 10")
     cmd = [*SUITE, "--target", core.url, "--target-config", str(config), "--report-dir", str(tmp_path / "r")]
     proc = subprocess.Popen(
         [*cmd, "--mcp-target", "none"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=core.env()

@@ -279,7 +279,7 @@ def chain_ended(pages: list[dict[str, Any]]) -> None:
     flags = {k: last.get(k) for k in ("truncated", "next_cursor", "budget_exhausted")}
     if not exhausted:
         expect(
-            last["truncated"] is False,
+            checks.says_complete(last),
             READ_009,
             f"the chain ended (next_cursor null) without budget exhaustion, yet its last page says {checks.describe(flags)}",
         )
