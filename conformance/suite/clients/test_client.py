@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from conformance.clients.protocol import Answer
 from conformance.clients.rules import (
     NEG_001,
     NEG_002,
@@ -95,6 +96,21 @@ ERRORS: dict[str, tuple[str, int | None, Any]] = {
 }
 
 
+def _capabilities_call(sdk: Session, connection: str, canned: tuple[int, Any] | None) -> tuple[Answer, list[Any]]:
+    """The client's capabilities call on ``connection``, the Core answering ``canned`` (status, body) if
+    given: the answer and the capabilities requests that reached the wire. A canned answer the client
+    never asked for is taken back, so it cannot reach the next check."""
+    route = sdk.world.route(connection)
+    if canned is not None:
+        sdk.control.respond_next(route, "capabilities", *canned)
+    mark = sdk.wire.mark(route)
+    answer = sdk.call("capabilities", connection=connection)
+    asked = requests(sdk.wire.since(mark, route), "GET", "capabilities")
+    if not asked and canned is not None:
+        sdk.world.direct(connection).disarm("capabilities")
+    return answer, asked
+
+
 @requirement("NEG-001", "NEG-002")
 @pytest.mark.parametrize("case", list(ERRORS))
 def test_authorization_failures_and_unknown_schemas_stay_errors(sdk: Session, case: str) -> None:
@@ -106,14 +122,8 @@ def test_authorization_failures_and_unknown_schemas_stay_errors(sdk: Session, ca
             schema_version="bailing.agent-knowledge-capabilities.v2",
             knowledge_schema_version="bailing.agent-knowledge.v2",
         )
-    if status is not None:
-        sdk.control.respond_next(route, "capabilities", status, body)
-    mark = sdk.wire.mark(route)
-    answer = sdk.call("capabilities", connection=connection)
-    asked = requests(sdk.wire.since(mark, route), "GET", "capabilities")
+    answer, asked = _capabilities_call(sdk, connection, None if status is None else (status, body))
     if not asked:  # answered from a memo, or refused by the client itself
-        if status is not None:
-            sdk.world.direct(connection).disarm("capabilities")
         expect(not answer.ok, NEG_002, f"{case}: a capabilities result came back without a request to the Core")
         client_failed(f"{case}: the client sent no capabilities request to {route} ({answer.describe()})")
     seen = asked[0]["status"]
@@ -168,14 +178,9 @@ def _changed_capabilities(sdk: Session, changes: dict[str, Any]) -> dict[str, An
 @requirement("NEG-003")
 @pytest.mark.parametrize("case", list(UNSUPPORTED_CAPABILITIES))
 def test_support_needs_every_condition(sdk: Session, case: str) -> None:
-    route = sdk.world.route("canned")
     body = _changed_capabilities(sdk, UNSUPPORTED_CAPABILITIES[case])
-    sdk.control.respond_next(route, "capabilities", 200, body)
-    mark = sdk.wire.mark(route)
-    answer = sdk.call("capabilities", connection="canned")
-    asked = requests(sdk.wire.since(mark, route), "GET", "capabilities")
+    answer, asked = _capabilities_call(sdk, "canned", (200, body))
     if not asked:
-        sdk.world.direct("canned").disarm("capabilities")
         client_failed(f"{case}: the client sent no capabilities request ({answer.describe()})")
     expect(
         not (answer.ok and answer.value["supported"] is True),
@@ -188,13 +193,8 @@ def test_support_needs_every_condition(sdk: Session, case: str) -> None:
 @requirement("NEG-003")
 def test_enabled_false_is_the_protocol_with_knowledge_disabled(sdk: Session) -> None:
     """ "enabled: false means the protocol exists but knowledge is disabled": supported, and disabled."""
-    route = sdk.world.route("canned")
-    sdk.control.respond_next(route, "capabilities", 200, _capabilities_body(sdk, enabled=False))
-    mark = sdk.wire.mark(route)
-    answer = sdk.call("capabilities", connection="canned")
-    asked = requests(sdk.wire.since(mark, route), "GET", "capabilities")
+    answer, asked = _capabilities_call(sdk, "canned", (200, _capabilities_body(sdk, enabled=False)))
     if not asked:
-        sdk.world.direct("canned").disarm("capabilities")
         client_failed(f"the client sent no capabilities request ({answer.describe()})")
     expect(
         answer.ok and answer.value["supported"] is True and answer.value.get("enabled") is False,
