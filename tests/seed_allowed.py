@@ -330,6 +330,26 @@ class SmallerChainBudget(CoreSwap):
         return None
 
 
+class _NoMeaning:
+    """An embedding model that relates nothing to anything above its similarity threshold."""
+
+    def embed(self, text: str) -> list[float]:
+        return [0.0] * 8
+
+
+class SemanticFindsNothing(CoreSwap):
+    """A search_knowledge whose semantic model finds nothing for the suite's queries (a thresholded
+    model, or one trained on other text): the seed does not define semantic similarity, so that is
+    "not verified" for SK-029, never a failure, and hybrid and rrf stand on the lexical list alone."""
+
+    def __init__(self, app: Any) -> None:
+        super().__init__(app)
+        inner = app
+        while not hasattr(inner, "state"):
+            inner = inner.app
+        inner.state.search_knowledge.state.embedder = _NoMeaning()
+
+
 class _OwnHintsToTheByteCore(FillsTheBound):
     """Hints worded by the Core: a summary of its own, taken from the content whatever summary was
     seeded, and titles and summaries filled up to the 4096 bytes of the whole JSON, to the byte."""

@@ -39,6 +39,7 @@ from tests.seed_allowed import (
     OwnHintsToTheByte,
     PaddedBase64Refs,
     RefusesLargeLimit,
+    SemanticFindsNothing,
     SmallerChainBudget,
     SmallPages,
     TurnsOfAnotherSchema,
@@ -70,6 +71,7 @@ ALLOWED = (
 CHAIN_IDS = ("READ-004", "READ-005", "READ-010", "READ-011", "READ-015", "READ-020")
 PATHS_CONFIG = "[wire.paths]\n" + "".join(f'{name} = "{path}"\n' for name, path in OTHER_PATHS.items())
 ERROR_IDS = ("WIRE-001", "AUTH-001", "AUTH-003", "SRCH-002", "READ-006", "READ-008", "REF-011", "REF-012")
+SK_MODE_IDS = ("SK-003", "SK-025", "SK-028", "SK-029", "SK-030")
 # name: (wrappers, suite arguments, strict[, more target configuration])
 RUNS: dict[str, tuple[Any, ...]] = {
     "decorated": ((DecoratedTitles,), [], False),
@@ -110,6 +112,11 @@ RUNS: dict[str, tuple[Any, ...]] = {
     "cursor-names-chain-strict": ((CursorNamesItsChain,), only("REF-008"), True),
     "own-hints": ((OwnHintsToTheByte,), only("SRCH-004", "SRCH-006", "SRCH-008", "TURN-007"), False),
     "padded-base64-refs": ((PaddedBase64Refs,), only("REF-015"), False),
+    "semantic-finds-nothing": (
+        (SemanticFindsNothing,),
+        [*only(*SK_MODE_IDS), "--mcp-target", "{url}/agent-api/v1/workspaces/{route}/mcp"],
+        False,
+    ),
     "other-paths": ((OtherPaths,), [*only("WIRE-001", "WIRE-002"), "-k", "generated"], False, PATHS_CONFIG),
 }
 
@@ -365,3 +372,15 @@ def test_padded_base64_references_decoded_leniently_pass(runs: Any) -> None:
     assert _failed(runs, "padded-base64-refs") == {} and _status(runs, "padded-base64-refs", "REF-015") == "verified", (
         _out(runs, "padded-base64-refs")
     )
+
+
+def test_a_semantic_model_that_finds_nothing_is_not_verified_never_failed(runs: Any) -> None:
+    """The seed names semantic evidence without defining it: a model that finds neither the document
+    related by meaning nor the one holding the rare term shows nothing either way (SK-029 not
+    verified), and the other modes' rules still hold on the lexical list alone."""
+    code, results, out = runs["semantic-finds-nothing"]
+    assert failures(results) == {}, out[-3000:]
+    assert _status(runs, "semantic-finds-nothing", "SK-029") == "not_verified", out[-2500:]
+    for rid in ("SK-003", "SK-025", "SK-028", "SK-030"):
+        assert _status(runs, "semantic-finds-nothing", rid) == "verified", (rid, out[-2500:])
+    assert code == 6 and results["verdict"] == "incomplete", out[-2000:]
