@@ -323,6 +323,27 @@ class ChainStopsAsComplete(ChainSwallowsErrors):
         return {**value, "complete": True, "truncated": False} if not value["budget_exhausted"] else value
 
 
+class ChainDropsLastPage(ReferenceHarness):
+    """The chain loop leaves as soon as a page has no next cursor, before keeping that page's content:
+    a chain under the budget answers complete with every page but the last."""
+
+    def do_read_all(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        data = command["input"]
+        client = self.connection(command["connection"]).client
+        parts: list[str] = []
+        page = client.read_knowledge(data)
+        while page.get("next_cursor") and len(parts) < 64:
+            parts.append(page["content"])
+            page = client.read_knowledge({**data, "cursor": page["next_cursor"]})
+        return {
+            "complete": not page.get("truncated"),
+            "truncated": bool(page.get("truncated")),
+            "budget_exhausted": bool(page.get("budget_exhausted")),
+            "pages": len(parts) + 1,
+            "content": "".join(parts),
+        }
+
+
 class CapsInlinePreview(ReferenceHarness):
     def do_turn(self, command: Mapping[str, Any]) -> dict[str, Any]:
         turn = super().do_turn(command)
@@ -381,6 +402,7 @@ MINIATURES: dict[str, Callable[[], ReferenceHarness]] = {
     "budget_chain_described_full": BudgetChainDescribedFull,
     "chain_swallows_errors": ChainSwallowsErrors,
     "chain_stops_as_complete": ChainStopsAsComplete,
+    "chain_drops_last_page": ChainDropsLastPage,
     "caps_inline_preview": CapsInlinePreview,
     "host_refuses_both_spellings": HostRefusesBothSpellings,
     "host_checks_session_only": HostChecksSessionOnly,
