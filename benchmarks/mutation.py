@@ -47,8 +47,28 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 TRIAGE = Path(__file__).with_name("mutation-triage.yaml")
 MODULES = ("simulator/core.py", "simulator/sizing.py", "simulator/signing.py")
+# The MCP servers and the search_knowledge tool (``--surface mcp``): judged by the suite's MCP and
+# search_knowledge tests only, which is what drives them (the server tests never reach this code).
+MCP_MODULES = (
+    "simulator/mcp/tools.py",
+    "simulator/mcp/server.py",
+    "simulator/mcp/jobs.py",
+    "simulator/search_knowledge/tool.py",
+    "simulator/search_knowledge/ranking.py",
+    "simulator/search_knowledge/store.py",
+    "simulator/search_knowledge/routes.py",
+)
+SURFACES = {
+    "server": (MODULES, ("--pyargs", "conformance.suite")),
+    "mcp": (
+        MCP_MODULES,
+        ("--pyargs", "conformance.suite.mcp", "conformance.suite.search_knowledge", "--scope", "mcp,tool@control"),
+    ),
+}
 # The killer: the conformance suite, in-process against the bundled simulator.
-SUITE = ["-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider", "-x", "--no-shrink"]
+SUITE = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "--no-shrink"]
+KILLED = 1  # only a named broken rule is a kill: 6 (incomplete) or 7 (harness error) gives a user no verdict
+NOT_SAMPLED = "not sampled"
 EXIT_MARK = "mutation-killer exit="
 ANNOTATION = "inside a type annotation"
 INVALID = "not valid Python"
@@ -71,18 +91,21 @@ NARROWED = (
 
 
 # ----------------------------------------------------------------- killer
-def killer() -> int:
-    """The test command each worker runs: the suite, then its exit code on the last line
-    (Cosmic Ray keeps only "killed or not"; the code tells a failed MUST from a harness error)."""
+def killer(surface: str) -> int:
+    """The test command each worker runs: the surface's part of the suite, then its exit code on the
+    last line (Cosmic Ray keeps only "killed or not"; the code tells a failed MUST from a harness error)."""
     with tempfile.TemporaryDirectory(prefix="mutation-report-") as reports:
-        code = subprocess.run([sys.executable, *SUITE, "--report-dir", reports], check=False).returncode
+        cmd = [sys.executable, *SUITE, *SURFACES[surface][1], "--report-dir", reports]
+        code = subprocess.run(cmd, check=False).returncode
     print(f"{EXIT_MARK}{code}", flush=True)
     return code
 
 
 # ------------------------------------------------------------------- run
-def _config(modules: list[str], timeout: float, urls: list[str], exclude: tuple[str, ...], script: Path) -> str:
-    command = f"{sys.executable} {script} killer"
+def _config(
+    modules: list[str], timeout: float, urls: list[str], exclude: tuple[str, ...], script: Path, surface: str
+) -> str:
+    command = f"{sys.executable} {script} killer --surface {surface}"
     lines = [
         "[cosmic-ray]",
         f"module-path = [{', '.join(json.dumps(m) for m in modules)}]",
@@ -180,6 +203,31 @@ def skip_invalid(session: Path, copy: Path) -> int:
     return skipped
 
 
+def sample(session: Path, per_module: int, seed: int) -> int:
+    """Keep ``per_module`` pending mutants of each module, drawn with ``seed``; mark the rest as not
+    sampled (skipped, never run). The score of a sample estimates the whole run's in a fraction of its time."""
+    import random
+
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    left_out = 0
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        by_module: dict[str, list[str]] = {}
+        for item in sorted(db.pending_work_items, key=lambda i: i.job_id):
+            (spec,) = item.mutations
+            by_module.setdefault(str(spec.module_path), []).append(item.job_id)
+        draw = random.Random(seed)
+        for module in sorted(by_module):
+            jobs = by_module[module]
+            kept = set(draw.sample(jobs, min(per_module, len(jobs))))
+            for job in jobs:
+                if job not in kept:
+                    db.set_result(job, WorkResult(output=NOT_SAMPLED, worker_outcome=WorkerOutcome.SKIPPED))
+                    left_out += 1
+    return left_out
+
+
 def forget_survivors(session: Path) -> int:
     """Make the kept session's survivors pending again: after the suite gained probes, only
     they can change outcome (a killed mutant stays killed by a stronger suite)."""
@@ -206,9 +254,15 @@ def _worker_env(copy: Path) -> dict[str, str]:
     return env
 
 
-def _judge(copy: Path) -> subprocess.CompletedProcess[str]:
+def _judge(copy: Path, surface: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(copy.parent / Path(__file__).name), "killer"],
+        [
+            sys.executable,
+            str(copy.parent / Path(__file__).name),
+            "killer",
+            "--surface",
+            surface,
+        ],
         cwd=copy,
         env=_worker_env(copy),
         capture_output=True,
@@ -217,7 +271,7 @@ def _judge(copy: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _canary(copy: Path) -> None:
+def _canary(copy: Path, surface: str) -> None:
     """Break the copy's Core on purpose once: if the suite still passes, it is not
     judging the copy (a path mix-up), and every mutant would "survive"."""
     core = copy / "simulator" / "core.py"
@@ -227,7 +281,7 @@ def _canary(copy: Path) -> None:
         raise SystemExit("mutation: the canary's line is gone from simulator/core.py; update _canary")
     core.write_text(broken, encoding="utf-8")
     try:
-        if _judge(copy).returncode == 0:
+        if _judge(copy, surface).returncode == 0:
             raise SystemExit(
                 "mutation: the suite passed a deliberately broken copy; it is not testing the mutated files"
             )
@@ -283,8 +337,16 @@ def run(args: argparse.Namespace) -> int:
     exclude = () if args.all_operators else NARROWED
     script = work / Path(__file__).name  # the killer runs from a copy: editing this file mid-run cannot break it
     shutil.copyfile(Path(__file__), script)
+    modules = SURFACES[args.surface][0]
     config.write_text(
-        _config(args.module or list(MODULES), args.timeout, [f"http://127.0.0.1:{p}" for p in ports], exclude, script)
+        _config(
+            args.module or list(modules),
+            args.timeout,
+            [f"http://127.0.0.1:{p}" for p in ports],
+            exclude,
+            script,
+            args.surface,
+        )
     )
 
     print(f"mutation: work dir {work}", flush=True)
@@ -309,10 +371,13 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     print(f"mutation: {skip_invalid(session, copies[0])} mutant(s) that are not valid Python skipped", flush=True)
+    if args.sample and not resume:
+        left_out = sample(session, args.sample, args.seed)
+        print(f"mutation: sampled {args.sample} per module (seed {args.seed}); {left_out} left out", flush=True)
 
     if not resume:
         started = time.monotonic()
-        baseline = _judge(copies[0])
+        baseline = _judge(copies[0], args.surface)
         baseline_s = time.monotonic() - started
         if baseline.returncode != 0:
             print(baseline.stdout[-3000:])
@@ -320,7 +385,7 @@ def run(args: argparse.Namespace) -> int:
                 f"mutation: the suite fails the unmutated simulator (exit {baseline.returncode}); fix that first"
             )
         print(f"mutation: baseline suite run {baseline_s:.1f} s, timeout per mutant {args.timeout:.0f} s", flush=True)
-        _canary(copies[0])
+        _canary(copies[0], args.surface)
 
     started = time.monotonic()
     with _workers(copies, ports):
@@ -400,15 +465,20 @@ def load_mutants(session: Path) -> list[Mutant]:
             if result is None:
                 outcome = "pending"
             elif result.worker_outcome == WorkerOutcome.SKIPPED:
-                outcome = {"Filtered operator": "narrowed", ANNOTATION: "annotation", INVALID: "invalid"}.get(
-                    result.output or "", "skipped"
-                )
+                outcome = {
+                    "Filtered operator": "narrowed",
+                    ANNOTATION: "annotation",
+                    INVALID: "invalid",
+                    NOT_SAMPLED: "unsampled",
+                }.get(result.output or "", "skipped")
             elif result.test_outcome == TestOutcome.SURVIVED:
                 outcome = "survived"
             elif result.test_outcome == TestOutcome.KILLED:
                 outcome = "timeout" if result.output == "timeout" else "killed"
                 if outcome == "killed" and _exit_code(result.output) == HARNESS_ERROR and not _valid(spec):
                     outcome = "invalid"  # run before the syntax check existed: its "kill" was an import failure
+                elif outcome == "killed" and _exit_code(result.output) != KILLED:
+                    outcome = "survived"  # no named broken rule (incomplete, harness error): a user gets no verdict
             else:
                 outcome = "incompetent"  # the mutant could not be made or run: neither killed nor survived
             if result is not None:
@@ -473,20 +543,24 @@ def report(session: Path, *, wall: float | None = None, workers: int | None = No
     verdicts["equivalent"] += counts["annotation"]
     denominator = tested - verdicts["equivalent"] - verdicts["out-of-contract"]
     killed = counts["killed"] + counts["timeout"]
-    exits = Counter(m.exit_code for m in mutants if m.outcome == "killed")
-    print("\nMutation score of the conformance suite (simulator core, sizing, signing)")
-    print(f"  mutants total      {len(mutants)}  (operators left out by the default narrowing: {counts['narrowed']})")
+    no_verdict = Counter(m.exit_code for m in survivors if m.exit_code not in (0, None))
+    files = sorted({m.file for m in mutants})
+    print(f"\nMutation score of the conformance suite over {', '.join(files)}")
+    print(
+        f"  mutants total      {len(mutants)}  (operators left out by the default narrowing: {counts['narrowed']}; "
+        f"left out of the sample: {counts['unsampled']})"
+    )
     print(
         f"  tested             {tested}  (of which inside type annotations, not run: {counts['annotation']}; "
         f"not valid Python, left out: {counts['invalid']}; skipped by pragma {counts['skipped']}; "
         f"incompetent {counts['incompetent']}; pending {counts['pending']})"
     )
+    print(f"  killed             {killed}  (a failed rule, exit 1: {counts['killed']}; timeout: {counts['timeout']})")
     print(
-        f"  killed             {killed}  (by a failed test, exit 1: {exits.get(1, 0)}; incomplete, exit 6: {exits.get(6, 0)}; "
-        f"harness error, exit 7: {exits.get(7, 0)}; other: {sum(v for k, v in exits.items() if k not in (1, 6, 7))}; "
-        f"timeout: {counts['timeout']})"
+        f"  survived           {counts['survived']}  (of which without a verdict, so survivors too: incomplete, "
+        f"exit 6: {no_verdict.get(6, 0)}; harness error, exit 7: {no_verdict.get(7, 0)}; "
+        f"other: {sum(v for k, v in no_verdict.items() if k not in (6, 7))})"
     )
-    print(f"  survived           {counts['survived']}")
     for verdict in (*VERDICTS, "UNTRIAGED"):
         extra = (
             f"  (of which {counts['annotation']} inside type annotations)"
@@ -530,7 +604,8 @@ def report(session: Path, *, wall: float | None = None, workers: int | None = No
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("killer", help="(internal) the test command each mutant is judged by")
+    kill = sub.add_parser("killer", help="(internal) the test command each mutant is judged by")
+    kill.add_argument("--surface", choices=sorted(SURFACES), default="server")
     rep = sub.add_parser("report", help="print the figures of a kept session again")
     rep.add_argument("session", type=Path)
     parser.add_argument("--workers", type=int, default=max(1, min(2, os.cpu_count() or 1)))
@@ -538,8 +613,15 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=float, default=120.0, help="seconds per mutant before it counts as a timeout (killed)"
     )
     parser.add_argument(
-        "--module", action="append", help=f"mutate only this file (repeatable; default: {', '.join(MODULES)})"
+        "--surface",
+        choices=sorted(SURFACES),
+        default="server",
+        help="server: the Core's contract logic, judged by the whole suite; mcp: the MCP servers and "
+        "search_knowledge, judged by the suite's MCP and search_knowledge tests",
     )
+    parser.add_argument("--module", action="append", help="mutate only this file (repeatable; default: the surface's)")
+    parser.add_argument("--sample", type=int, default=0, help="run only this many mutants per module, drawn at random")
+    parser.add_argument("--seed", type=int, default=0, help="the draw of --sample")
     parser.add_argument(
         "--all-operators",
         action="store_true",
@@ -554,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", help="keep the copies and the session here (default: a temporary folder)")
     args = parser.parse_args(argv)
     if args.command == "killer":
-        return killer()
+        return killer(args.surface)
     if args.command == "report":
         return report(args.session)
     return run(args)
