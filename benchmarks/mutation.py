@@ -66,7 +66,7 @@ SURFACES = {
     ),
 }
 # The killer: the conformance suite, in-process against the bundled simulator.
-SUITE = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "--no-shrink"]
+SUITE = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "--no-shrink", "--assert=plain"]
 KILLED = 1  # only a named broken rule is a kill: 6 (incomplete) or 7 (harness error) gives a user no verdict
 NOT_SAMPLED = "not sampled"
 EXIT_MARK = "mutation-killer exit="

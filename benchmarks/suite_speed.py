@@ -38,7 +38,17 @@ import httpx
 from conformance.target.control import CONTROL_BASE
 from conformance.target.served import ServedSimulator
 
-SUITE = [sys.executable, "-m", "pytest", "--pyargs", "conformance.suite", "-q", "-p", "no:cacheprovider"]
+SUITE = [
+    sys.executable,
+    "-m",
+    "pytest",
+    "--pyargs",
+    "conformance.suite",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+    "--assert=plain",
+]
 TARGETS = ("sim", "sim+http", "served")
 RAW_REQUESTS = 2000
 

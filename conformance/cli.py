@@ -71,7 +71,11 @@ def _parser() -> argparse.ArgumentParser:
 # This module has imported the ``conformance`` package before pytest starts, so pytest cannot
 # rewrite its asserts and warns; a project whose pytest settings turn warnings into errors
 # (``filterwarnings = ["error"]``) would then stop before any test.
-QUIET_REWRITE = ("-W", "ignore::pytest.PytestAssertRewriteWarning")
+# ``--assert=plain``: the suite judges with ``expect`` (its own messages), never with bare asserts, so
+# pytest's assert rewriting would only cost time: it rewrites every module of every pytest plugin's
+# distribution the run imports (Hypothesis, Schemathesis, this package), about 6 CPU seconds a run
+# where bytecode is not cached.
+QUIET_REWRITE = ("-W", "ignore::pytest.PytestAssertRewriteWarning", "--assert=plain")
 
 
 def main(argv: list[str] | None = None) -> int:

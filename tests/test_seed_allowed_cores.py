@@ -320,6 +320,7 @@ def test_a_case_claims_only_its_own_requirement(rid: str) -> None:
         "-q",
         "-p",
         "no:cacheprovider",
+        "--assert=plain",
         "--requirement",
         rid,
     ]
