@@ -35,20 +35,11 @@ from typing import Any
 
 import httpx
 
+from conformance.cli import SUITE_ARGS
 from conformance.target.control import CONTROL_BASE
 from conformance.target.served import ServedSimulator
 
-SUITE = [
-    sys.executable,
-    "-m",
-    "pytest",
-    "--pyargs",
-    "conformance.suite",
-    "-q",
-    "-p",
-    "no:cacheprovider",
-    "--assert=plain",
-]
+SUITE = [sys.executable, "-m", "pytest", "-q", *SUITE_ARGS]
 TARGETS = ("sim", "sim+http", "served")
 RAW_REQUESTS = 2000
 

@@ -76,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
 # distribution the run imports (Hypothesis, Schemathesis, this package), about 6 CPU seconds a run
 # where bytecode is not cached.
 QUIET_REWRITE = ("-W", "ignore::pytest.PytestAssertRewriteWarning", "--assert=plain")
+SUITE_ARGS = ("--pyargs", "conformance.suite", "-p", "no:cacheprovider", *QUIET_REWRITE)
+"""pytest's arguments for the suite from its installed package, with no cache folder left behind:
+what ``knowledge-conformance run`` passes, and what the project's tests and benchmarks run."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         return int(pytest.main([*options, *args.pytest_args]))
     # Not -q: the header line names the target and the run ID before any test runs.
-    options = ["--pyargs", "conformance.suite", "-p", "no:cacheprovider", *QUIET_REWRITE, *pytest_arguments(args, RUN)]
+    options = [*SUITE_ARGS, *pytest_arguments(args, RUN)]
     return int(pytest.main([*options, *args.pytest_args]))
 
 
