@@ -163,7 +163,7 @@ def test_a_harness_that_does_not_start_is_one_harness_error_with_its_reason(
     assert code == 7 and results["verdict"] == "error", out
     assert "did not start" in results["target"]
     assert "Traceback" not in out and len(out.splitlines()) < 40, out
-    reason = "the harness closed stdout instead of answering start (exit 3)"
+    reason = "the harness exited before answering start (exit 3)"
     assert f"harness error: the harness did not start: {reason}: boom-tail" in out and "  boom-tail" in out, out
     assert [t["outcome"] for t in results["tests"]] == ["error"], "no test ran after the start failed"
     assert (
@@ -207,7 +207,7 @@ CONNECTION = {
         ),
         (
             "print('why', file=sys.stderr); sys.exit(5)",
-            r"the harness (closed stdout instead of answering|exited before) start \(exit 5\): why",
+            r"the harness exited before answering start \(exit 5\): why",
         ),
     ],
     ids=["garbage", "hangs", "other-protocol", "exits"],

@@ -143,6 +143,13 @@ class Harness:
         tail = " | ".join(line for line in self._stderr[-3:] if line.strip())
         return f"{what} (exit {self.process.poll()})" + (f": {clip(tail, -300)}" if tail else "")
 
+    def _gone(self, cmd: str) -> str:
+        """One wording whichever the runner saw first, the closed pipe or the end of stdout: it is a race."""
+        self._settle()
+        if self.process.poll() is None:
+            return self._exited(f"the harness closed stdout instead of answering {cmd}")
+        return self._exited(f"the harness exited before answering {cmd}")
+
     def call(self, cmd: str, **fields: Any) -> Answer:
         command = {"id": self._next, "cmd": cmd, **fields}
         self._next += 1
@@ -154,15 +161,13 @@ class Harness:
             self.process.stdin.write(json.dumps(command) + "\n")
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
-            self._settle()
-            raise HarnessProtocolError(self._exited(f"the harness exited before {cmd}")) from None
+            raise HarnessProtocolError(self._gone(cmd)) from None
         try:
             line = self._lines.get(timeout=self.timeout)
         except queue.Empty:
             raise HarnessProtocolError(f"no answer to {cmd} within {self.timeout:g} s") from None
         if line is None:
-            self._settle()
-            raise HarnessProtocolError(self._exited(f"the harness closed stdout instead of answering {cmd}"))
+            raise HarnessProtocolError(self._gone(cmd))
         return self._check(cmd, command, line)
 
     def _check(self, cmd: str, command: dict[str, Any], line: str) -> Answer:
