@@ -262,7 +262,9 @@ class Core:
         return status, [self._hint(caller, run, r) for r in found]
 
     def _hint(self, caller: Caller, run: Run, rev: Revision) -> dict[str, Any]:
-        if rev.summary:
+        # An author's summary that holds the whole document is not sent: search never includes full content.
+        whole = rev.content.strip()
+        if rev.summary and not (whole and whole in rev.summary):
             summary = rev.summary
         else:
             summary = rev.content[: min(240, len(rev.content) // 2)].rstrip() + "…"

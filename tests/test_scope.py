@@ -35,10 +35,10 @@ def test_without_control_a_scope_counts_what_the_configuration_can_stand_in_for(
     bare = parse_scope("server@no-control")
     inside, outside = set(bare.members(CATALOGUE)), set(bare.outside(CATALOGUE))
     assert inside | outside == set(SERVER_MUSTS) and not inside & outside
-    assert outside == {"TURN-012", "REF-001", "REF-002", "REF-007", "REF-008", "REF-016"}
+    assert outside == {"TURN-012", "REF-001", "REF-002", "REF-007", "REF-008", "REF-016", "REF-017"}
     assert len(inside) >= 52
     realtime = set(parse_scope("server@no-control+realtime").outside(CATALOGUE))
-    assert realtime == {"TURN-012", "REF-007", "REF-008"}
+    assert realtime == {"TURN-012", "REF-007", "REF-008", "REF-017"}
     assert set(parse_scope("server@control").members(CATALOGUE)) == set(SERVER_MUSTS)
     every = parse_scope("server,mcp,tool@control").members(CATALOGUE)
     assert {CATALOGUE[rid].surface for rid in every} == {"server", "mcp", "tool"}
@@ -49,7 +49,7 @@ def test_the_verdict_within_a_scope() -> None:
     verdict, member = _run("server@no-control", [_passing(*inside)])
     assert verdict == "conformant" and member is not None
     assert member["must_total"] == member["must_verified"] == len(inside)
-    assert set(member["outside"]) == {"TURN-012", "REF-001", "REF-002", "REF-007", "REF-008", "REF-016"}
+    assert set(member["outside"]) == {"TURN-012", "REF-001", "REF-002", "REF-007", "REF-008", "REF-016", "REF-017"}
     assert _run("server@no-control", [_passing(*inside[1:])])[0] == "incomplete"
     outside_failed = TestResult("t::f", "failed", ["REF-007"], "REF-007", "boom")
     assert _run("server@no-control", [_passing(*inside), outside_failed])[0] == "non-conformant"

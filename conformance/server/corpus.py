@@ -19,6 +19,7 @@ from conformance.target import contract as C
 MAIN_BASE, SECOND_BASE = "kb-main", "kb-second"
 WORST_WORD = "worstcase"  # the one word the three worst-case search documents share, and no other document has
 WORST_KEYS = ("worst1", "worst2", "worst3")
+SUMMARISED = "summarised"  # the document whose seeded summary is its whole content
 # Each costs more UTF-8 bytes in JSON than a character count says: escapes (2 or 6 bytes
 # for one character), control characters, line and paragraph separators (which some
 # encoders escape), astral characters (4 bytes, two UTF-16 units), CJK, combining marks.
@@ -184,6 +185,9 @@ def build(seed: int = 7, *, large: bool = True) -> dict[str, Doc]:
         docs.append(
             Doc("over", "item-over", MAIN_BASE, "Budget plus one", _sized("overdoc", C.READ_CHAIN_MAX_BYTES + 1, "😀"))
         )
+        # An author summary that is the whole document: a hint may quote it, never carry all of it.
+        whole = "summariseddoc " + "A short note whose author pasted the whole text as its summary. " * 3
+        docs.append(Doc(SUMMARISED, f"item-{SUMMARISED}", MAIN_BASE, "Summary is the text", whole, summary=whole))
     out = {d.key: d for d in docs}
     if large:
         assert C.utf8_size(out["big"].content) > C.READ_CHAIN_MAX_BYTES + C.READ_MAX_MAX_BYTES

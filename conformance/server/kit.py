@@ -29,6 +29,7 @@ from conformance.server.rules import (
     REF_007,
     REF_011,
     SRCH_003,
+    SRCH_006,
     SRCH_008,
     TURN_007,
 )
@@ -61,6 +62,10 @@ PURPOSES: dict[str, tuple[str, tuple[Rule, ...]]] = {
         (READ_010, READ_011, READ_020),
     ),
 }
+PURPOSES[corpus.SUMMARISED] = (
+    "a short document whose summary is its whole content: no hint, of a search or a turn, may carry it whole",
+    (SRCH_006, TURN_007),
+)
 for _i in range(4):
     PURPOSES[f"filler{_i}"] = ("a near-duplicate of the other binding notes: ranking must not matter", (SRCH_003,))
 for _key in corpus.WORST_KEYS:

@@ -186,6 +186,14 @@ class ScopeChangeIgnored(Core):
         return None
 
 
+class ScopeWideningIgnored(Core):
+    """Only a scope that no longer holds the document refuses its references: one widened (or
+    otherwise changed) around it keeps them readable."""
+
+    def _check_scope(self, claims: dict[str, Any], current: Revision | None, scope: Scope) -> None:
+        super()._check_scope({**claims, "sv": scope.version}, current, scope)
+
+
 class RevisionChangeIgnored(Core):
     def _check_revision(self, claims: dict[str, Any], current: Revision) -> None:
         return None
@@ -263,6 +271,7 @@ MINIATURES: dict[str, Miniature] = {
     "ref_any_run": RefAnyRun,
     "refs_bound_to_run_only": RefsBoundToRunOnly,
     "scope_change_ignored": ScopeChangeIgnored,
+    "scope_widening_ignored": ScopeWideningIgnored,
     "revision_change_ignored": RevisionChangeIgnored,
     "ref_any_account": _accepts_another("a", "Account"),
     "generic_error_codes": GenericErrorCodes,

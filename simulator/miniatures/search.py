@@ -220,6 +220,14 @@ class PartialAsOk(Core):
         return found
 
 
+class HintSummaryVerbatim(Core):
+    """An author's summary is sent as it is, even one that holds the whole document."""
+
+    def _hint(self, caller: Caller, run: Run, rev: Revision) -> dict[str, Any]:
+        hint = super()._hint(caller, run, rev)
+        return {**hint, "summary": rev.summary} if rev.summary else hint
+
+
 MINIATURES: dict[str, Miniature] = {
     "search_missing": SearchMissing,
     "search_ignores_run": SearchIgnoresRun,
@@ -227,6 +235,7 @@ MINIATURES: dict[str, Miniature] = {
     "search_hint_without_summary": SearchHintWithoutSummary,
     "search_status_empty": SearchStatusEmpty,
     "search_full_content": SearchFullContent,
+    "hint_summary_verbatim": HintSummaryVerbatim,
     "search_hint_preview": SearchHintPreview,
     "trust_missing": TrustMissing,
     "search_oversize": SearchOversize,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -96,6 +97,65 @@ class TurnBadSchemaVersion(Core):
         return status, dumps(turn)
 
 
+class TurnHintsIgnoreScope(Core):
+    """The turn's on_demand hint search runs over every base of the workspace, whatever the
+    account's scope (the search endpoint stays scoped)."""
+
+    def _search_hints(
+        self, caller: Caller, run: Run, query: str, limit: int, mode: str, *, endpoint: bool
+    ) -> tuple[str, list[dict[str, Any]]]:
+        if endpoint or mode in ("disabled", "unavailable"):
+            return super()._search_hints(caller, run, query, limit, mode, endpoint=endpoint)
+        found = self.store.search(caller.route, query, None, limit)
+        return ("partial" if mode == "partial" else "ok"), [self._hint(caller, run, r) for r in found]
+
+
+class TurnUnavailableAsOk(Core):
+    """An on_demand turn while knowledge is unavailable says status ok with no hints (search still says unavailable)."""
+
+    def _search_hints(
+        self, caller: Caller, run: Run, query: str, limit: int, mode: str, *, endpoint: bool
+    ) -> tuple[str, list[dict[str, Any]]]:
+        status, hints = super()._search_hints(caller, run, query, limit, mode, endpoint=endpoint)
+        return ("ok" if status == "unavailable" and not endpoint else status), hints
+
+
+class TurnFingerprintIgnoresDelivery(Core):
+    """The turn fingerprint leaves knowledge_delivery out: the same identity with another delivery
+    replays the committed run (with its pinned delivery) instead of a 409 turn_conflict."""
+
+    def __init__(self, config: SimConfig, store: Store, clock: Clock) -> None:
+        super().__init__(config, store, clock)
+        self._loose: dict[str, str] = {}
+        self._body: dict[str, Any] = {}
+
+    def start_turn(self, caller: Caller, body: dict[str, Any]) -> tuple[int, bytes]:
+        self._body = body
+        return super().start_turn(caller, body)
+
+    def _replay(self, key: str, fingerprint: str) -> bytes | None:
+        rest = {k: v for k, v in self._body.items() if k != "knowledge_delivery"}
+        loose = hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
+        existing = self.store.turn(key)
+        if existing is not None and self._loose.get(key) == loose:
+            return existing[1].encode("utf-8")
+        self._loose.setdefault(key, loose)
+        return super()._replay(key, fingerprint)
+
+
+class TurnKeyWithoutSession(Core):
+    """The idempotency key leaves the Agent Session out: another session's turn with the same
+    conversation, turn and message ids on the route gets the first session's committed run."""
+
+    def __init__(self, config: SimConfig, store: Store, clock: Clock) -> None:
+        super().__init__(config, store, clock)
+        self._first: dict[str, str] = {}
+
+    def _replay(self, key: str, fingerprint: str) -> bytes | None:
+        rest = json.dumps(json.loads(key)[1:])  # the key without its first member, the session
+        return super()._replay(self._first.setdefault(rest, key), fingerprint)
+
+
 MINIATURES: dict[str, Miniature] = {
     "turn_ignores_delivery": TurnIgnoresDelivery,
     "turn_no_pinning": TurnNoPinning,
@@ -105,4 +165,8 @@ MINIATURES: dict[str, Miniature] = {
     "turn_bodies_on_demand": TurnBodiesOnDemand,
     "turn_missing_refs_array": TurnMissingRefsArray,
     "turn_bad_schema_version": TurnBadSchemaVersion,
+    "turn_hints_ignore_scope": TurnHintsIgnoreScope,
+    "turn_unavailable_as_ok": TurnUnavailableAsOk,
+    "turn_fingerprint_ignores_delivery": TurnFingerprintIgnoresDelivery,
+    "turn_key_without_session": TurnKeyWithoutSession,
 }

@@ -23,6 +23,7 @@ from conformance.server.rules import (
     REF_014,
     REF_015,
     REF_016,
+    REF_017,
 )
 from conformance.server.world import World
 from conformance.target import contract as C
@@ -219,6 +220,30 @@ def test_a_scope_change_invalidates_references(fresh_world: World, what: str) ->
         requirement=REF_007,
         secret=first["content"],
         text=fresh_world.document_text(),
+    )
+
+
+@R("REF-017", *ERROR_RULES)
+def test_a_widened_scope_reads_or_refuses_references_as_changed(fresh_world: World) -> None:
+    """The account's scope names the main base when the reference is issued, then is widened (the
+    second base added): the document is still in scope. The seed binds references to the "current
+    knowledge scope/revision" but leaves open whether a change that keeps the document counts, so by
+    default a valid page or the scope-changed error passes; strict demands the error (CHOICES.md)."""
+    world = fresh_world
+    control = world.need_control("change the account's scope")
+    control.set_scope(world.route, world.primary.account, [corpus.MAIN_BASE])
+    doc = world.docs["alpha"]
+    run_id = world.start_run()
+    ref = world.ref_for(run_id, doc)
+    secret = _secret_of(world, ref, run_id)
+    control.set_scope(world.route, world.primary.account, [corpus.MAIN_BASE, corpus.SECOND_BASE])
+    response = world.read(ref, run_id)
+    if response.status_code == 200 and not world.cfg.strict_codes:
+        checks.page(response, ref=ref, max_bytes=None, requirement_bound=READ_004)
+        REF_017.held()  # read after the widening: one of the two answers the rule allows, and a valid page
+        return
+    checks.reference_error(
+        response, world.cfg, "scope_changed", requirement=REF_017, secret=secret, text=world.document_text()
     )
 
 

@@ -130,6 +130,26 @@ def test_hints_never_carry_the_full_document(world: World) -> None:
     checks.search_response(response)
 
 
+@R("SRCH-006")
+def test_a_summary_that_is_the_whole_document_is_never_sent_whole(world: World) -> None:
+    """The corpus document whose seeded (author) summary is its whole content (corpus.SUMMARISED):
+    its hint may quote it, never carry all of it, whatever the author wrote."""
+    doc = world.need_doc(corpus.SUMMARISED)
+    run_id = world.start_run()
+    body = checks.ok(world.search(doc.token, run_id), SRCH_001, "search")
+    hints = body.get("hints") if isinstance(body.get("hints"), list) else []
+    hint = world.hint_for(hints, doc, run_id)
+    if hint is None:
+        world.not_found(f"no hint of the search for {doc.token!r} reads as document {doc.key!r}", doc)
+    carriers = _carriers(hint, doc.content.strip())
+    expect(
+        not carriers,
+        SRCH_006,
+        f"the hint of {doc.key!r} carries its whole content ({len(doc.content)} characters) in {carriers}: "
+        "its author summary sent as it is",
+    )
+
+
 def _carriers(hint: Any, text: str) -> list[str]:
     """The members of ``hint`` (any depth) with a string that contains ``text``."""
     if not isinstance(hint, dict):

@@ -11,8 +11,8 @@ import pytest
 
 from conformance.clients.reference_client import KnowledgeError, ReferenceClient
 from conformance.server import checks, corpus
-from conformance.server.rules import TURN_003, TURN_004, TURN_007, TURN_011, TURN_012
-from conformance.server.world import World
+from conformance.server.rules import REF_007, SRCH_010, TURN_003, TURN_004, TURN_007, TURN_011, TURN_012, TURN_013
+from conformance.server.world import Stated, World
 from conformance.target import contract as C
 from conformance.target.outcomes import ContractViolation, HarnessError
 from conformance.target.rules import Rule, expect
@@ -117,6 +117,7 @@ def test_a_replay_with_reordered_members_never_starts_another_run(world: World) 
 
 CHANGED_PAYLOADS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "other_mode": lambda body: {**body, "knowledge_delivery": "inline"},
+    "mode_left_out": lambda body: {k: v for k, v in body.items() if k != "knowledge_delivery"},
     "other_input": lambda body: {**body, "user_input": body["user_input"] + " and its owner"},
     "longer_input": lambda body: {**body, "user_input": body["user_input"] * 40},
     "shorter_input": lambda body: {**body, "user_input": body["user_input"][:4]},
@@ -135,7 +136,117 @@ def test_same_turn_identity_with_another_payload_keeps_the_pinned_run(world: Wor
     _refused_or_pinned(world, other, first, TURN_011)
 
 
-def _refused_or_pinned(world: World, response: Any, committed: dict[str, Any], requirement: Rule) -> None:
+@R("TURN-011")
+def test_an_inline_turn_identity_sent_again_on_demand_keeps_the_pinned_run(world: World) -> None:
+    """The other way round: the identity committed without knowledge_delivery (inline), then sent
+    with on_demand. A Core whose fingerprint leaves the delivery out answers the inline run; by
+    default that keeps the choice pinned and passes, strict demands the 409 turn_conflict."""
+    body = world.core.turn_body("homepage binding", None, key="changed-to-on-demand")
+    first = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_003, "an inline turn")
+    other = world.core.turn(world.primary.token, world.route, {**body, "knowledge_delivery": "on_demand"})
+    _refused_or_pinned(world, other, first, TURN_011, pinned="inline")
+
+
+@R("TURN-013")
+def test_another_sessions_turn_with_the_same_ids_is_its_own_run(world: World) -> None:
+    """The idempotency key is Agent Session + route + conversation + turn + user message id
+    (CONVENTIONS): another Agent Session of the same account and route that sends the same ids
+    and payload starts its own run, one it can use, never the first session's (whose run_id
+    answers it 404 run_not_found)."""
+    other = world.isolated("other_session", "session")
+    body = world.core.turn_body("homepage binding", "on_demand", key="two-sessions")
+    mine = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_003, "turn")
+    theirs = checks.ok(
+        world.core.turn(other.token, other.route, body), TURN_013, "the same turn ids sent by another Agent Session"
+    )
+    run_id = theirs.get("run_id") if isinstance(theirs, dict) else None
+    expect(
+        run_id != mine.get("run_id"),
+        TURN_013,
+        f"another Agent Session sending the same turn ids got the first session's run {run_id!r}",
+    )
+    search = world.search("binding" if world.docs else world.cfg.probe_query, str(run_id), other)
+    expect(
+        search.status_code == 200,
+        TURN_013,
+        f"the run another Agent Session's turn answered is not its own: its search with it answered HTTP {search.status_code}",
+    )
+
+
+@R("REF-007")
+def test_on_demand_hints_respect_the_account_scope(fresh_world: World) -> None:
+    """An on_demand turn's hints are search hints: the account's scope names only the main
+    knowledge base, and the turn's message names the document of the second base; no hint of the
+    turn may show that document (its seeded title, or a ref that reads as it), as no search hint may."""
+    world = fresh_world
+    second = world.need_doc("second")
+    world.need_control("change the account's scope").set_scope(world.route, world.primary.account, [corpus.MAIN_BASE])
+    body, context = _on_demand_context(world, f"{second.token} binding")
+    checks.on_demand_answer(world, context)
+    delivery = world.cfg.names.delivery(context)
+    hints = delivery["hints"] if isinstance(delivery.get("hints"), list) else []
+    if not hints:
+        pytest.skip("not verified: the on_demand turn carried no hints to judge against the account's scope")
+    run_id = str(body.get("run_id"))
+    for i, hint in enumerate(hints):
+        expect(
+            not world.shows(hint, second, run_id),
+            REF_007,
+            f"hint {i} of an on_demand turn shows {second.key!r}, a document of base {second.base!r} outside the "
+            "account's scope",
+        )
+
+
+@R("TURN-007")
+def test_on_demand_hints_never_carry_a_summary_that_is_the_whole_document(world: World) -> None:
+    """The corpus document whose seeded summary is its whole content (corpus.SUMMARISED): a
+    turn's hint of it may quote it, never carry all of it (a hint that does is not bounded)."""
+    doc = world.need_doc(corpus.SUMMARISED)
+    body, context = _on_demand_context(world, f"{doc.token} summary")
+    checks.on_demand_answer(world, context)
+    delivery = world.cfg.names.delivery(context)
+    hints = delivery["hints"] if isinstance(delivery.get("hints"), list) else []
+    run_id = str(body.get("run_id"))
+    if not any(world.shows(hint, doc, run_id) for hint in hints):
+        pytest.skip(f"not verified: no hint of the on_demand turn shows document {doc.key!r}")
+    whole = doc.content.strip()
+    carriers = [i for i, hint in enumerate(hints) if any(whole in text for text in C.strings_in(hint))]
+    expect(
+        not carriers,
+        TURN_007,
+        f"hint {carriers[0] if carriers else 0} of an on_demand turn carries document {doc.key!r} whole "
+        f"({len(whole)} characters), its author summary sent as it is",
+    )
+
+
+@R("SRCH-010")
+def test_an_on_demand_turn_while_unavailable_is_never_ok_and_empty(in_state: Callable[[str], Stated]) -> None:
+    """Seed: "Service unavailability is not evidence of an empty corpus." A workspace kept unavailable
+    ([target.workspaces.unavailable]) or set so through control: an on_demand turn may be refused, or
+    carry a delivery whose status is any the delivery schema allows (TURN-006 judges that), but
+    never status ok with no hints, which says the corpus is empty."""
+    stated = in_state("unavailable")
+    world = stated.world
+    text = "binding" if world.docs else world.cfg.probe_query
+    response = world.core.turn(world.primary.token, world.route, world.core.turn_body(text, "on_demand"))
+    if response.status_code != 200:
+        pytest.skip(f"not verified: the unavailable workspace refused the on_demand turn (HTTP {response.status_code})")
+    body = checks.body_of(response, TURN_003)
+    context = body.get("context") if isinstance(body, dict) else None
+    delivery = world.cfg.names.delivery(context) if isinstance(context, dict) else None
+    if not isinstance(delivery, dict) or not delivery:
+        pytest.skip("not verified: the on_demand turn of the unavailable workspace carried no delivery object")
+    status, hints = delivery.get("status"), delivery.get("hints")
+    expect(
+        not (status == "ok" and hints == []),
+        SRCH_010,
+        "an on_demand turn of an unavailable workspace reported delivery status 'ok' with no hints",
+    )
+
+
+def _refused_or_pinned(
+    world: World, response: Any, committed: dict[str, Any], requirement: Rule, *, pinned: str = "on_demand"
+) -> None:
     """The same turn identity sent with the other delivery mode.
 
     The seed asks only that the choice stays pinned: refusing the changed payload (a 4xx
@@ -164,9 +275,9 @@ def _refused_or_pinned(world: World, response: Any, committed: dict[str, Any], r
     )
     kept = (cfg.names.delivery(body.get("context")) or {}).get("mode")
     expect(
-        kept == "on_demand",
+        kept == pinned if pinned == "on_demand" else kept != "on_demand",
         requirement,
-        f"the replay under a changed delivery mode answered with delivery {kept!r}, pinned was 'on_demand'",
+        f"the replay under a changed delivery mode answered with delivery {kept!r}, pinned was {pinned!r}",
     )
 
 
