@@ -11,7 +11,9 @@ Documented behaviour where the seed is open (schemas/CHOICES.md, "MCP"):
 - an argument the input schema does not declare (a run, route, token...) is refused with
   ``invalid_arguments``; the tools never read identity from arguments;
 - a knowledge call before any ``start_business_turn`` is refused with ``turn_required``;
-- a Core that does not speak the knowledge protocol yields ``knowledge_not_supported``.
+- a Core that does not speak the knowledge protocol yields ``knowledge_not_supported``;
+- a turn whose response is lost (a 5xx, the Core unreachable) is retried, at most three
+  attempts, with the same conversation, turn and message id: the Core replays the committed run.
 
 ``search_knowledge`` (seed 003) is hidden but callable: ``tools/list`` is the minimal public
 list and does not name it (``TOOL_CATALOG`` classifies it as advanced, min_tier free,
@@ -44,6 +46,7 @@ FEEDBACK_SCHEMA = "bailing.agent-feedback.v1"
 CAPABILITIES_SCHEMA = "bailing.agent-knowledge-capabilities.v1"
 KNOWLEDGE_SCHEMA = "bailing.agent-knowledge.v1"
 LEGACY_STATUSES = (404, 405, 501)
+TURN_ATTEMPTS = 3  # a turn whose response was lost (a 5xx, the Core unreachable) is retried as the same turn
 FLAGS: dict[str, Any] = {"dispatch": "not_dispatched", "business_operation_performed": False}
 DESCRIPTIONS = {
     "start_business_turn": "Start the authorized user's turn. Knowledge calls bind the run it starts.",
@@ -79,10 +82,11 @@ class ToolError(Exception):
         origin: str = "mcp",
         core_body: dict[str, Any] | None = None,
         retryable: bool | None = None,
+        status: int | None = None,
     ) -> None:
         super().__init__(message)
         self.code, self.message, self.category, self.next_action = code, message, category, next_action
-        self.origin, self.core_body = origin, core_body
+        self.origin, self.core_body, self.status = origin, core_body, status
         self.retryable = (next_action is not None) if retryable is None else retryable
 
 
@@ -123,6 +127,7 @@ def core_error(status: int, body: Any) -> ToolError:
         origin="core",
         core_body=envelope or None,
         retryable=retryable if isinstance(retryable, bool) else None,
+        status=status,
     )
 
 
@@ -259,19 +264,32 @@ class AgentTools:
         session.turns += 1
         request: dict[str, Any] = {
             "client_conversation_id": session.conversation,
-            "client_turn_id": f"turn-{session.turns}",
-            "user_message_id": f"message-{session.turns}",
             "user_input": arguments["user_input"],
         }
         if session.supported:
             request["knowledge_delivery"] = "on_demand"  # a trusted host option, never the model's
-        answer = await self._core(session, "POST", "/turns", request)
+        for attempt in range(TURN_ATTEMPTS):
+            turn_id, message_id = self.turn_identity(session, attempt)
+            try:
+                answer = await self._core(
+                    session, "POST", "/turns", {**request, "client_turn_id": turn_id, "user_message_id": message_id}
+                )
+                break
+            except ToolError as err:  # a lost response: the same turn again, which the Core replays (MCP-013)
+                lost = err.code == "core_unreachable" or (err.status is not None and err.status >= 500)
+                if not lost or attempt == TURN_ATTEMPTS - 1:
+                    raise
         session.run_id = str(answer["run_id"])
         out: dict[str, Any] = {"run_id": session.run_id}
         delivery = (answer.get("context") or {}).get("knowledge_delivery")
         if isinstance(delivery, dict):
             out["knowledge_delivery"] = delivery
         return out
+
+    def turn_identity(self, session: Session, attempt: int) -> tuple[str, str]:
+        """The ``client_turn_id`` and ``user_message_id`` of the session's current turn: the same for
+        every attempt, so a retry after a lost response is the original idempotent turn (seed 000)."""
+        return f"turn-{session.turns}", f"message-{session.turns}"
 
     async def search(self, session: Session, run_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return dict(await self._core(session, "POST", "/knowledge/search", {**arguments, "run_id": run_id}))

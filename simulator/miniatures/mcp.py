@@ -172,6 +172,30 @@ class McpDiffersFromHttp(AgentTools):
         return {**page, "content": unicodedata.normalize("NFC", str(page.get("content", "")))}
 
 
+class McpScopeChangeNoSearchAgain(AgentTools):
+    """The feedback of a changed reference says search_knowledge only for knowledge_revision_changed: a read
+    after a scope change (knowledge_scope_changed, or any other knowledge_*changed) gets next_action null."""
+
+    def feedback(self, name: str, err: ToolError) -> dict[str, Any]:
+        found = super().feedback(name, err)
+        if (
+            err.code.startswith("knowledge_")
+            and err.code.endswith("changed")
+            and err.code != "knowledge_revision_changed"
+        ):
+            found.update(next_action=None, retryable=False)
+        return found
+
+
+class McpTurnRetryNewIdentity(AgentTools):
+    """start_business_turn retries a turn whose response was lost with a new client_turn_id and
+    user_message_id: the Core commits a second run, and the tool returns that one, not the committed one."""
+
+    def turn_identity(self, session: Session, attempt: int) -> tuple[str, str]:
+        turn_id, message_id = super().turn_identity(session, attempt)
+        return (turn_id, message_id) if not attempt else (f"{turn_id}-retry-{attempt}", f"{message_id}-retry-{attempt}")
+
+
 class McpKnowledgeOnJobPath(JobTools):
     """The Fixed Client Token stdio server also lists search_business_knowledge."""
 
@@ -254,6 +278,8 @@ AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_own_page_size": McpOwnPageSize,
     "mcp_ignores_max_bytes": McpIgnoresMaxBytes,
     "mcp_search_knowledge_listed": McpSearchKnowledgeListed,
+    "mcp_scope_change_no_search_again": McpScopeChangeNoSearchAgain,
+    "mcp_turn_retry_new_identity": McpTurnRetryNewIdentity,
 }
 JOB_MINIATURES: dict[str, type[JobTools]] = {
     "mcp_knowledge_on_job_path": McpKnowledgeOnJobPath,

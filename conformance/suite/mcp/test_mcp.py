@@ -36,9 +36,11 @@ from conformance.mcp.rules import (
     MCP_010,
     MCP_011,
     MCP_012,
+    MCP_013,
 )
-from conformance.mcp.session import McpSession, ToolResult, connect
+from conformance.mcp.session import Endpoint, McpSession, ToolResult, connect
 from conformance.plugin.options import option
+from conformance.server.expiry import ages
 from conformance.server.world import Who, World
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
@@ -197,6 +199,32 @@ def _failure(name: str, result: ToolResult, *, reference: bool = False) -> dict[
             f"{name} reference failure says next_action {feedback.get('next_action')!r}, expected search_knowledge",
         )
     return dict(feedback)
+
+
+def _reference_family(code: Any) -> bool:
+    """``knowledge_reference_*`` / ``knowledge_*changed``: the codes of a changed, invalid or expired reference (seed 000)."""
+    return isinstance(code, str) and (
+        code.startswith("knowledge_reference_") or (code.startswith("knowledge_") and code.endswith("changed"))
+    )
+
+
+def _says_search_again(result: ToolResult, what: str) -> bool:
+    """A refused read whose feedback (or the Core error it carries) has a code of the reference family
+    says next_action search_knowledge (MCP-010); True when it was judged. A refusal with another code is
+    not judged here: whether the Core's code is right is the REF rules' matter, over HTTP."""
+    feedback = _failure(READ, result)
+    body = _body(result)
+    error = body.get("error") if isinstance(body, dict) else None
+    codes = [feedback.get("code"), error.get("error") if isinstance(error, dict) else error]
+    if not any(_reference_family(c) for c in codes):
+        return False
+    expect(
+        feedback.get("next_action") == "search_knowledge",
+        MCP_010,
+        f"{what} was refused as {sorted({str(c) for c in codes if c})} with feedback next_action "
+        f"{feedback.get('next_action')!r}, expected search_knowledge",
+    )
+    return True
 
 
 def _hits(agent: Agent, query: str) -> list[dict[str, Any]]:
@@ -358,7 +386,7 @@ def test_reads_bind_the_current_run(agent: Agent, world: World, kc_config: Targe
     _failure(READ, stale, reference=True)
 
 
-@R("MCP-004")
+@R("MCP-004", "MCP-010")
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_each_agent_session_of_an_account_reads_in_its_own_run(
     transport: str, world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
@@ -401,6 +429,8 @@ def test_each_agent_session_of_an_account_reads_in_its_own_run(
         MCP_004,
         "a reference of one Agent Session's current run was read by another Agent Session of the same account",
     )
+    if foreign.protocol_error is None:  # a binding mismatch: a reference error, which says search again
+        _says_search_again(foreign, "a read of another Agent Session's reference")
 
 
 @R("MCP-011")
@@ -516,21 +546,8 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
     success and never a crash. Legacy mode is switched on through control for a workspace of
     this test alone, so the check needs an MCP server that can act on any route (the bundled
     simulator's); a configured server is bound to its own route and identity."""
-    from conformance.mcp.endpoints import agent_endpoints
-
-    chosen = option(pytestconfig, "--mcp-target")
-    if skipped(chosen):
-        pytest.skip("not verified: MCP checks skipped: --mcp-target none")
-    configured = [chosen] if chosen else [kc_config.mcp.get("url") or "", *(kc_config.mcp.get("command") or [])]
-    if any(configured) and not any("{route}" in str(part) for part in configured):
-        pytest.skip(
-            "not verified: the configured MCP server acts on its own route; a legacy workspace needs one per route "
-            "({route} in its URL or command)"
-        )
     who = fresh_world.primary
-    endpoint = agent_endpoints(kc_config, kc_target, chosen, str(who.token), fresh_world.route).get(transport)
-    if endpoint is None:
-        pytest.skip(f"not verified: no Agent Session MCP server over {transport} for a fresh workspace")
+    endpoint = _route_endpoint(transport, fresh_world, kc_config, kc_target, pytestconfig, "a legacy workspace")
     fresh_world.need_control("set the workspace's mode").set_mode(fresh_world.route, "legacy")
     legacy = fresh_world.core.capabilities(who.token, fresh_world.route).status_code
     if legacy not in kc_config.wire["legacy"]["unsupported_statuses"]:  # the precondition, not a rule of the Core
@@ -564,6 +581,136 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
             f"{what} {name} answered as a success, taking the tools' presence as knowledge support: {_clip(result)}",
         )
         _failure(name, result)
+
+
+def _route_endpoint(
+    transport: str, world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config, why: str
+) -> Endpoint:
+    """The Agent Session MCP server over ``transport`` for ``world``'s primary identity on its own
+    (fresh) route; skipped when the configured server is bound to its own route (no ``{route}``)."""
+    from conformance.mcp.endpoints import agent_endpoints
+
+    chosen = option(pytestconfig, "--mcp-target")
+    if skipped(chosen):
+        pytest.skip("not verified: MCP checks skipped: --mcp-target none")
+    configured = [chosen] if chosen else [kc_config.mcp.get("url") or "", *(kc_config.mcp.get("command") or [])]
+    if any(configured) and not any("{route}" in str(part) for part in configured):
+        pytest.skip(
+            f"not verified: the configured MCP server acts on its own route; {why} needs one per route "
+            "({route} in its URL or command)"
+        )
+    endpoint = agent_endpoints(kc_config, kc_target, chosen, str(world.primary.token), world.route).get(transport)
+    if endpoint is None:
+        pytest.skip(f"not verified: no Agent Session MCP server over {transport} for a fresh workspace")
+    return endpoint
+
+
+@R("MCP-010")
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_expired_and_changed_references_over_mcp_say_search_knowledge(
+    transport: str, fresh_world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
+) -> None:
+    """Each reference-error family the control extension can produce, over MCP: a reference read
+    after 300 s, after a new revision of its document, and after the account's scope dropped its
+    knowledge base. A refusal with a ``knowledge_reference_*`` / ``knowledge_*changed`` code has
+    feedback ``next_action: search_knowledge`` (seed 000), whichever family it is. A read the Core
+    still serves, or refuses with another code, is the REF rules' matter over HTTP, not judged here.
+    (An invalid reference and a previous run's or another session's reference are judged elsewhere.)"""
+    world = fresh_world
+    control = world.need_control("age, rewrite and re-scope references")
+    endpoint = _route_endpoint(transport, world, kc_config, kc_target, pytestconfig, "a changed scope or revision")
+    doc = world.docs["alpha"]
+    changes = (
+        ("read 300 s after its issue", lambda: control.advance(ages(world.cfg.clock_skew_seconds)["after"])),
+        (
+            "read after a new revision of its document",
+            lambda: control.publish(world.route, doc.item_id, f"{doc.token} binding. A rewritten revision."),
+        ),
+        (
+            "read after the account's scope dropped its knowledge base",
+            lambda: control.set_scope(world.route, world.primary.account, ["kb-second"]),
+        ),
+    )
+
+    def issue(session: McpSession) -> str | None:
+        """A fresh reference of the document from a search of the session's current run, read once."""
+        found = _call(session, SEARCH, {"query": doc.token})
+        if isinstance(found, str) or _refused(found):
+            return None
+        for hint in (_body(found) or {}).get("hints", []):
+            if not isinstance(hint, dict) or not isinstance(hint.get("ref"), str):
+                continue
+            page = _call(session, READ, {"ref": hint["ref"]})
+            if (
+                not isinstance(page, str)
+                and not _refused(page)
+                and doc.token in str((_body(page) or {}).get("content", ""))
+            ):
+                return str(hint["ref"])
+        return None
+
+    answers: list[tuple[str, ToolResult | str | None]] = []
+    with connect(endpoint, kc_config.timeout_seconds) as session:  # judged after the block (a task group)
+        turn = _call(session, TURN, {"user_input": "knowledge"})
+        if not isinstance(turn, str) and not _refused(turn):
+            for what, change in changes:
+                ref = issue(session)
+                if ref is not None:
+                    change()
+                answers.append((what, None if ref is None else _call(session, READ, {"ref": ref})))
+    if isinstance(turn, str) or _refused(turn):
+        MCP_004.fail(f"{TURN} failed: {turn if isinstance(turn, str) else _clip(turn)}")
+    judged = []
+    for what, answer in answers:
+        if isinstance(answer, str):
+            MCP_010.fail(f"a reference {what} crashed the read instead of an isError result with feedback ({answer})")
+        if isinstance(answer, ToolResult) and _refused(answer) and _says_search_again(answer, f"a reference {what}"):
+            judged.append(what)
+    if not judged:
+        pytest.skip(
+            "not verified: no read of an expired or changed reference was refused with a reference-family code "
+            f"({', '.join(w for w, a in answers if a is None) or 'each was read or refused otherwise'})"
+        )
+
+
+@R("MCP-013")
+def test_a_turn_whose_response_was_lost_returns_the_committed_run(agent: Agent, world: World) -> None:
+    """The Core commits a turn of the MCP session and loses its response (control's
+    ``lose_next_turn_response``). ``start_business_turn`` may answer that as an error (not verified:
+    nothing was claimed), but a success after its retries is the original idempotent turn, so its
+    ``run_id`` is the run the Core committed (read back with ``GET /faults/lost``), never a second one."""
+    control = world.need_control("lose a turn response")
+    who = agent.who or world.primary
+    before = control.lost_responses(who.route)
+    if before is None:
+        pytest.skip(
+            "not verified: the control extension cannot read back a lost response (GET /faults/lost), "
+            "so the committed run is unknown"
+        )
+    control.fault("lose_next_turn_response", who.route)
+    result = _call(agent.session, TURN, {"user_input": "homepage binding"})
+    withheld = control.lost(who.route)[len(before) :]
+    committed = withheld[-1].get("body") if withheld else None
+    if isinstance(committed, str):
+        try:
+            committed = json.loads(committed)
+        except ValueError:
+            committed = None
+    if not isinstance(committed, dict) or "run_id" not in committed:
+        pytest.skip(
+            f"not verified: the lose fault withheld no turn response of this MCP session's route {who.route!r} "
+            f"({len(withheld)} new)"
+        )
+    if isinstance(result, str) or _refused(result):
+        pytest.skip(f"not verified: {TURN} answered the lost response as a failure, claiming no run")
+    body = _body(result)
+    run_id = body.get("run_id") if isinstance(body, dict) else None
+    expect(
+        run_id == committed["run_id"],
+        MCP_013,
+        f"{TURN} retried a turn whose response was lost and returned run {run_id!r}; the Core committed "
+        f"{committed['run_id']!r} for the original turn",
+    )
 
 
 FOREIGN = "evil.knowledge-conformance.example"  # a name no MCP endpoint under test serves or trusts
