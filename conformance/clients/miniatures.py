@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from conformance.clients.reference import HOST_INPUTS, Connection, ReferenceHarness, Refusal, main
-from conformance.clients.reference_client import Capabilities, KnowledgeError, ReferenceClient
+from conformance.clients.reference_client import Capabilities, ChainResult, KnowledgeError, ReferenceClient
 from conformance.target import contract as C
 
 
@@ -259,7 +259,7 @@ def _pin_kept_once(
         sent = body if attempt < 2 else {k: v for k, v in body.items() if k != "knowledge_delivery"}
         last = self.http.post(self._url("turns"), json=sent, headers=self._auth)
         if last.status_code == 200:
-            return dict(last.json())
+            return self.checked_turn(dict(last.json()))
         if last.status_code not in (502, 503, 504):
             break
     assert last is not None
@@ -366,6 +366,70 @@ class HostChecksSessionOnly(ReferenceHarness):
             raise Refusal("binding_changed", f"agent_binding_changed ({when} the request)")
 
 
+class StripsOnDemandBodies(ReferenceHarness):
+    """An explicit on_demand turn's bodies are dropped, whatever the Core sent: "on_demand means hints only"."""
+
+    def do_turn(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        turn = super().do_turn(command)
+        if command["delivery"] == "on_demand":
+            turn["context"]["knowledge"], turn["context"]["knowledge_refs"] = [], []
+        return turn
+
+
+def _delivery_checked_when_asked(
+    self: ReferenceClient, user_input: str, ids: Mapping[str, str], *, knowledge_delivery: str | None = None
+) -> dict[str, Any]:
+    """context.knowledge_delivery is checked only on a turn that asked for on_demand."""
+    checked = self.checked_turn
+    if knowledge_delivery != "on_demand":
+        self.checked_turn = lambda turn: turn  # type: ignore[method-assign]
+    try:
+        return ReferenceClient.start_turn(self, user_input, ids, knowledge_delivery=knowledge_delivery)
+    finally:
+        self.checked_turn = checked  # type: ignore[method-assign]
+
+
+def _chain_end_by_cursor(self: ReferenceClient, ref: str, run_id: str, *, max_bytes: int | None = None) -> ChainResult:
+    """read_chain, but the chain is complete when the cursor runs out unless the budget flag says otherwise:
+    the last page's ``truncated`` is never read."""
+    parts: list[str] = []
+    page: dict[str, Any] = {}
+    cursor: str | None = None
+    count = consumed = empty = 0
+    while consumed <= C.READ_CHAIN_MAX_BYTES and empty < 8:
+        page = self.read_knowledge({"ref": ref, "runId": run_id, "maxBytes": max_bytes, "cursor": cursor})
+        count += 1
+        parts.append(page["content"])
+        size = len(str(page["content"]).encode("utf-8"))
+        consumed, empty = consumed + size, 0 if size else empty + 1
+        cursor = page.get("next_cursor")
+        if not cursor:
+            exhausted = page.get("budget_exhausted") is True
+            return ChainResult("".join(parts), count, not exhausted, exhausted, exhausted, page["revision"])
+    return ChainResult("".join(parts), count, False, True, False, page.get("revision", ""))
+
+
+class NegotiationNotPinned(ReferenceHarness):
+    """A negotiated turn asks capabilities again on every retry and follows the new answer: the pin of an
+    explicit delivery holds, a negotiated one is rebuilt."""
+
+    def do_turn(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        if command["delivery"] == "negotiate":
+            ids = command["ids"]
+            key = (ids["client_conversation_id"], ids["client_turn_id"], ids["user_message_id"])
+            self.connection(command["connection"]).client._pinned.pop(key, None)
+        return super().do_turn(command)
+
+
+class HostTakesModelCamelRun(ReferenceHarness):
+    """The host transport lets a model's camelCase runId choose the run of a read (the snake-case run_id is
+    ignored)."""
+
+    def host_input(self, call: str, conn: Connection, given: Mapping[str, Any]) -> dict[str, Any]:
+        data = super().host_input(call, conn, given)
+        return {**data, "runId": given["runId"]} if "runId" in given and call == "readKnowledge" else data
+
+
 MINIATURES: dict[str, Callable[[], ReferenceHarness]] = {
     "legacy_405_raises": _client("legacy_405_raises", _LegacyOnly404And501),
     "errors_as_unsupported": _client("errors_as_unsupported", get_knowledge_capabilities=_errors_as_unsupported),
@@ -406,6 +470,13 @@ MINIATURES: dict[str, Callable[[], ReferenceHarness]] = {
     "caps_inline_preview": CapsInlinePreview,
     "host_refuses_both_spellings": HostRefusesBothSpellings,
     "host_checks_session_only": HostChecksSessionOnly,
+    "strips_on_demand_bodies": StripsOnDemandBodies,
+    "delivery_checked_on_demand_only": _client(
+        "delivery_checked_on_demand_only", start_turn=_delivery_checked_when_asked
+    ),
+    "chain_end_by_cursor": _client("chain_end_by_cursor", read_chain=_chain_end_by_cursor),
+    "negotiation_not_pinned": NegotiationNotPinned,
+    "host_takes_model_camel_run": HostTakesModelCamelRun,
     "malformed_answers": MalformedAnswers,
 }
 

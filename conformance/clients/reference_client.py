@@ -218,7 +218,7 @@ class ReferenceClient:
             except httpx.TransportError:
                 continue
             if last.status_code == 200:
-                return dict(last.json())
+                return self.checked_turn(self._json("start_turn", last))
             if last.status_code not in (502, 503, 504):
                 break
         if last is None:
@@ -226,6 +226,22 @@ class ReferenceClient:
                 feedback("start_turn", "network_error", "no response", dispatch="unknown", origin="sdk")
             )
         raise self._error("start_turn", last)
+
+    def checked_turn(self, turn: dict[str, Any]) -> dict[str, Any]:
+        """A turn answer as it came, once its explicit ``context.knowledge_delivery`` (whatever delivery was
+        asked for) matches the delivery schema; its inline bodies are never touched."""
+        context = turn.get("context")
+        if isinstance(context, dict) and "knowledge_delivery" in context:
+            errors = load_registry().errors("knowledge-delivery", context["knowledge_delivery"])
+            if errors:
+                raise KnowledgeError(
+                    feedback(
+                        "start_turn",
+                        "invalid_response",
+                        f"context.knowledge_delivery does not match the delivery schema: {'; '.join(errors[:3])}",
+                    )
+                )
+        return turn
 
     # ------------------------------------------------------ search / read
     def search_knowledge(self, data: Mapping[str, Any]) -> dict[str, Any]:

@@ -28,11 +28,13 @@ from conformance.clients.rules import (
     TURN_010,
 )
 from conformance.clients.session import Session, client_failed, exchange, mapped, next_action, requests
-from conformance.clients.world import ARCHIVE, QUERIES
+from conformance.clients.world import ARCHIVE, HOMEPAGE, QUERIES
 from conformance.server.checks import describe
+from conformance.server.rules import READ_009, TURN_006
 from conformance.target import contract as C
 from conformance.target.outcomes import HarnessError
 from conformance.target.rules import expect
+from knowledge_schemas import load_registry
 
 requirement = pytest.mark.requirement
 
@@ -390,6 +392,81 @@ def test_a_legacy_turns_inline_bodies_are_kept(sdk: Session, delivery: str, text
     expect(kept == inline, rule, f"the legacy inline body was not kept as sent: the client returned {describe(kept)}")
 
 
+def _canned_turn(sdk: Session, context: dict[str, Any] | None = None, text: str = "homepage binding") -> dict[str, Any]:
+    """A turn response for the canned connection, as the Core answers an inline turn (bodies, no
+    knowledge_delivery), its context updated with ``context``: armed as the next turn's answer."""
+    body = sdk.world.direct("canned").turn(text=text)
+    body["context"] = {**body["context"], **(context or {})}
+    sdk.control.respond_next(sdk.world.route("canned"), "turns", 200, body)
+    return body
+
+
+@requirement("TURN-010")
+@pytest.mark.parametrize("text", ["homepage binding", QUERIES["archive"]], ids=["short", "long"])
+def test_an_on_demand_turn_answered_inline_keeps_its_bodies(sdk: Session, text: str) -> None:
+    """The host option asked for on_demand explicitly and the Core answered the way a legacy Core does (inline
+    bodies, no knowledge_delivery): the bodies are not stripped because of the local setting."""
+    route = sdk.world.route("canned")
+    canned = _canned_turn(sdk, text=text)
+    if not canned["context"]["knowledge"]:
+        raise HarnessError("the Core sent no inline knowledge for the turn: nothing to check")
+    mark = sdk.wire.mark(route)
+    answer = sdk.turn("canned", "on_demand", text=text)
+    turns = requests(sdk.wire.since(mark, route), "POST", "turns")
+    if not turns:
+        sdk.world.direct("canned").disarm("turns")
+        client_failed(f"the on_demand turn sent no turn request: {answer.describe()}")
+    if not answer.ok:
+        client_failed(f"the client refused a legacy turn answer, so no body to keep: {answer.describe()}")
+    context = answer.value["context"]
+    for member in ("knowledge", "knowledge_refs"):
+        expect(
+            context.get(member) == canned["context"][member],
+            TURN_010,
+            f"an on_demand turn the Core answered with inline bodies did not keep its {member} as sent: the client "
+            f"returned {describe(context.get(member))}; judged {exchange(turns[:1])}",
+        )
+
+
+# case -> a context.knowledge_delivery that does not match the delivery schema: more than three hints, a whole
+# body beside the hints, hints that are no list
+_HINTS = [{"title": f"Hint {i}", "summary": "a hint", "ref": f"kref_{i}"} for i in range(4)]
+MALFORMED_DELIVERIES: dict[str, dict[str, Any]] = {
+    "four-hints": {"mode": "on_demand", "status": "ok", "trust": "reference_only", "hints": _HINTS},
+    "a-body": {"mode": "on_demand", "status": "ok", "trust": "reference_only", "hints": [], "content": HOMEPAGE[1]},
+    "hints-not-a-list": {"mode": "on_demand", "status": "ok", "trust": "reference_only", "hints": "kref_1"},
+}
+
+
+@requirement("TURN-006")
+@pytest.mark.parametrize("delivery", ["on_demand", "inline", "negotiated-inline"])
+@pytest.mark.parametrize("case", list(MALFORMED_DELIVERIES))
+def test_a_malformed_knowledge_delivery_is_refused_whatever_was_asked(sdk: Session, delivery: str, case: str) -> None:
+    """An explicit context.knowledge_delivery must match the delivery schema, whichever delivery the client asked
+    for (on_demand, inline, or a negotiation that came out inline): the client refuses the turn, or at least never
+    gives the malformed member back as the turn's delivery."""
+    route = sdk.world.route("canned")
+    if delivery == "negotiated-inline":  # the capabilities answer says old Core: the negotiated turn is inline
+        sdk.control.respond_next(route, "capabilities", 404, {"error": "not_found", "message": "no such path"})
+    _canned_turn(sdk, {"knowledge_delivery": MALFORMED_DELIVERIES[case]})
+    mark = sdk.wire.mark(route)
+    answer = sdk.turn("canned", "negotiate" if delivery == "negotiated-inline" else delivery)
+    wire = sdk.wire.since(mark, route)
+    turns = requests(wire, "POST", "turns")
+    if delivery == "negotiated-inline" and not requests(wire, "GET", "capabilities"):
+        sdk.world.direct("canned").disarm("capabilities")
+    if not turns:
+        sdk.world.direct("canned").disarm("turns")
+        client_failed(f"the {delivery} turn sent no turn request: {answer.describe()}")
+    kept = answer.value["context"].get("knowledge_delivery") if answer.ok else None
+    expect(
+        kept is None or not load_registry().errors("knowledge-delivery", kept),
+        TURN_006,
+        f"a turn asked {delivery} whose answer carries a knowledge_delivery that does not match the delivery schema "
+        f"({case}) was given back as the turn's delivery: {answer.describe()}; judged {exchange(turns[:1])}",
+    )
+
+
 # ------------------------------------------------------------------------ turns
 @requirement("TURN-001", "TURN-002")
 def test_delivery_comes_from_the_host_option_only(sdk: Session) -> None:
@@ -473,6 +550,58 @@ def test_delivery_is_pinned_across_lost_responses(sdk: Session) -> None:
         not again.ok or again.value["run_id"] == answer.value["run_id"],
         TURN_005,
         f"the same turn asked again with inline answered another run: {again.describe()}",
+    )
+
+
+@requirement("TURN-005")
+def test_a_negotiated_turn_stays_pinned_when_capabilities_change(sdk: Session) -> None:
+    """A negotiated turn commits and its response is lost; by the retry the Core's capabilities answer has
+    changed (an old endpoint's 404). The retry is the same original turn: it sends the delivery the original
+    negotiated, never the new answer's. Refusing the retry locally passes too; nothing else may go out."""
+    route = sdk.world.route("canned")
+    ids = sdk.world.turn_ids("negotiated-pin")
+    sdk.control.fault("lose_next_turn_response", route)
+    sdk.control.respond_next(route, "capabilities", 404, {"error": "not_found", "message": "no such path"}, after=1)
+    mark = sdk.wire.mark(route)
+    answer = sdk.turn("canned", "negotiate", ids=ids)
+    for _ in range(2):  # the SDK gave the loss back: its caller retries the same negotiated turn
+        if answer.ok:
+            break
+        answer = sdk.turn("canned", "negotiate", ids=ids)
+    again = sdk.turn("canned", "negotiate", ids=ids)  # once more, after the capabilities answer changed
+    wire = sdk.wire.since(mark, route)
+    turns, asked = requests(wire, "POST", "turns"), requests(wire, "GET", "capabilities")
+    if len(asked) < 2:
+        sdk.world.direct("canned").disarm("capabilities", 2 - len(asked))
+    if not turns:
+        client_failed(f"the negotiated turn sent no turn request: {answer.describe()}")
+    lost = [r for r in sdk.control.lost(route) if r["body"].get("run_id")]
+    if not lost:
+        raise HarnessError("the lose-response fault did not fire: nothing to compare the retry with")
+    first = turns[0].get("body") or {}
+    if first.get("knowledge_delivery") != "on_demand":
+        client_failed(f"the negotiated turn on a supported Core did not ask on_demand: {exchange(turns[:1])}")
+    expect(
+        len(turns) >= 2,
+        TURN_005,
+        f"the negotiated turn was not retried after its lost response ({len(turns)} request(s)): {answer.describe()}",
+    )
+    changed = [t for t in turns[1:] if (t.get("body") or {}) != first]
+    expect(
+        not changed,
+        TURN_005,
+        f"a retry of the negotiated turn followed the Core's new capabilities answer instead of the pinned choice: "
+        f"{exchange(changed[:1])} after {exchange(turns[:1])}",
+    )
+    expect(
+        answer.ok and answer.value["run_id"] == lost[-1]["body"]["run_id"],
+        TURN_005,
+        f"the retried negotiated turn did not return the committed run: {answer.describe()}",
+    )
+    expect(
+        not again.ok or again.value["run_id"] == answer.value["run_id"],
+        TURN_005,
+        f"the same negotiated turn asked again answered another run: {again.describe()}",
     )
 
 
@@ -651,6 +780,54 @@ def test_a_chain_under_the_budget_reads_the_whole_revision(sdk: Session, max_byt
         READ_012,
         f"a chain called complete did not read the whole revision ({len(value['content'])} of {len(ARCHIVE[1])} "
         f"characters): {answer.describe()}",
+    )
+
+
+@requirement("READ-009", "READ-012")
+@pytest.mark.parametrize("budget", ["budget-exhausted", "no-budget-flag"])
+def test_a_last_page_marked_truncated_is_never_complete(sdk: Session, budget: str) -> None:
+    """The chain's second page comes back ``truncated: true`` with ``next_cursor: null`` (with
+    ``budget_exhausted: true``, as a Core the budget stopped answers, or without the optional flag): the chain
+    ended, but "truncated: true means incomplete" (READ-009, and READ-012 for the budget: never a full read).
+    A client may refuse such a page; it never answers the chain complete."""
+    route, run, ref, _ = _fresh_ref(sdk, "archive", "canned")
+    first = sdk.world.direct("canned")._post("/knowledge/read", {"ref": ref, "run_id": run, "max_bytes": 4096})
+    if not first.get("next_cursor"):
+        raise HarnessError("the Core answered the first page of the archive without a next_cursor: no chain to end")
+    last: dict[str, Any] = {
+        "ref": ref,
+        "revision": first["revision"],
+        "content": "Archive ledger entry: the last page the Core sent.",
+        "next_cursor": None,
+        "truncated": True,
+        "trust": "reference_only",
+        **({"budget_exhausted": True} if budget == "budget-exhausted" else {}),
+    }
+    if "schema_version" in first:
+        last["schema_version"] = first["schema_version"]
+    sdk.control.respond_next(route, "read", 200, last, after=1)
+    mark = sdk.wire.mark(route)
+    answer = sdk.call("read_all", connection="canned", input={"ref": ref, "runId": run, "maxBytes": 4096})
+    reads = requests(sdk.wire.since(mark, route), "POST", "read")
+    mapped(reads)
+    if len(reads) < 2:
+        sdk.world.direct("canned").disarm("read", 2 - len(reads))
+        client_failed(f"read_all did not reach the chain's second page: {answer.describe()}")
+    rule = READ_012 if budget == "budget-exhausted" else READ_009
+    if not answer.ok:
+        rule.held()  # the client refused the page: nothing was called complete
+        return
+    value = answer.value
+    expect(
+        value["complete"] is False and value["truncated"] is True,
+        rule,
+        f"a chain whose last page says truncated true (next_cursor null, {budget.replace('-', ' ')}) was answered "
+        f"complete {value['complete']}, truncated {value['truncated']}: {answer.describe()}; judged {exchange(reads[1:2])}",
+    )
+    expect(
+        not _claims_full(value.get("description")),
+        rule,
+        f"a chain whose last page says truncated true is described as a full read: {value.get('description')!r}",
     )
 
 

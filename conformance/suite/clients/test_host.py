@@ -221,16 +221,30 @@ def test_the_binding_is_checked_again_after_the_request(host: Session, call: str
     )
 
 
+# case -> what the model's arguments try to choose: everything at once (both spellings), or the run alone in one
+# spelling ("Inputs also accept snake-case aliases": an alias is still a model argument, and chooses no run)
+HOSTILE_CASES = ["everything", "runId", "run_id"]
+
+
 @requirement("HOST-005")
-@pytest.mark.parametrize("call", ["searchKnowledge", "readKnowledge"])
-def test_model_arguments_choose_no_identity_route_connection_or_run(host: Session, call: str) -> None:
+@pytest.mark.parametrize("case", HOSTILE_CASES)
+@pytest.mark.parametrize("call", CALLS)
+def test_model_arguments_choose_no_identity_route_connection_or_run(host: Session, call: str, case: str) -> None:
     world = host.world
     route, elsewhere = world.route("host"), world.routes["elsewhere"]
     other_run = _current_run(host, "host2")
     run = _current_run(host, "host")
-    mark = host.wire.mark(route)
-    ref = hints(host, host.host("searchKnowledge", {"query": "homepage binding"}, "host"), mark, route)[0]["ref"]
-    hostile = {
+    own: dict[str, Any] = {}
+    if call == "searchKnowledge":
+        own = {"query": "homepage binding"}
+    elif call == "readKnowledge":
+        mark = host.wire.mark(route)
+        own = {
+            "ref": hints(host, host.host("searchKnowledge", {"query": "homepage binding"}, "host"), mark, route)[0][
+                "ref"
+            ]
+        }
+    hostile: dict[str, Any] = {
         "route": elsewhere,
         "workspace": elsewhere,
         "connectionKey": "host2",
@@ -241,7 +255,8 @@ def test_model_arguments_choose_no_identity_route_connection_or_run(host: Sessio
         "expectedBinding": world.connections["host2"]["binding"],
         "account": world.accounts["host2"],
     }
-    own = {"query": "homepage binding"} if call == "searchKnowledge" else {"ref": ref}
+    if case != "everything":
+        hostile = {case: other_run}
     mark, mark_elsewhere = host.wire.mark(route), host.wire.mark(elsewhere)
     answer = host.host(call, {**own, **hostile}, "host")
     sent = host.wire.since(mark, route)
@@ -251,8 +266,12 @@ def test_model_arguments_choose_no_identity_route_connection_or_run(host: Sessio
         HOST_005,
         "a model argument chose the identity or connection",
     )
-    runs = {(e.get("body") or {}).get("run_id") for e in sent}
-    expect(runs <= {run}, HOST_005, f"a model argument chose the run: {sorted(map(str, runs))}")
+    runs = {(e.get("body") or {}).get("run_id") for e in sent if e["method"] == "POST"}
+    expect(
+        runs <= {run},
+        HOST_005,
+        f"a model argument ({case}) chose the run of {call}: {sorted(map(str, runs))}; judged {exchange(sent)}",
+    )
     expect(
         answer.ok or answer.kind in ("invalid_input", "core_error"),
         HOST_005,

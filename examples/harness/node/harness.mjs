@@ -23,6 +23,19 @@ class Failure extends Error {
   constructor (kind, message, extra = {}) { super(message); this.kind = kind; this.extra = extra }
 }
 
+// An explicit context.knowledge_delivery must match the delivery schema (mode, at most three title/summary/ref
+// hints, no bodies), whatever delivery the turn asked for; inline bodies are returned as the Core sent them.
+function checkedTurn (turn) {
+  const d = turn && turn.context && turn.context.knowledge_delivery
+  if (d === undefined) return turn
+  const hint = (h) => h && typeof h === 'object' && ['title', 'summary', 'ref'].every((k) => typeof h[k] === 'string')
+  const ok = d && typeof d === 'object' && !Array.isArray(d) && d.mode === 'on_demand' &&
+    Array.isArray(d.hints) && d.hints.length <= 3 && d.hints.every(hint) &&
+    !['bodies', 'body', 'content', 'knowledge'].some((k) => k in d)
+  if (!ok) throw new Failure('invalid_response', 'context.knowledge_delivery does not match the delivery schema')
+  return turn
+}
+
 class Sdk {
   constructor (coreUrl, route, token, onResponse) {
     this.base = `${coreUrl.replace(/\/$/, '')}/agent-api/v1/workspaces/${route}`
@@ -85,7 +98,7 @@ class Sdk {
     let last
     for (let attempt = 0; attempt < 3; attempt++) { // response-loss retries replay the pinned payload
       try { last = await this.request('POST', '/turns', this.pinned.get(key)) } catch (err) { if (attempt === 2) throw err; continue }
-      if (last.status === 200) return last.json
+      if (last.status === 200) return checkedTurn(last.json)
       if (![502, 503, 504].includes(last.status)) break
     }
     throw this.error(last)
