@@ -12,6 +12,7 @@ schemas are the project's own, from ``schemas/``, not derived from Python signat
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -167,7 +168,10 @@ def stdio_command(
         argv += ["--job-seconds", str(job_seconds)]
     for quirk in quirks:
         argv += ["--quirk", quirk]
-    return argv, ({TOKEN_ENV: token} if token else {})
+    env = {TOKEN_ENV: token} if token else {}
+    if os.environ.get("PYTHONPATH"):  # the MCP client passes on only a few variables: the same code as this process
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return argv, env
 
 
 def http_endpoint(base_url: str, route: str) -> str:
