@@ -238,3 +238,16 @@ def pairs(ordered: list[str]) -> Iterator[tuple[str, str]]:
     for i, a in enumerate(ordered):
         for b in ordered[i + 1 :]:
             yield a, b
+
+
+NOT_OFFERED_CODES = frozenset({"jsonrpc:-32601", "jsonrpc:-32602"})  # method not found; invalid params (unknown tool)
+
+
+def not_offered(probe: Answer) -> bool:
+    """Whether a failed plain query says the server has no search_knowledge tool (not offered: not
+    verified), rather than a tool that is there and breaks (an internal error: the checks then run
+    and fail the rules it breaks, instead of a skip that would hide it)."""
+    if probe.ok:
+        return False
+    text = probe.raw.lower()
+    return bool(probe.codes & NOT_OFFERED_CODES) or "unknown" in text or "not found" in text

@@ -38,6 +38,7 @@ from conformance.search_knowledge.answers import (
     call,
     envelope_types,
     message_of,
+    not_offered,
     open_sessions,
     pairs,
     utf16_len,
@@ -191,7 +192,7 @@ def sk(world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: p
                 else "not verified: no Agent Session MCP server (--mcp-target or [mcp])"
             )
         probe = call(sessions["alice"], {"query": "knowledge"})
-        if not probe.ok and (any(c.startswith("jsonrpc") for c in probe.codes) or "unknown" in probe.raw.lower()):
+        if not_offered(probe):
             pytest.skip(f"not verified: the MCP server does not offer search_knowledge ({probe.raw[:120]})")
         yield SkWorld(corpus, control, sessions, kc_config.strict_codes, revisions)
 

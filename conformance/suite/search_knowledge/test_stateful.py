@@ -12,7 +12,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from conformance.mcp.endpoints import skipped
 from conformance.plugin.options import option, walk_size
-from conformance.search_knowledge.answers import call
+from conformance.search_knowledge.answers import call, not_offered
 from conformance.search_knowledge.stateful import CLAIMS, WALK_SEED, Reach, machine, model_world, tour
 from conformance.target.config import TargetConfig
 from conformance.target.open import Target
@@ -38,7 +38,7 @@ def test_search_knowledge_model_agrees_with_the_target(
         if world is None:
             pytest.skip("not verified: no Agent Session MCP server acting as the identities the model mints")
         probe = call(world.sessions["alice"], {"query": "knowledge"})
-        if not probe.ok and (any(c.startswith("jsonrpc") for c in probe.codes) or "unknown" in probe.raw.lower()):
+        if not_offered(probe):
             pytest.skip(f"not verified: the MCP server does not offer search_knowledge ({probe.raw[:120]})")
         reach = Reach()
         walk = machine(lambda: world, reach, option(pytestconfig, "--stateful-seed") or WALK_SEED)
