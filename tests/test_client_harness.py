@@ -124,28 +124,9 @@ def test_the_table_names_every_miniature_and_only_client_or_host_rules() -> None
 
 def test_every_client_and_host_rule_has_a_check_or_a_reason() -> None:
     """Every client/host rule a wire shows is claimed by a client check, or is one no harness can show."""
-    import importlib
-    import pkgutil
-
-    import conformance.suite.clients
     from conformance.clients.scope import UNSHOWABLE
 
-    tagged: set[str] = set()
-    for info in pkgutil.iter_modules(conformance.suite.clients.__path__):
-        module = importlib.import_module(f"conformance.suite.clients.{info.name}")
-        for obj in vars(module).values():
-            for mark in getattr(obj, "pytestmark", []):
-                if mark.name == "requirement":
-                    tagged.update(mark.args)
-                if mark.name == "parametrize":
-                    tagged.update(
-                        rid
-                        for c in mark.args[1]
-                        if hasattr(c, "marks")
-                        for m in c.marks
-                        if m.name == "requirement"
-                        for rid in m.args
-                    )
+    tagged = _client_checked()
     shown = {r.id for r in load_catalogue() if r.surface in ("client", "host") and r.via != "none"}
     assert shown - tagged == set()
     assert set(UNSHOWABLE) <= tagged, "each rule no harness can show is reported with its reason by a skipped check"

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from conformance.clients.reference import HOST_INPUTS, Connection, ReferenceHarness, Refusal, main
-from conformance.clients.reference_client import Capabilities, ChainResult, KnowledgeError, ReferenceClient
+from conformance.clients.reference_client import Capabilities, KnowledgeError, ReferenceClient
 from conformance.target import contract as C
 
 
@@ -389,24 +389,11 @@ def _delivery_checked_when_asked(
         self.checked_turn = checked  # type: ignore[method-assign]
 
 
-def _chain_end_by_cursor(self: ReferenceClient, ref: str, run_id: str, *, max_bytes: int | None = None) -> ChainResult:
-    """read_chain, but the chain is complete when the cursor runs out unless the budget flag says otherwise:
-    the last page's ``truncated`` is never read."""
-    parts: list[str] = []
-    page: dict[str, Any] = {}
-    cursor: str | None = None
-    count = consumed = empty = 0
-    while consumed <= C.READ_CHAIN_MAX_BYTES and empty < 8:
-        page = self.read_knowledge({"ref": ref, "runId": run_id, "maxBytes": max_bytes, "cursor": cursor})
-        count += 1
-        parts.append(page["content"])
-        size = len(str(page["content"]).encode("utf-8"))
-        consumed, empty = consumed + size, 0 if size else empty + 1
-        cursor = page.get("next_cursor")
-        if not cursor:
-            exhausted = page.get("budget_exhausted") is True
-            return ChainResult("".join(parts), count, not exhausted, exhausted, exhausted, page["revision"])
-    return ChainResult("".join(parts), count, False, True, False, page.get("revision", ""))
+def _chain_end_by_cursor(self: ReferenceClient, page: dict[str, Any]) -> tuple[bool, bool]:
+    """The chain is complete when the cursor runs out unless the budget flag says otherwise: the last
+    page's ``truncated`` is never read."""
+    exhausted = page.get("budget_exhausted") is True
+    return exhausted, exhausted
 
 
 class NegotiationNotPinned(ReferenceHarness):
@@ -474,7 +461,7 @@ MINIATURES: dict[str, Callable[[], ReferenceHarness]] = {
     "delivery_checked_on_demand_only": _client(
         "delivery_checked_on_demand_only", start_turn=_delivery_checked_when_asked
     ),
-    "chain_end_by_cursor": _client("chain_end_by_cursor", read_chain=_chain_end_by_cursor),
+    "chain_end_by_cursor": _client("chain_end_by_cursor", chain_end=_chain_end_by_cursor),
     "negotiation_not_pinned": NegotiationNotPinned,
     "host_takes_model_camel_run": HostTakesModelCamelRun,
     "malformed_answers": MalformedAnswers,

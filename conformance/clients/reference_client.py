@@ -299,7 +299,12 @@ class ReferenceClient:
             consumed, empty = consumed + size, 0 if size else empty + 1
             cursor = page.get("next_cursor")
             if not cursor:
-                exhausted = page.get("budget_exhausted") is True
-                truncated = bool(page.get("truncated")) or exhausted
+                truncated, exhausted = self.chain_end(page)
                 return ChainResult("".join(parts), count, not truncated, truncated, exhausted, page["revision"])
         return ChainResult("".join(parts), count, False, True, False, page.get("revision", ""))
+
+    def chain_end(self, page: dict[str, Any]) -> tuple[bool, bool]:
+        """(truncated, budget_exhausted) of a chain whose last page is ``page``: ``truncated: true``
+        means incomplete, whatever the cursor says, and a budget stop is never complete."""
+        exhausted = page.get("budget_exhausted") is True
+        return bool(page.get("truncated")) or exhausted, exhausted

@@ -538,18 +538,24 @@ def test_delivery_is_pinned_across_lost_responses(sdk: Session) -> None:
         TURN_005,
         f"a retry went out under another identity: {[(e.get('account'), e.get('session_id')) for e in turns]}",
     )
-    expect(
-        answer.ok and answer.value["run_id"] == lost[-1]["body"]["run_id"],
-        TURN_005,
-        f"the retried turn did not return the committed run: {answer.describe()}",
-    )
     # Asked again with inline, the SDK keeps the pin: it returns the committed run, or refuses
     # locally (the seed asks only that the choice stays pinned; the payload check above shows
     # that nothing else went out).
+    _committed_run_kept(answer, again, lost, "turn", "the same turn asked again with inline")
+
+
+def _committed_run_kept(answer: Any, again: Any, lost: list[dict[str, Any]], what: str, asked_again: str) -> None:
+    """The retry returned the committed (lost) run, and the same turn asked once more returned it too
+    or was refused locally."""
+    expect(
+        answer.ok and answer.value["run_id"] == lost[-1]["body"]["run_id"],
+        TURN_005,
+        f"the retried {what} did not return the committed run: {answer.describe()}",
+    )
     expect(
         not again.ok or again.value["run_id"] == answer.value["run_id"],
         TURN_005,
-        f"the same turn asked again with inline answered another run: {again.describe()}",
+        f"{asked_again} answered another run: {again.describe()}",
     )
 
 
@@ -593,16 +599,7 @@ def test_a_negotiated_turn_stays_pinned_when_capabilities_change(sdk: Session) -
         f"a retry of the negotiated turn followed the Core's new capabilities answer instead of the pinned choice: "
         f"{exchange(changed[:1])} after {exchange(turns[:1])}",
     )
-    expect(
-        answer.ok and answer.value["run_id"] == lost[-1]["body"]["run_id"],
-        TURN_005,
-        f"the retried negotiated turn did not return the committed run: {answer.describe()}",
-    )
-    expect(
-        not again.ok or again.value["run_id"] == answer.value["run_id"],
-        TURN_005,
-        f"the same negotiated turn asked again answered another run: {again.describe()}",
-    )
+    _committed_run_kept(answer, again, lost, "negotiated turn", "the same negotiated turn asked again")
 
 
 # ---------------------------------------------------------------- search / read
