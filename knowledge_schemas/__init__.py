@@ -5,7 +5,7 @@ shipped inside this package by a wheel). Both the simulator and the conformance 
 read the contract through this package, and from nowhere else.
 """
 
-from knowledge_schemas._files import SCHEMA_DIR, schema_names
+from knowledge_schemas._files import SCHEMA_DIR, load_yaml, schema_names
 from knowledge_schemas.catalogue import Catalogue, Requirement, load_catalogue
 from knowledge_schemas.registry import SchemaRegistry, load_registry
 from knowledge_schemas.wire import load_wire_defaults
@@ -18,5 +18,6 @@ __all__ = [
     "load_catalogue",
     "load_registry",
     "load_wire_defaults",
+    "load_yaml",
     "schema_names",
 ]

@@ -6,9 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 
-import yaml
-
-from knowledge_schemas._files import SCHEMA_DIR
+from knowledge_schemas._files import SCHEMA_DIR, load_yaml
 
 SEED_FILES = {
     "000": "seeds/000_a0631c4036e27a8d.txt",
@@ -73,7 +71,7 @@ def catalogue_version() -> str:
 
 
 def raw_catalogue() -> dict[str, object]:
-    data = yaml.safe_load((SCHEMA_DIR / "requirements.yaml").read_text("utf-8"))
+    data = load_yaml("requirements.yaml")
     if not isinstance(data, dict):
         raise ValueError("requirements.yaml must be a mapping with a 'requirements' list")
     return data

@@ -13,15 +13,13 @@ import json
 from functools import cache
 from typing import Any
 
-import yaml
-
-from knowledge_schemas._files import SCHEMA_DIR, schema_names
+from knowledge_schemas._files import SCHEMA_DIR, load_yaml, schema_names
 
 DOCUMENTS = ("openapi.yaml", "control-openapi.yaml")
 
 
 def load_document(name: str = "openapi.yaml") -> dict[str, Any]:
-    doc = yaml.safe_load((SCHEMA_DIR / name).read_text("utf-8"))
+    doc = load_yaml(name)
     if not isinstance(doc, dict):
         raise ValueError(f"{name} is not a mapping")
     return doc

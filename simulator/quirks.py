@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import yaml
-
-from knowledge_schemas import SCHEMA_DIR, load_registry
+from knowledge_schemas import load_registry, load_yaml
 
 OUTCOMES_FILE = "quirk-outcomes.yaml"
 
@@ -51,7 +49,7 @@ def load_quirks(data: object) -> dict[str, Quirk]:
     return quirks
 
 
-QUIRKS: dict[str, Quirk] = load_quirks(yaml.safe_load((SCHEMA_DIR / OUTCOMES_FILE).read_text("utf-8")))
+QUIRKS: dict[str, Quirk] = load_quirks(load_yaml(OUTCOMES_FILE))
 
 
 def quirk_names() -> frozenset[str]:

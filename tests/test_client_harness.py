@@ -21,7 +21,6 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 
 from conformance.cli import main
 from conformance.clients.core import DEFAULT_CONTROL_TOKEN
@@ -29,10 +28,10 @@ from conformance.clients.miniatures import MINIATURES
 from conformance.clients.protocol import Harness, HarnessProtocolError, problems
 from conformance.target.secrets import SECRETS
 from conformance.target.served import TOKEN_ENV, ServedSimulator
-from knowledge_schemas import SCHEMA_DIR, load_catalogue, load_registry
+from knowledge_schemas import load_catalogue, load_registry, load_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLE = yaml.safe_load((SCHEMA_DIR / "client-miniatures.yaml").read_text("utf-8"))["miniatures"]
+TABLE = load_yaml("client-miniatures.yaml")["miniatures"]
 CHOSEN = os.environ.get("KC_CLIENT_MINIATURES", "fast")
 RUN = [m for m in TABLE if CHOSEN == "all" or (CHOSEN == "fast" and m.get("fast")) or m["name"] in CHOSEN.split(",")]
 NODE = shutil.which("node")

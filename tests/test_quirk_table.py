@@ -7,7 +7,6 @@ from __future__ import annotations
 import inspect
 
 import pytest
-import yaml
 
 import simulator.app
 import simulator.core
@@ -17,7 +16,7 @@ import simulator.search_knowledge.routes
 import simulator.search_knowledge.store
 import simulator.search_knowledge.tool
 import simulator.signing
-from knowledge_schemas import SCHEMA_DIR, load_catalogue, load_registry
+from knowledge_schemas import load_catalogue, load_registry, load_yaml
 from simulator import create_app
 from simulator.core import Core
 from simulator.miniatures import MINIATURES, Wrapper, compose
@@ -30,7 +29,7 @@ from simulator.search_knowledge.tool import SearchKnowledge
 
 
 def _raw() -> dict[str, object]:
-    data = yaml.safe_load((SCHEMA_DIR / OUTCOMES_FILE).read_text("utf-8"))
+    data = load_yaml(OUTCOMES_FILE)
     assert isinstance(data, dict)
     return data
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator
+import ssl
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import anyio.from_thread
@@ -80,6 +83,13 @@ class McpSession:
         return ToolResult(bool(raw.is_error), raw.structured_content, present, texts)
 
 
+@cache
+def _tls() -> ssl.SSLContext:
+    """One verifying TLS context for every HTTP session of the run: each new one reads the CA
+    bundle again (some 50 ms), and a run opens a session per test; a context is safe to share."""
+    return httpx2.create_ssl_context()
+
+
 @contextmanager
 def connect(endpoint: Endpoint, timeout: float = 30.0, *, collect: bool = True) -> Iterator[McpSession]:
     """A session on ``endpoint`` for the duration of the block.
@@ -99,7 +109,7 @@ def connect(endpoint: Endpoint, timeout: float = 30.0, *, collect: bool = True) 
                 client = Client(params, read_timeout_seconds=timeout, cache=None)
             else:
                 headers = {"Authorization": f"Bearer {endpoint.token}"} if endpoint.token else {}
-                http = httpx2.AsyncClient(headers=headers, timeout=timeout)
+                http = httpx2.AsyncClient(headers=headers, timeout=timeout, verify=_tls())
                 client = Client(
                     streamable_http_client(endpoint.url, http_client=http), read_timeout_seconds=timeout, cache=None
                 )
@@ -108,3 +118,28 @@ def connect(endpoint: Endpoint, timeout: float = 30.0, *, collect: bool = True) 
     finally:
         if collect:
             gc.collect()
+
+
+@contextmanager
+def connect_all(endpoints: Sequence[Endpoint], timeout: float = 30.0) -> Iterator[list[McpSession]]:
+    """Sessions on several endpoints at once, started side by side: a stdio server is a process
+    that takes a second or two to start, and a test of two sessions need not wait for both in
+    turn. Each is closed on leaving (the last opened first), then the garbage is collected once."""
+    managers = [connect(endpoint, timeout, collect=False) for endpoint in endpoints]
+    try:
+        with ExitStack() as stack:
+            with ThreadPoolExecutor(max_workers=max(1, len(managers))) as pool:
+                entered = [pool.submit(manager.__enter__) for manager in managers]
+                sessions: list[McpSession] = []
+                for manager, future in zip(managers, entered, strict=True):
+                    try:
+                        sessions.append(future.result())
+                    except BaseException:
+                        continue  # re-raised below, once every other session is closed
+                    stack.push(manager.__exit__)
+            failed = next((f.exception() for f in entered if f.exception() is not None), None)
+            if failed is not None:
+                raise failed
+            yield sessions
+    finally:
+        gc.collect()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import threading
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
@@ -27,6 +28,7 @@ class Scrubber:
     def __init__(self) -> None:
         self._values: set[str] = set()
         self._lock = threading.Lock()
+        self._sweep: tuple[frozenset[str], list[str], re.Pattern[str] | None] | None = None
 
     def add(self, value: object) -> None:
         """Remember a secret; also its URL-encoded and JSON-escaped spellings."""
@@ -68,16 +70,30 @@ class Scrubber:
         with self._lock:
             return frozenset(self._values)
 
+    def reach(self) -> int:
+        """How far from its first character a mask can reach: the longest value and a fragment."""
+        values = self.values
+        return max(map(len, values), default=0) + FRAGMENT
+
+    def _prepared(self) -> tuple[list[str], re.Pattern[str] | None]:
+        """The values longest first, and one pattern that matches wherever any of them or a
+        fragment of one could be: a run scrubs some ten thousand texts, nearly all of them
+        clean, so one search decides most of them (rebuilt only when a value was added)."""
+        values = self.values
+        sweep = self._sweep
+        if sweep is None or sweep[0] != values:
+            # Every whole value longer than a fragment starts with its head, so heads, tails and
+            # the short values themselves are all a clean text must lack.
+            marks = {part for v in values for part in ((v[:FRAGMENT], v[-FRAGMENT:]) if len(v) > FRAGMENT else (v,))}
+            pattern = re.compile("|".join(map(re.escape, sorted(marks)))) if marks else None
+            sweep = self._sweep = (values, sorted(values, key=len, reverse=True), pattern)
+        return sweep[1], sweep[2]
+
     def text(self, text: str) -> str:
-        values = sorted(self.values, key=len, reverse=True)
-        # Longest first, so a value never leaves a tail of a longer one behind.
-        for value in values:
-            if value in text:
-                text = text.replace(value, MASK)
-        for value in values:
-            if len(value) > FRAGMENT:
-                text = _mask_fragments(text, value)
-        return text
+        values, pattern = self._prepared()
+        if pattern is None or pattern.search(text) is None:
+            return text
+        return _mask(text, values)
 
     def data(self, node: Any) -> Any:
         """A copy of a JSON-like value with every string scrubbed."""
@@ -88,6 +104,18 @@ class Scrubber:
         if isinstance(node, (list, tuple)):
             return [self.data(v) for v in node]
         return node
+
+
+def _mask(text: str, values: list[str]) -> str:
+    """Every value (longest first) and every fragment of one in ``text`` replaced by the mask."""
+    # Longest first, so a value never leaves a tail of a longer one behind.
+    for value in values:
+        if value in text:
+            text = text.replace(value, MASK)
+    for value in values:
+        if len(value) > FRAGMENT:
+            text = _mask_fragments(text, value)
+    return text
 
 
 def _mask_fragments(text: str, value: str) -> str:
@@ -121,6 +149,17 @@ def scrub(text: str) -> str:
 
 def clip(text: str, limit: int) -> str:
     """The first ``limit`` characters of ``text`` (negative: the last), scrubbed before the cut so
-    that no part of a secret survives it."""
+    that no part of a secret survives it.
+
+    Only a window of the text is scrubbed when it holds nothing to mask: the kept characters plus
+    the reach of a secret (its length, and a fragment more for a tail matched across the window's
+    edge), which is all a mask over the kept part could start from. A window with something to
+    mask scrubs the whole text, since masks shift what follows them."""
+    size = abs(limit) + SECRETS.reach()
+    if len(text) > size:
+        window = text[:size] if limit >= 0 else text[-size:]
+        clean = scrub(window)
+        if clean == window:
+            return clean[limit:] if limit < 0 else clean[:limit]
     clean = scrub(text)
     return clean[limit:] if limit < 0 else clean[:limit]

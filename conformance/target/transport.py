@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from conformance.target.outcomes import HarnessError
-from conformance.target.secrets import SECRETS, scrub
+from conformance.target.secrets import SECRETS, clip, scrub
 
 REDACTED = "Bearer ***"
 BODY_KEEP = 2048
@@ -188,8 +188,11 @@ def judged(response: object) -> None:
 
 def _shorten(raw: bytes) -> str:
     """A body for a report: cut on a character boundary, with the size it had."""
-    text = scrub(raw[: BODY_KEEP * 4].decode("utf-8", "replace"))  # before the cut: no part of a secret survives it
-    if len(raw) <= BODY_KEEP and len(text.encode("utf-8")) == len(raw):
+    head = raw[: BODY_KEEP * 4].decode("utf-8", "replace")
+    if len(raw) > BODY_KEEP:
+        return clip(head, BODY_KEEP) + f"… ({len(raw)} bytes in all)"  # scrubbed before the cut
+    text = scrub(head)
+    if len(text.encode("utf-8")) == len(raw):
         return text
     return text[:BODY_KEEP] + f"… ({len(raw)} bytes in all)"
 
@@ -229,9 +232,9 @@ class Recorder:
         exchange = Exchange(
             method=request.method,
             path=path,
-            request_body=scrub(_shorten(request.content)),
+            request_body=_shorten(request.content),
             status=response.status_code,
-            response_body=scrub(_shorten(response.content)),
+            response_body=_shorten(response.content),
             # The credential header is kept, redacted, under its usual name whatever the target calls it.
             headers={
                 ("authorization" if k.lower() == self.auth_header else k.lower()): (

@@ -157,6 +157,8 @@ class CoreHttp:
 class AgentTools:
     """The clean Agent Session path. Miniatures (``simulator.miniatures.mcp``) override one method each."""
 
+    legacy_statuses: tuple[int, ...] = LEGACY_STATUSES  # of capabilities: an old Core (a miniature may differ)
+
     def __init__(self, core: CoreHttp) -> None:
         self.core = core
 
@@ -247,7 +249,7 @@ class AgentTools:
         assert session.token is not None and session.route is not None
         path = BASE.format(route=session.route) + "/knowledge/capabilities"
         status, answer = await self.core.request("GET", path, session.token)
-        if status in LEGACY_STATUSES:
+        if status in self.legacy_statuses:
             return False
         if status != 200 or not isinstance(answer, dict):
             raise core_error(status, answer)

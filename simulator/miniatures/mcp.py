@@ -136,6 +136,22 @@ class McpPresenceMeansSupport(AgentTools):
         return self.success({**page, "truncated": False, "trust": "reference_only"})
 
 
+class McpOnDemandToOldCore(AgentTools):
+    """start_business_turn asks every Core for on_demand delivery, whatever its capabilities say:
+    an old Core refuses the unknown field, so no turn can start behind it."""
+
+    async def negotiate(self, session: Session) -> bool:
+        await super().negotiate(session)
+        return True
+
+
+class McpOldCore501AsFailure(AgentTools):
+    """Capabilities answering 501 is taken for a failure, not for an old Core (only 404 and 405
+    are): start_business_turn fails instead of starting a plain turn."""
+
+    legacy_statuses = (404, 405)
+
+
 class McpReadBeforeTurn(AgentTools):
     """A knowledge call before any turn is accepted: the tool starts a turn of its own."""
 
@@ -272,6 +288,8 @@ AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_read_tool_unlisted": McpReadToolUnlisted,
     "mcp_tools_after_first_turn": McpToolsAfterFirstTurn,
     "mcp_presence_means_support": McpPresenceMeansSupport,
+    "mcp_on_demand_to_old_core": McpOnDemandToOldCore,
+    "mcp_old_core_501_as_failure": McpOldCore501AsFailure,
     "mcp_session_per_workspace": McpSessionPerWorkspace,
     "mcp_differs_from_http": McpDiffersFromHttp,
     "mcp_error_as_jsonrpc": McpErrorAsJsonRpc,

@@ -9,11 +9,9 @@ turn for it (a new process, or an Agent Session minted for the MCP checks alone)
 
 from __future__ import annotations
 
-import gc
 import json
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +36,7 @@ from conformance.mcp.rules import (
     MCP_012,
     MCP_013,
 )
-from conformance.mcp.session import Endpoint, McpSession, ToolResult, connect
+from conformance.mcp.session import Endpoint, McpSession, ToolResult, connect, connect_all
 from conformance.plugin.options import option
 from conformance.server.expiry import ages
 from conformance.server.world import Who, World
@@ -99,9 +97,8 @@ def mcp_agents(
         who, fresh_http = Who(minted["token"], minted["route"], minted["account"], minted["session_id"]), True
     endpoints = agent_endpoints(kc_config, kc_target, option(pytestconfig, "--mcp-target"), str(who.token), who.route)
     agents: dict[str, Agent] = {}
-    with ExitStack() as stack:
-        for transport, endpoint in endpoints.items():
-            session = stack.enter_context(connect(endpoint, kc_config.timeout_seconds))
+    with connect_all(list(endpoints.values()), kc_config.timeout_seconds) as sessions:
+        for transport, session in zip(endpoints, sessions, strict=True):
             tools = session.tools()
             before_search = session.call(SEARCH, {"query": kc_config.probe_query})
             before_read = session.call(READ, {"ref": "kc-before-any-turn"})
@@ -410,8 +407,8 @@ def test_each_agent_session_of_an_account_reads_in_its_own_run(
     pair = (ends[0], ends[1])
     doc = world.docs.get("unicode")
     query = doc.token if doc else kc_config.probe_query
-    with ExitStack() as stack:  # judged after the block: a check failing inside would reach pytest in a task group
-        first, second = (stack.enter_context(connect(e, kc_config.timeout_seconds, collect=False)) for e in pair)
+    with connect_all(pair, kc_config.timeout_seconds) as (first, second):  # judged after the block: a check
+        # failing inside would reach pytest in a task group
         turns = [first.call(TURN, {"user_input": "knowledge"}), second.call(TURN, {"user_input": "knowledge"})]
         found = first.call(SEARCH, {"query": query})
         hints = [
@@ -419,7 +416,6 @@ def test_each_agent_session_of_an_account_reads_in_its_own_run(
         ]
         own = first.call(READ, {"ref": hints[0]["ref"]}) if hints else None
         foreign = second.call(READ, {"ref": hints[0]["ref"]}) if hints else None
-    gc.collect()
     for turn in turns:
         expect(not _refused(turn), MCP_004, f"{TURN} failed: {_clip(turn)}")
     if own is None or foreign is None or _refused(own):
@@ -570,10 +566,9 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
             MCP_010.fail(f"{what} {name} crashed instead of answering isError with feedback ({result})")
             continue
         if name == TURN:
-            if (
-                result.is_error or result.protocol_error is not None
-            ):  # a turn the old Core refused: a failure like any other
-                _failure(TURN, result)
+            if result.is_error or result.protocol_error is not None:
+                _failure(TURN, result)  # a refused turn is a failure like any other: isError with feedback
+                expect(not _plain_turn_accepted(fresh_world), MCP_007, _plain_turn_refused(what, result))
             continue
         expect(
             result.is_error or result.protocol_error is not None,
@@ -581,6 +576,55 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
             f"{what} {name} answered as a success, taking the tools' presence as knowledge support: {_clip(result)}",
         )
         _failure(name, result)
+
+
+@R("MCP-007")
+@pytest.mark.parametrize("status", (405, 501))
+def test_every_old_core_status_gets_a_plain_turn_over_mcp(
+    status: int, fresh_world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
+) -> None:
+    """Seed 000: "Only old endpoint statuses 404/405/501 become supported: false". The legacy test
+    above sees the status the control extension's legacy mode answers (404 for the bundled
+    simulator); here capabilities answers each other old status once (control's ``respond_next``),
+    in front of that legacy workspace, to a new MCP session. Its ``start_business_turn`` may not
+    fail where the old Core starts a plain turn. One transport suffices (the negotiation does not
+    depend on it): streamable HTTP when there is one."""
+    world = fresh_world
+    control = world.need_control("make capabilities answer an old status")
+    try:
+        endpoint = _route_endpoint("http", world, kc_config, kc_target, pytestconfig, "an old Core's status")
+    except pytest.skip.Exception:
+        endpoint = _route_endpoint("stdio", world, kc_config, kc_target, pytestconfig, "an old Core's status")
+    control.set_mode(world.route, "legacy")
+    control.respond_next(world.route, "capabilities", status, {"error": "not_found" if status == 404 else "old"})
+    with connect(endpoint, kc_config.timeout_seconds) as session:  # judged after the block (a task group)
+        result = _call(session, TURN, {"user_input": "knowledge"})
+    what = f"behind an old Core whose capabilities answered {status} ({endpoint.transport})"
+    if isinstance(result, str):
+        MCP_010.fail(f"{what} {TURN} crashed instead of answering ({result})")
+        return
+    refused = result.is_error or result.protocol_error is not None
+    if refused and not _plain_turn_accepted(world):
+        pytest.skip(f"not verified: {what} {TURN} failed, and so does a plain turn of the Core itself")
+    expect(not refused, MCP_007, _plain_turn_refused(what, result))
+
+
+def _plain_turn_accepted(world: World) -> bool:
+    """Whether the Core itself starts a plain turn (no ``knowledge_delivery``) for the world's
+    primary identity. Asked after ``start_business_turn`` failed in front of an old Core: if the
+    Core takes a plain turn, the MCP server asked it for something else, the knowledge delivery
+    an old Core does not know, taking anything but capabilities as proof of support (MCP-007;
+    seed 000: "capabilities.supported ? { knowledgeDelivery: 'on_demand' } : {}"). A Core that
+    refuses the plain turn too decides nothing about the MCP server."""
+    who = world.primary
+    return world.core.turn(who.token, who.route, world.core.turn_body("knowledge", None)).status_code == 200
+
+
+def _plain_turn_refused(what: str, refused: ToolResult) -> str:
+    return (
+        f"{what} {TURN} failed ({_clip(refused)}), though the old Core starts a plain turn for the same identity "
+        "(HTTP 200 without knowledge_delivery): capabilities decide, and an old Core gets a plain turn"
+    )
 
 
 def _route_endpoint(

@@ -319,6 +319,31 @@ def test_malformed_values_fail_validation(sk: SkWorld) -> None:
         expect(not answer.ok, SK_024, "a 100000-character query was accepted (strict)")
 
 
+# Worst cases for a ranking: no term at all (an empty term list, an all-zero embedding whose
+# norm is 0) and only words a tokenizer may drop.
+TERMLESS_QUERIES = ("?!", "\U0001f642", "...", "-", "the of and")
+
+
+@R("SK-017")
+def test_a_query_without_searchable_terms_is_still_answered(sk: SkWorld) -> None:
+    """A query was supplied, in each mode, so the answer is a ``knowledge_search`` result (no
+    results is fine) or a refusal that names a seed code (``knowledge_invalid_request``,
+    ``knowledge_query_required``): never an internal error, nor an error without a code."""
+    for mode in ("hybrid", "lexical", "semantic", "rrf"):
+        for query in TERMLESS_QUERIES:
+            answer = sk.ask({"query": query, "mode": mode})
+            if not answer.ok and answer.codes & (REQUIRED | {INVALID}):
+                continue
+            expect(
+                answer.ok,
+                SK_017,
+                f"query {query!r} in {mode} mode was neither answered nor refused with a seed code: {answer.raw}",
+            )
+            _typed(answer, "knowledge_search", SK_017)
+            errors = load_registry().errors("search-knowledge-search-result", answer.body)
+            expect(not errors, SK_017, f"query {query!r} in {mode} mode: not a knowledge_search result: {errors[:3]}")
+
+
 # ----------------------------------------------------------------- modes
 @R("SK-015")
 def test_unrecognised_modes_become_hybrid(sk: SkWorld) -> None:
