@@ -18,6 +18,7 @@ from conformance.clients.rules import (
     READ_012,
     READ_017,
     READ_018,
+    READ_021,
     REF_010,
     REF_013,
     SRCH_012,
@@ -26,11 +27,11 @@ from conformance.clients.rules import (
     TURN_005,
     TURN_009,
     TURN_010,
+    TURN_014,
 )
 from conformance.clients.session import Session, client_failed, exchange, mapped, next_action, requests
 from conformance.clients.world import ARCHIVE, HOMEPAGE, QUERIES
 from conformance.server.checks import describe
-from conformance.server.rules import READ_009, TURN_006
 from conformance.target import contract as C
 from conformance.target.outcomes import HarnessError
 from conformance.target.rules import expect
@@ -438,7 +439,7 @@ MALFORMED_DELIVERIES: dict[str, dict[str, Any]] = {
 }
 
 
-@requirement("TURN-006")
+@requirement("TURN-014")
 @pytest.mark.parametrize("delivery", ["on_demand", "inline", "negotiated-inline"])
 @pytest.mark.parametrize("case", list(MALFORMED_DELIVERIES))
 def test_a_malformed_knowledge_delivery_is_refused_whatever_was_asked(sdk: Session, delivery: str, case: str) -> None:
@@ -461,7 +462,7 @@ def test_a_malformed_knowledge_delivery_is_refused_whatever_was_asked(sdk: Sessi
     kept = answer.value["context"].get("knowledge_delivery") if answer.ok else None
     expect(
         kept is None or not load_registry().errors("knowledge-delivery", kept),
-        TURN_006,
+        TURN_014,
         f"a turn asked {delivery} whose answer carries a knowledge_delivery that does not match the delivery schema "
         f"({case}) was given back as the turn's delivery: {answer.describe()}; judged {exchange(turns[:1])}",
     )
@@ -780,12 +781,12 @@ def test_a_chain_under_the_budget_reads_the_whole_revision(sdk: Session, max_byt
     )
 
 
-@requirement("READ-009", "READ-012")
+@requirement("READ-021", "READ-012")
 @pytest.mark.parametrize("budget", ["budget-exhausted", "no-budget-flag"])
 def test_a_last_page_marked_truncated_is_never_complete(sdk: Session, budget: str) -> None:
     """The chain's second page comes back ``truncated: true`` with ``next_cursor: null`` (with
     ``budget_exhausted: true``, as a Core the budget stopped answers, or without the optional flag): the chain
-    ended, but "truncated: true means incomplete" (READ-009, and READ-012 for the budget: never a full read).
+    ended, but "truncated: true means incomplete" (READ-021, and READ-012 for the budget: never a full read).
     A client may refuse such a page; it never answers the chain complete."""
     route, run, ref, _ = _fresh_ref(sdk, "archive", "canned")
     first = sdk.world.direct("canned")._post("/knowledge/read", {"ref": ref, "run_id": run, "max_bytes": 4096})
@@ -810,7 +811,7 @@ def test_a_last_page_marked_truncated_is_never_complete(sdk: Session, budget: st
     if len(reads) < 2:
         sdk.world.direct("canned").disarm("read", 2 - len(reads))
         client_failed(f"read_all did not reach the chain's second page: {answer.describe()}")
-    rule = READ_012 if budget == "budget-exhausted" else READ_009
+    rule = READ_012 if budget == "budget-exhausted" else READ_021
     if not answer.ok:
         rule.held()  # the client refused the page: nothing was called complete
         return
