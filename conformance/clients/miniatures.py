@@ -353,6 +353,15 @@ class CapsInlinePreview(ReferenceHarness):
         return turn
 
 
+class HostWithoutCapabilities(ReferenceHarness):
+    """The host transport exposes searchKnowledge and readKnowledge only: getKnowledgeCapabilities is no call of it."""
+
+    def do_host_call(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        if command["call"] == "getKnowledgeCapabilities":
+            raise Refusal("invalid_input", "unknown host call getKnowledgeCapabilities")
+        return super().do_host_call(command)
+
+
 class HostRefusesBothSpellings(ReferenceHarness):
     def host_input(self, call: str, conn: Connection, given: Mapping[str, Any]) -> dict[str, Any]:
         if "maxBytes" in given and "max_bytes" in given:
@@ -456,6 +465,7 @@ MINIATURES: dict[str, Callable[[], ReferenceHarness]] = {
     "chain_drops_last_page": ChainDropsLastPage,
     "caps_inline_preview": CapsInlinePreview,
     "host_refuses_both_spellings": HostRefusesBothSpellings,
+    "host_without_capabilities": HostWithoutCapabilities,
     "host_checks_session_only": HostChecksSessionOnly,
     "strips_on_demand_bodies": StripsOnDemandBodies,
     "delivery_checked_on_demand_only": _client(
