@@ -83,6 +83,24 @@ class McpSession:
         return ToolResult(bool(raw.is_error), raw.structured_content, present, texts)
 
 
+class NotServing(Exception):
+    """The server under test did not answer ``initialize``: it exited, closed the stream, refused
+    the session or timed out. That is the implementation's failure, judged against the rule of
+    its path (not a harness error); a command that cannot be started at all (not found, not
+    executable) or a URL nothing listens on is a configuration error, raised as it is."""
+
+
+def _answered(exc: BaseException) -> MCPError | None:
+    """The MCP error inside what entering a session raised, if the server (not the network) caused it."""
+    if isinstance(exc, MCPError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := _answered(inner)) is not None:
+                return found
+    return None
+
+
 @cache
 def _tls() -> ssl.SSLContext:
     """One verifying TLS context for every HTTP session of the run: each new one reads the CA
@@ -113,7 +131,13 @@ def connect(endpoint: Endpoint, timeout: float = 30.0, *, collect: bool = True) 
                 client = Client(
                     streamable_http_client(endpoint.url, http_client=http), read_timeout_seconds=timeout, cache=None
                 )
-            stack.enter_context(portal.wrap_async_context_manager(client))
+            try:
+                stack.enter_context(portal.wrap_async_context_manager(client))
+            except Exception as exc:
+                error = _answered(exc)
+                if error is None:
+                    raise
+                raise NotServing(f"{endpoint.describe()} did not answer initialize: {error.message}") from exc
             yield McpSession(portal, client)
     finally:
         if collect:
@@ -124,20 +148,34 @@ def connect(endpoint: Endpoint, timeout: float = 30.0, *, collect: bool = True) 
 def connect_all(endpoints: Sequence[Endpoint], timeout: float = 30.0) -> Iterator[list[McpSession]]:
     """Sessions on several endpoints at once, started side by side: a stdio server is a process
     that takes a second or two to start, and a test of two sessions need not wait for both in
-    turn. Each is closed on leaving (the last opened first), then the garbage is collected once."""
+    turn. Each is closed on leaving (the last opened first), then the garbage is collected once.
+    The first failure to start is raised once the others are closed."""
+    with connect_each(endpoints, timeout) as sessions:
+        failed = next((s for s in sessions if isinstance(s, BaseException)), None)
+        if failed is not None:
+            raise failed
+        yield [s for s in sessions if isinstance(s, McpSession)]
+
+
+@contextmanager
+def connect_each(endpoints: Sequence[Endpoint], timeout: float = 30.0) -> Iterator[list[McpSession | NotServing]]:
+    """Like :func:`connect_all`, but a server that does not answer ``initialize`` takes its place
+    in the list as its :class:`NotServing`, so the others still serve; any other failure to
+    start is raised once the started sessions are closed."""
     managers = [connect(endpoint, timeout, collect=False) for endpoint in endpoints]
     try:
         with ExitStack() as stack:
             with ThreadPoolExecutor(max_workers=max(1, len(managers))) as pool:
                 entered = [pool.submit(manager.__enter__) for manager in managers]
-                sessions: list[McpSession] = []
+                sessions: list[McpSession | NotServing] = []
                 for manager, future in zip(managers, entered, strict=True):
-                    try:
+                    error = future.exception()
+                    if error is None:
                         sessions.append(future.result())
-                    except BaseException:
-                        continue  # re-raised below, once every other session is closed
-                    stack.push(manager.__exit__)
-            failed = next((f.exception() for f in entered if f.exception() is not None), None)
+                        stack.push(manager.__exit__)
+                    elif isinstance(error, NotServing):
+                        sessions.append(error)
+            failed = next((e for f in entered if (e := f.exception()) and not isinstance(e, NotServing)), None)
             if failed is not None:
                 raise failed
             yield sessions

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,7 @@ from conformance.mcp.rules import (
     MCP_012,
     MCP_013,
 )
-from conformance.mcp.session import Endpoint, McpSession, ToolResult, connect, connect_all
+from conformance.mcp.session import Endpoint, McpSession, NotServing, ToolResult, connect, connect_all, connect_each
 from conformance.plugin.options import option
 from conformance.server.expiry import ages
 from conformance.server.world import Who, World
@@ -44,7 +45,7 @@ from conformance.target import contract as C
 from conformance.target.config import TargetConfig
 from conformance.target.open import Target
 from conformance.target.outcomes import ContractViolation, NotVerified
-from conformance.target.rules import expect
+from conformance.target.rules import Rule, expect
 from knowledge_schemas import load_registry
 from knowledge_schemas.mcp import CHOSEN_ARGUMENTS, JOB_TOOLS, KNOWLEDGE_TOOLS
 
@@ -88,7 +89,7 @@ def _body(result: ToolResult) -> Any:
 @pytest.fixture(scope="session")
 def mcp_agents(
     world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
-) -> Iterator[dict[str, Agent]]:
+) -> Iterator[dict[str, Agent | NotServing]]:
     from conformance.mcp.endpoints import agent_endpoints
 
     who, fresh_http = world.primary, False
@@ -96,9 +97,12 @@ def mcp_agents(
         minted = world.control.mint("alice", world.route)
         who, fresh_http = Who(minted["token"], minted["route"], minted["account"], minted["session_id"]), True
     endpoints = agent_endpoints(kc_config, kc_target, option(pytestconfig, "--mcp-target"), str(who.token), who.route)
-    agents: dict[str, Agent] = {}
-    with connect_all(list(endpoints.values()), kc_config.timeout_seconds) as sessions:
+    agents: dict[str, Agent | NotServing] = {}
+    with connect_each(list(endpoints.values()), kc_config.timeout_seconds) as sessions:
         for transport, session in zip(endpoints, sessions, strict=True):
+            if isinstance(session, NotServing):
+                agents[transport] = session
+                continue
             tools = session.tools()
             before_search = session.call(SEARCH, {"query": kc_config.probe_query})
             before_read = session.call(READ, {"ref": "kc-before-any-turn"})
@@ -116,15 +120,40 @@ def mcp_agents(
 
 
 @pytest.fixture(params=TRANSPORTS)
-def agent(request: pytest.FixtureRequest, mcp_agents: dict[str, Agent]) -> Agent:
+def agent(request: pytest.FixtureRequest, mcp_agents: dict[str, Agent | NotServing]) -> Agent:
     found = mcp_agents.get(str(request.param))
     if found is None:
         if skipped(option(request.config, "--mcp-target")):
             pytest.skip("not verified: MCP checks skipped: --mcp-target none")
         pytest.skip(f"not verified: no Agent Session MCP server over {request.param} (--mcp-target or [mcp])")
+    if isinstance(found, NotServing):
+        MCP_001.fail(f"the Agent Session MCP server {found}")
     if found.turn is None:
         found.turn = found.start_turn("knowledge")
     return found
+
+
+@contextmanager
+def serving(rule: Rule, endpoint: Endpoint, timeout: float) -> Iterator[McpSession]:
+    """A session with the server under test; one that does not answer ``initialize`` fails the
+    rule of its path (MCP-001 for the Agent Session path, MCP-002 for the job path)."""
+    with ExitStack() as stack:
+        try:
+            opened = stack.enter_context(connect(endpoint, timeout))
+        except NotServing as exc:
+            rule.fail(f"the {'Fixed Client Token' if rule == MCP_002 else 'Agent Session'} MCP server {exc}")
+        yield opened
+
+
+@contextmanager
+def serving_all(endpoints: Sequence[Endpoint], timeout: float) -> Iterator[list[McpSession]]:
+    """Several Agent Session sessions at once (:func:`connect_all`); one that does not start fails MCP-001."""
+    with ExitStack() as stack:
+        try:
+            opened = stack.enter_context(connect_all(endpoints, timeout))
+        except NotServing as exc:
+            MCP_001.fail(f"the Agent Session MCP server {exc}")
+        yield opened
 
 
 def _flags(result: ToolResult, what: str) -> dict[str, Any]:
@@ -407,7 +436,7 @@ def test_each_agent_session_of_an_account_reads_in_its_own_run(
     pair = (ends[0], ends[1])
     doc = world.docs.get("unicode")
     query = doc.token if doc else kc_config.probe_query
-    with connect_all(pair, kc_config.timeout_seconds) as (first, second):  # judged after the block: a check
+    with serving_all(pair, kc_config.timeout_seconds) as (first, second):  # judged after the block: a check
         # failing inside would reach pytest in a task group
         turns = [first.call(TURN, {"user_input": "knowledge"}), second.call(TURN, {"user_input": "knowledge"})]
         found = first.call(SEARCH, {"query": query})
@@ -557,7 +586,9 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
         (SEARCH, {"query": kc_config.probe_query}),
         (READ, {"ref": "kc-ref-of-an-old-core"}),
     )
-    with connect(endpoint, kc_config.timeout_seconds) as session:  # judged after the block: a check failing inside
+    with serving(
+        MCP_001, endpoint, kc_config.timeout_seconds
+    ) as session:  # judged after the block: a check failing inside
         listed = {t.name for t in session.tools()}  # would reach pytest wrapped in a task group
         results = [(name, _call(session, name, arguments)) for name, arguments in calls]
     expect(set(KNOWLEDGE_TOOLS) <= listed, MCP_005, f"{what} the tools are {sorted(listed)}")
@@ -578,7 +609,7 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
         _failure(name, result)
 
 
-@R("MCP-007")
+@R("MCP-007", "MCP-010")
 @pytest.mark.parametrize("status", (405, 501))
 def test_every_old_core_status_gets_a_plain_turn_over_mcp(
     status: int, fresh_world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
@@ -597,7 +628,7 @@ def test_every_old_core_status_gets_a_plain_turn_over_mcp(
         endpoint = _route_endpoint("stdio", world, kc_config, kc_target, pytestconfig, "an old Core's status")
     control.set_mode(world.route, "legacy")
     control.respond_next(world.route, "capabilities", status, {"error": "not_found" if status == 404 else "old"})
-    with connect(endpoint, kc_config.timeout_seconds) as session:  # judged after the block (a task group)
+    with serving(MCP_001, endpoint, kc_config.timeout_seconds) as session:  # judged after the block (a task group)
         result = _call(session, TURN, {"user_input": "knowledge"})
     what = f"behind an old Core whose capabilities answered {status} ({endpoint.transport})"
     if isinstance(result, str):
@@ -694,7 +725,7 @@ def test_expired_and_changed_references_over_mcp_say_search_knowledge(
         return None
 
     answers: list[tuple[str, ToolResult | str | None]] = []
-    with connect(endpoint, kc_config.timeout_seconds) as session:  # judged after the block (a task group)
+    with serving(MCP_001, endpoint, kc_config.timeout_seconds) as session:  # judged after the block (a task group)
         turn = _call(session, TURN, {"user_input": "knowledge"})
         if not isinstance(turn, str) and not _refused(turn):
             for what, change in changes:
@@ -717,12 +748,13 @@ def test_expired_and_changed_references_over_mcp_say_search_knowledge(
         )
 
 
-@R("MCP-013")
+@R("MCP-013", "MCP-010")
 def test_a_turn_whose_response_was_lost_returns_the_committed_run(agent: Agent, world: World) -> None:
     """The Core commits a turn of the MCP session and loses its response (control's
-    ``lose_next_turn_response``). ``start_business_turn`` may answer that as an error (not verified:
-    nothing was claimed), but a success after its retries is the original idempotent turn, so its
-    ``run_id`` is the run the Core committed (read back with ``GET /faults/lost``), never a second one."""
+    ``lose_next_turn_response``). ``start_business_turn`` may answer that as an error (the seed asks
+    for no retry: a failure claims no run, which holds), but a success after its retries is the
+    original idempotent turn, so its ``run_id`` is the run the Core committed (read back with
+    ``GET /faults/lost``), never a second one."""
     control = world.need_control("lose a turn response")
     who = agent.who or world.primary
     before = control.lost_responses(who.route)
@@ -745,8 +777,11 @@ def test_a_turn_whose_response_was_lost_returns_the_committed_run(agent: Agent, 
             f"not verified: the lose fault withheld no turn response of this MCP session's route {who.route!r} "
             f"({len(withheld)} new)"
         )
-    if isinstance(result, str) or _refused(result):
-        pytest.skip(f"not verified: {TURN} answered the lost response as a failure, claiming no run")
+    if isinstance(result, str):
+        MCP_010.fail(f"{TURN} after a lost turn response crashed instead of answering ({result})")
+    if _refused(result):
+        MCP_013.held()  # no retry is asked for: a failure claims no run, so it cannot claim a second one
+        return
     body = _body(result)
     run_id = body.get("run_id") if isinstance(body, dict) else None
     expect(
@@ -834,7 +869,7 @@ def test_client_token_stdio_exposes_exactly_the_job_tools(
     if endpoint is None:
         pytest.skip("not verified: no Fixed Client Token stdio server ([mcp].jobs_command)")
     unlisted = (*KNOWLEDGE_TOOLS, TURN, "search_knowledge")
-    with connect(endpoint, kc_config.timeout_seconds) as session:
+    with serving(MCP_002, endpoint, kc_config.timeout_seconds) as session:
         names = sorted(t.name for t in session.tools())
         calls = [
             (name, _call(session, name, {"query": kc_config.probe_query, "ref": "kc-ref", "user_input": "x"}))
