@@ -16,7 +16,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.mcp.session import McpSession, connect
+from conformance.mcp.session import McpSession, NotServing, connect
+from conformance.search_knowledge.rules import SK_009
 from conformance.target.secrets import clip
 
 TOOL = "search_knowledge"
@@ -110,7 +111,10 @@ def open_sessions(
             if position:
                 continue
             fixed = True
-        sessions[name] = stack.enter_context(connect(endpoint, cfg.timeout_seconds, collect=False))
+        try:
+            sessions[name] = stack.enter_context(connect(endpoint, cfg.timeout_seconds, collect=False))
+        except NotServing as exc:  # the tool's server, not the harness: search_knowledge is not callable there
+            SK_009.fail(f"the Agent Session MCP server that serves search_knowledge {exc}")
     return sessions, fixed
 
 
