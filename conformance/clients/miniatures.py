@@ -362,6 +362,15 @@ class HostWithoutCapabilities(ReferenceHarness):
         return super().do_host_call(command)
 
 
+class HostIgnoresWorkspace(ReferenceHarness):
+    """The host never compares the options' explicit workspace with its connection's: every call acts on the connection's."""
+
+    def do_host_call(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        options = dict(command["options"])
+        options["workspace"] = self.connection(options["connectionKey"]).route
+        return super().do_host_call({**command, "options": options})
+
+
 class HostRefusesBothSpellings(ReferenceHarness):
     def host_input(self, call: str, conn: Connection, given: Mapping[str, Any]) -> dict[str, Any]:
         if "maxBytes" in given and "max_bytes" in given:
@@ -466,6 +475,7 @@ MINIATURES: dict[str, Callable[[], ReferenceHarness]] = {
     "caps_inline_preview": CapsInlinePreview,
     "host_refuses_both_spellings": HostRefusesBothSpellings,
     "host_without_capabilities": HostWithoutCapabilities,
+    "host_ignores_workspace": HostIgnoresWorkspace,
     "host_checks_session_only": HostChecksSessionOnly,
     "strips_on_demand_bodies": StripsOnDemandBodies,
     "delivery_checked_on_demand_only": _client(

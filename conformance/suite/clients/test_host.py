@@ -133,6 +133,27 @@ def test_the_connection_key_chooses_the_identity(host: Session) -> None:
 
 
 @requirement("HOST-003")
+@pytest.mark.parametrize("call", ["getKnowledgeCapabilities", "searchKnowledge", "readKnowledge"])
+def test_the_explicit_workspace_is_the_one_used(host: Session, call: str) -> None:
+    """Options name the workspace explicitly: a call whose ``workspace`` is another one than its
+    connection's (binding and connection unchanged) never acts on the connection's own workspace.
+    The host refuses it, or sends it to the workspace it names (where this connection's token is
+    refused); a success on the connection's workspace ignored the option."""
+    route = host.world.route("host")
+    _current_run(host, "host")
+    data = _call_input(host, call)
+    mark = host.wire.mark(route)
+    answer = host.host(call, data, "host", workspace=host.world.routes["elsewhere"])
+    sent = host.wire.since(mark, route)
+    expect(
+        not sent and not answer.ok,
+        HOST_003,
+        f"{call} whose options name workspace {host.world.routes['elsewhere']!r} answered {answer.describe()} "
+        f"and acted on the connection's own workspace {route!r}: judged {exchange(sent[:1])}",
+    )
+
+
+@requirement("HOST-003")
 def test_a_cancelled_signal_sends_nothing(host: Session) -> None:
     route = host.world.route("host")
     _current_run(host, "host")
