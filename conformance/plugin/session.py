@@ -77,6 +77,19 @@ def _classify(exc: BaseException | None) -> tuple[str, str | None]:
     return "error", None
 
 
+def _shown(exc: BaseException) -> BaseException:
+    """The exception a report names: a group's first contract violation (a check failing inside an
+    MCP session's task group arrives wrapped in one), else the exception itself (a group of other
+    failures, schemathesis' among them, says more as a whole)."""
+    from conformance.target.outcomes import ContractViolation
+
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if isinstance(found := _shown(inner), ContractViolation):
+                return found
+    return exc
+
+
 _STEP = re.compile(r"^(?:E\s+)?(state = \w+\(\)|state\.\w+\(.*\)|\w+ = state\.\w+\(.*\))\s*$")
 
 
@@ -195,9 +208,8 @@ class SuiteSession:
             if violated is not None:
                 report.user_properties.append(("violated", violated))
             if call.excinfo is not None:
-                report.user_properties.append(
-                    ("message", scrub(f"{call.excinfo.typename}: {call.excinfo.value}")[:2000])
-                )
+                shown = _shown(call.excinfo.value)
+                report.user_properties.append(("message", scrub(f"{type(shown).__name__}: {shown}")[:2000]))
             sequence = _failing_sequence(report.longreprtext)
             if sequence:
                 report.user_properties.append(("sequence", json.dumps([scrub(s) for s in sequence])))

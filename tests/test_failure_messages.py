@@ -1,0 +1,20 @@
+"""A failure's message names the broken rule's own words, also when the check failed inside an
+MCP session's task group (which wraps it in exception groups)."""
+
+from __future__ import annotations
+
+from conformance.plugin.session import _shown
+from conformance.target.outcomes import ContractViolation
+
+
+def test_a_violation_inside_task_groups_is_the_message() -> None:
+    violation = ContractViolation("SK-004", "alice's read of sm-a2 was refused")
+    wrapped = ExceptionGroup("unhandled errors in a TaskGroup", [ExceptionGroup("inner", [violation])])
+    assert _shown(wrapped) is violation
+
+
+def test_a_group_of_other_failures_is_shown_whole() -> None:
+    group = ExceptionGroup("2 failures", [ValueError("a"), KeyError("b")])
+    assert _shown(group) is group
+    plain = ValueError("c")
+    assert _shown(plain) is plain
