@@ -37,7 +37,7 @@ from conformance.mcp.rules import (
     MCP_012,
     MCP_013,
 )
-from conformance.mcp.session import Endpoint, McpSession, NotServing, ToolResult, connect, connect_all, connect_each
+from conformance.mcp.session import Endpoint, McpSession, NotServing, ToolResult, connect_all, connect_each
 from conformance.plugin.options import option
 from conformance.server.expiry import ages
 from conformance.server.world import Who, World
@@ -134,25 +134,15 @@ def agent(request: pytest.FixtureRequest, mcp_agents: dict[str, Agent | NotServi
 
 
 @contextmanager
-def serving(rule: Rule, endpoint: Endpoint, timeout: float) -> Iterator[McpSession]:
-    """A session with the server under test; one that does not answer ``initialize`` fails the
-    rule of its path (MCP-001 for the Agent Session path, MCP-002 for the job path)."""
-    with ExitStack() as stack:
-        try:
-            opened = stack.enter_context(connect(endpoint, timeout))
-        except NotServing as exc:
-            rule.fail(f"the {'Fixed Client Token' if rule == MCP_002 else 'Agent Session'} MCP server {exc}")
-        yield opened
-
-
-@contextmanager
-def serving_all(endpoints: Sequence[Endpoint], timeout: float) -> Iterator[list[McpSession]]:
-    """Several Agent Session sessions at once (:func:`connect_all`); one that does not start fails MCP-001."""
+def serving(rule: Rule, endpoints: Sequence[Endpoint], timeout: float) -> Iterator[list[McpSession]]:
+    """Sessions with the servers under test, started side by side (:func:`connect_all`); one that
+    does not answer ``initialize`` fails the rule of its path (MCP-001 for the Agent Session path,
+    MCP-002 for the job path)."""
     with ExitStack() as stack:
         try:
             opened = stack.enter_context(connect_all(endpoints, timeout))
         except NotServing as exc:
-            MCP_001.fail(f"the Agent Session MCP server {exc}")
+            rule.fail(f"the {'Fixed Client Token' if rule == MCP_002 else 'Agent Session'} MCP server {exc}")
         yield opened
 
 
@@ -436,7 +426,7 @@ def test_each_agent_session_of_an_account_reads_in_its_own_run(
     pair = (ends[0], ends[1])
     doc = world.docs.get("unicode")
     query = doc.token if doc else kc_config.probe_query
-    with serving_all(pair, kc_config.timeout_seconds) as (first, second):  # judged after the block: a check
+    with serving(MCP_001, pair, kc_config.timeout_seconds) as (first, second):  # judged after the block: a check
         # failing inside would reach pytest in a task group
         turns = [first.call(TURN, {"user_input": "knowledge"}), second.call(TURN, {"user_input": "knowledge"})]
         found = first.call(SEARCH, {"query": query})
@@ -586,10 +576,9 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
         (SEARCH, {"query": kc_config.probe_query}),
         (READ, {"ref": "kc-ref-of-an-old-core"}),
     )
-    with serving(
-        MCP_001, endpoint, kc_config.timeout_seconds
-    ) as session:  # judged after the block: a check failing inside
-        listed = {t.name for t in session.tools()}  # would reach pytest wrapped in a task group
+    # judged after the block: a check failing inside would reach pytest wrapped in a task group
+    with serving(MCP_001, [endpoint], kc_config.timeout_seconds) as (session,):
+        listed = {t.name for t in session.tools()}
         results = [(name, _call(session, name, arguments)) for name, arguments in calls]
     expect(set(KNOWLEDGE_TOOLS) <= listed, MCP_005, f"{what} the tools are {sorted(listed)}")
     for name, result in results:
@@ -633,7 +622,7 @@ def test_every_old_core_status_gets_a_plain_turn_over_mcp(
     # no specific error code, as an old server's framework answers (CONVENTIONS: "404/405/501 (with no
     # specific error code) mean not supported"); a specific code would be a new Core's error
     control.respond_next(world.route, "capabilities", status, {"error": OLD_CODES[status]})
-    with serving(MCP_001, endpoint, kc_config.timeout_seconds) as session:  # judged after the block (a task group)
+    with serving(MCP_001, [endpoint], kc_config.timeout_seconds) as (session,):  # judged after the block (a task group)
         result = _call(session, TURN, {"user_input": "knowledge"})
     what = f"behind an old Core whose capabilities answered {status} ({endpoint.transport})"
     if isinstance(result, str):
@@ -730,7 +719,7 @@ def test_expired_and_changed_references_over_mcp_say_search_knowledge(
         return None
 
     answers: list[tuple[str, ToolResult | str | None]] = []
-    with serving(MCP_001, endpoint, kc_config.timeout_seconds) as session:  # judged after the block (a task group)
+    with serving(MCP_001, [endpoint], kc_config.timeout_seconds) as (session,):  # judged after the block (a task group)
         turn = _call(session, TURN, {"user_input": "knowledge"})
         if not isinstance(turn, str) and not _refused(turn):
             for what, change in changes:
@@ -874,7 +863,7 @@ def test_client_token_stdio_exposes_exactly_the_job_tools(
     if endpoint is None:
         pytest.skip("not verified: no Fixed Client Token stdio server ([mcp].jobs_command)")
     unlisted = (*KNOWLEDGE_TOOLS, TURN, "search_knowledge")
-    with serving(MCP_002, endpoint, kc_config.timeout_seconds) as session:
+    with serving(MCP_002, [endpoint], kc_config.timeout_seconds) as (session,):
         names = sorted(t.name for t in session.tools())
         calls = [
             (name, _call(session, name, {"query": kc_config.probe_query, "ref": "kc-ref", "user_input": "x"}))
