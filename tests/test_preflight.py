@@ -25,6 +25,7 @@ import simulator
 from conformance.plugin.fixtures import TEST_CLOCK
 from conformance.target.open import serve_over_loopback
 from simulator.config import SimConfig
+from tests.interrupts import interruptible
 from tests.suite_command import SUITE
 
 CONTROL = "ctl-" + "p" * 28
@@ -272,7 +273,12 @@ def test_ctrl_c_during_a_hung_request_is_exit_2(hanging: tuple[Core, HangAfter],
     config = core.config(tmp_path, {"primary": identity(core.mint("alice"))}, "timeout_seconds = 10")
     cmd = [*SUITE, "--target", core.url, "--target-config", str(config), "--report-dir", str(tmp_path / "r")]
     proc = subprocess.Popen(
-        [*cmd, "--mcp-target", "none"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=core.env()
+        [*cmd, "--mcp-target", "none"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=core.env(),
+        preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 60
     while wrapper.hung < 2 and time.monotonic() < deadline:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from knowledge_schemas import load_catalogue, load_registry
+from tests.interrupts import interruptible
 
 SERVER_MUSTS = [r.id for r in load_catalogue() if r.server_observable and r.level == "MUST"]
 HEADER = f"""
@@ -322,7 +323,14 @@ def test_waits_{i}():
         "sim",
         "kc_extra",
     ]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=interruptible,
+    )
     deadline = time.monotonic() + 240
     while len(list(done.iterdir())) < 4 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.5)
