@@ -28,7 +28,8 @@ class Scrubber:
     def __init__(self) -> None:
         self._values: set[str] = set()
         self._lock = threading.Lock()
-        self._sweep: tuple[frozenset[str], list[str], re.Pattern[str] | None] | None = None
+        self._size = 0  # how many values there are: values are only ever added, so it names the set's state
+        self._sweep: tuple[int, list[str], re.Pattern[str] | None, int] | None = None
 
     def add(self, value: object) -> None:
         """Remember a secret; also its URL-encoded and JSON-escaped spellings."""
@@ -43,6 +44,7 @@ class Scrubber:
         }
         with self._lock:
             self._values.update(s for s in spellings if len(s) >= MIN_LENGTH)
+            self._size = len(self._values)
 
     def add_url(self, url: str | None) -> None:
         """The user-info password and every query value of a URL are secrets."""
@@ -72,25 +74,26 @@ class Scrubber:
 
     def reach(self) -> int:
         """How far from its first character a mask can reach: the longest value and a fragment."""
-        values = self.values
-        return max(map(len, values), default=0) + FRAGMENT
+        return self._prepared()[2]
 
-    def _prepared(self) -> tuple[list[str], re.Pattern[str] | None]:
-        """The values longest first, and one pattern that matches wherever any of them or a
-        fragment of one could be: a run scrubs some ten thousand texts, nearly all of them
+    def _prepared(self) -> tuple[list[str], re.Pattern[str] | None, int]:
+        """The values longest first, one pattern that matches wherever any of them or a fragment
+        of one could be, and the reach: a run scrubs some ten thousand texts, nearly all of them
         clean, so one search decides most of them (rebuilt only when a value was added)."""
-        values = self.values
         sweep = self._sweep
-        if sweep is None or sweep[0] != values:
+        if sweep is None or sweep[0] != self._size:
+            with self._lock:
+                size, values = self._size, sorted(self._values, key=len, reverse=True)
             # Every whole value longer than a fragment starts with its head, so heads, tails and
             # the short values themselves are all a clean text must lack.
             marks = {part for v in values for part in ((v[:FRAGMENT], v[-FRAGMENT:]) if len(v) > FRAGMENT else (v,))}
             pattern = re.compile("|".join(map(re.escape, sorted(marks)))) if marks else None
-            sweep = self._sweep = (values, sorted(values, key=len, reverse=True), pattern)
-        return sweep[1], sweep[2]
+            reach = (len(values[0]) if values else 0) + FRAGMENT
+            sweep = self._sweep = (size, values, pattern, reach)
+        return sweep[1], sweep[2], sweep[3]
 
     def text(self, text: str) -> str:
-        values, pattern = self._prepared()
+        values, pattern, _ = self._prepared()
         if pattern is None or pattern.search(text) is None:
             return text
         return _mask(text, values)
