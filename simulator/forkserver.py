@@ -1,0 +1,228 @@
+"""A fork server for the bundled simulator's stdio MCP sessions.
+
+A stdio session is a process, and a fresh one spends about a second importing the MCP SDK
+before it answers ``initialize``; the default suite run opens half a dozen. The fork server
+imports everything once and forks a ready server onto the pipes of each session: the MCP client
+still starts a process of its own (``forkserver_launch.py``, standard library only), which hands
+its stdin, stdout and stderr over and lives exactly as long as the forked server, so the client
+sees the same process, pipes, exit and signals as with ``knowledge-sim mcp``.
+
+POSIX only (file descriptors are passed over a Unix socket); ``KNOWLEDGE_SIM_FORKSERVER=0``, or
+a platform without it, gives every session a fresh ``python -m simulator.cli mcp`` process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ENABLED_ENV = "KNOWLEDGE_SIM_FORKSERVER"
+LAUNCHER = str(Path(__file__).with_name("forkserver_launch.py"))
+SOCKET_NAME = "fork.sock"
+_READY_SECONDS = 5.0
+
+
+def stdio_command(path: str = "agent", **options: Any) -> tuple[list[str], dict[str, str]]:
+    """``simulator.mcp.server.stdio_command``, started through this process's fork server when
+    there is one (the ``sim-mcp-stdio`` entry point of the suite)."""
+    from simulator.mcp.server import stdio_command as plain
+
+    argv, env = plain(path, **options)
+    server = _shared.get()
+    if server is None:
+        return argv, env
+    module_at = argv.index("simulator.cli")
+    return [sys.executable, "-I", "-S", LAUNCHER, server.socket_path, *argv[module_at + 1 :]], env
+
+
+class ForkServer:
+    """One fork server process, alive as long as this process (it ends when its stdin closes)."""
+
+    def __init__(self) -> None:
+        self.directory = tempfile.mkdtemp(prefix="knowledge-sim-")
+        self.socket_path = os.path.join(self.directory, SOCKET_NAME)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "simulator.forkserver", self.socket_path], stdin=subprocess.PIPE
+        )
+
+    def ready(self, clock: Callable[[], float] = time.monotonic, pause: Callable[[float], None] = time.sleep) -> bool:
+        """Whether it listens (it binds before its imports, so this takes some 50 ms)."""
+        deadline = clock() + _READY_SECONDS
+        while self.process.poll() is None and clock() < deadline:
+            if os.path.exists(self.socket_path):
+                return True
+            pause(0.01)
+        return False
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class _Shared:
+    """The process's one fork server, started at the first stdio command asked for."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.server: ForkServer | None = None
+        self.tried = False
+
+    def get(self) -> ForkServer | None:
+        with self.lock:
+            if not self.tried:
+                self.tried = True
+                self.server = self._start()
+            return self.server
+
+    @staticmethod
+    def _start() -> ForkServer | None:
+        if os.environ.get(ENABLED_ENV, "1") == "0" or os.name != "posix" or not hasattr(socket, "send_fds"):
+            return None
+        server = ForkServer()
+        if not server.ready():
+            server.close()
+            return None
+        atexit.register(server.close)
+        return server
+
+
+_shared = _Shared()
+
+
+# ----------------------------------------------------------------- the fork server process
+def serve(socket_path: str) -> int:
+    """Listen first (the starter waits for the socket), import the stdio servers, then fork one
+    per connection until stdin closes."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(socket_path)
+    listener.listen(64)
+    # A Ctrl-C is for the run that started this server: it ends when that run closes its stdin.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import mcp.server.stdio  # noqa: F401  (what a session imports, once for all of them)
+
+    import simulator.miniatures.mcp  # noqa: F401
+    from simulator import cli
+
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "accept")
+    selector.register(0, selectors.EVENT_READ, "parent")
+    selector.register(wake_read, selectors.EVENT_READ, "child")
+    children: dict[int, socket.socket] = {}
+
+    def reap() -> None:
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = children.pop(pid, None)
+            if conn is not None:
+                with contextlib.suppress(OSError):
+                    conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+                selector.unregister(conn)
+                conn.close()
+
+    try:
+        while True:
+            for key, _events in selector.select():
+                if key.data == "accept":
+                    conn, _ = listener.accept()
+                    pid = _fork(conn, lambda: [listener, *children.values()], cli.main)
+                    if pid is None:
+                        conn.close()
+                    else:
+                        children[pid] = conn
+                        selector.register(conn, selectors.EVENT_READ, pid)
+                elif key.data == "parent":
+                    if not os.read(0, 512):
+                        return 0
+                elif key.data == "child":
+                    os.read(wake_read, 4096)
+                    reap()
+                else:  # its launcher is gone (killed): so is the session's client
+                    selector.unregister(key.fileobj)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(key.data, signal.SIGKILL)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(socket_path)
+
+
+def _fork(
+    conn: socket.socket, inherited: Callable[[], list[socket.socket]], run: Callable[[list[str]], int]
+) -> int | None:
+    """Fork a stdio server onto the three descriptors the launcher sent; its pid, sent back to
+    the launcher too (``None`` if the launcher broke off)."""
+    try:
+        _, fds, _, _ = socket.recv_fds(conn, 1, 3)
+        with conn.makefile("rb") as lines:
+            request = json.loads(lines.readline())
+    except (OSError, ValueError):
+        return None
+    if len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        return None
+    pid = os.fork()
+    if pid == 0:  # the session's server: never returns
+        code = 1
+        try:
+            signal.set_wakeup_fd(-1)
+            for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, signal.SIG_DFL)
+            for other in inherited():
+                other.close()
+            conn.close()
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+                os.close(fd)
+            os.chdir(request["cwd"])
+            os.environ.clear()
+            os.environ.update(request["env"])
+            code = run(list(request["argv"]))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+    for fd in fds:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        conn.sendall(f"{pid}\n".encode())
+    return pid
+
+
+if __name__ == "__main__":
+    raise SystemExit(serve(sys.argv[1]))

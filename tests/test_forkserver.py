@@ -1,0 +1,144 @@
+"""The stdio fork server of the bundled simulator: a session it forks must look, to the MCP
+client, like a ``knowledge-sim mcp`` process of its own (tools, environment, exit, signals),
+and nothing it forks may outlive the process that asked for it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from conformance.mcp.session import Endpoint, connect
+from knowledge_schemas.mcp import JOB_TOOLS
+from simulator import forkserver
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="file descriptors pass over Unix sockets")
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[forkserver.ForkServer]:
+    started = forkserver.ForkServer()
+    assert started.ready()
+    yield started
+    started.close()
+
+
+def _launch(
+    server: forkserver.ForkServer, *cli_args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", forkserver.LAUNCHER, server.socket_path, *cli_args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _initialize(process: subprocess.Popen[bytes]) -> dict[str, object]:
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+    process.stdin.flush()
+    answer: dict[str, object] = json.loads(process.stdout.readline())
+    return answer
+
+
+def _gone(pid: int, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_the_entry_point_command_runs_a_forked_job_session() -> None:
+    """The command the suite gets starts the launcher, and the session behind it is the job path."""
+    argv, env = forkserver.stdio_command("jobs", job_seconds=0.2)
+    assert argv[:4] == [sys.executable, "-I", "-S", forkserver.LAUNCHER]
+    with connect(Endpoint("stdio", argv=tuple(argv), env=tuple(env.items()))) as session:
+        names = sorted(t.name for t in session.tools())
+        submitted = session.call("submit_governed_job", {"request_id": "r1", "input": "hello"})
+    assert names == sorted(JOB_TOOLS)
+    assert submitted.structured["status"] == "pending"
+
+
+def test_a_session_ends_with_its_stdin_and_the_launcher_with_it(server: forkserver.ForkServer) -> None:
+    process = _launch(server, "mcp", "--path", "jobs")
+    answer = _initialize(process)
+    assert answer["id"] == 1 and "result" in answer
+    assert process.stdin is not None
+    process.stdin.close()
+    assert process.wait(timeout=10) == 0
+
+
+def test_the_forked_server_gets_the_launchers_environment_and_exit_status(server: forkserver.ForkServer) -> None:
+    """An unknown quirk makes ``knowledge-sim mcp`` exit 2 with a message: so must the launcher."""
+    process = _launch(server, "mcp", "--quirk", "no_such_quirk")
+    _, err = process.communicate(timeout=10)
+    assert process.returncode == 2
+    assert b"no_such_quirk" in err
+
+
+def test_a_signal_to_the_launcher_reaches_the_forked_server(server: forkserver.ForkServer) -> None:
+    process = _launch(server, "mcp", "--path", "jobs")
+    _initialize(process)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=10) == 128 + signal.SIGTERM
+
+
+def test_a_killed_launchers_server_is_killed_too(server: forkserver.ForkServer) -> None:
+    """A launcher killed outright can forward nothing: the fork server kills its session."""
+    process = _launch(server, "mcp", "--path", "jobs")
+    _initialize(process)
+    children = subprocess.run(
+        ["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True, check=False
+    ).stdout.split()
+    assert children, "the forked session is a child of the fork server"
+    process.kill()
+    process.wait(timeout=10)
+    assert all(_gone(int(pid)) for pid in children)
+
+
+def test_without_a_fork_server_the_launcher_is_the_plain_server(tmp_path: object) -> None:
+    """A socket that is gone (the fork server ended) leaves a working, if slower, session."""
+    gone = forkserver.ForkServer.__new__(forkserver.ForkServer)
+    gone.socket_path = os.path.join(str(tmp_path), "none.sock")
+    process = _launch(gone, "mcp", "--path", "jobs")
+    answer = _initialize(process)
+    assert "result" in answer
+    assert process.stdin is not None
+    process.stdin.close()
+    assert process.wait(timeout=20) == 0
+
+
+def test_switched_off_the_command_is_the_plain_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(forkserver.ENABLED_ENV, "0")
+    assert forkserver._Shared._start() is None
+    monkeypatch.setattr(forkserver, "_shared", forkserver._Shared())
+    argv, _ = forkserver.stdio_command("jobs")
+    assert argv[1:4] == ["-m", "simulator.cli", "mcp"]
+
+
+def test_the_fork_server_ends_with_its_starter() -> None:
+    """Its stdin is the starter's lifeline: closing it ends the server and removes its socket."""
+    own = forkserver.ForkServer()
+    assert own.ready()
+    own.close()
+    assert own.process.returncode == 0
+    assert not os.path.exists(own.directory)
