@@ -112,6 +112,7 @@ class Watchdog(httpx.BaseTransport):
         self._limit = limit
         self._lock = threading.Lock()
         self._in_a_row = 0
+        self._first: str | None = None  # the first request of the streak: where a hang began
         self.tripped: str | None = None
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -122,17 +123,21 @@ class Watchdog(httpx.BaseTransport):
         except httpx.TimeoutException as exc:
             with self._lock:
                 self._in_a_row += 1
+                if self._first is None:
+                    self._first = f"{request.method} {scrub(request.url.path)}"
                 if self._in_a_row >= self._limit and self.tripped is None:
                     self.tripped = (
                         f"the target did not answer {self._in_a_row} requests in a row within {self._timeout:g} s "
-                        f"(last: {request.method} {scrub(request.url.path)}, {type(exc).__name__}); the run stopped"
+                        f"(first: {self._first}; last: {request.method} {scrub(request.url.path)}, "
+                        f"{type(exc).__name__}); the run stopped. The seeds set no time bound, so this names no "
+                        "rule: the Core hung on the first of them, or the network to it is down"
                     )
                 tripped = self.tripped
             if tripped is not None:
                 raise TargetUnresponsive(tripped) from None
             raise
         with self._lock:
-            self._in_a_row = 0
+            self._in_a_row, self._first = 0, None
         return response
 
     def close(self) -> None:
