@@ -20,6 +20,14 @@ class SkAlphaInverted(SearchKnowledge):
         return 1.0 - super().alpha(alpha)
 
 
+class SkSemanticWeightTwoMinusAlpha(SearchKnowledge):
+    """The semantic weight is 2 - alpha: alpha * lexical + (2 - alpha) * semantic ranks as the
+    seed's formula at alpha / 2 (scores halved), so that is the alpha the clean ranking gets."""
+
+    def alpha(self, alpha: float) -> float:
+        return super().alpha(alpha) / 2
+
+
 class SkAlphaUnclamped(SearchKnowledge):
     """alpha outside [0, 1] is used as given: alpha 3 weighs semantic by -2."""
 
@@ -302,6 +310,7 @@ class SkNumbersCoerced(SearchKnowledge):
 MINIATURES: dict[str, type[SearchKnowledge]] = {
     "sk_alpha_inverted": SkAlphaInverted,
     "sk_alpha_unclamped": SkAlphaUnclamped,
+    "sk_semantic_weight_two_minus_alpha": SkSemanticWeightTwoMinusAlpha,
     "sk_mode_refused": SkModeRefused,
     "sk_query_historical": SkQueryHistorical,
     "sk_window_in_bytes": SkWindowInBytes,

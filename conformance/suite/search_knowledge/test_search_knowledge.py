@@ -433,6 +433,56 @@ def test_alpha_is_the_lexical_weight(sk: SkWorld) -> None:
         pytest.skip("not verified: hybrid search shows no pair that lexical and semantic search order differently")
 
 
+@R("SK-016")
+def test_an_edge_alpha_leaves_the_other_evidence_no_weight(sk: SkWorld) -> None:
+    """At alpha 1 the semantic weight is 1 - alpha = 0: a document lexical search does not find
+    has no lexical evidence, so its hybrid score is no higher than that of any document lexical
+    search finds (at alpha 0 the same with the kinds swapped). For the evidence query, whose
+    words no document but sk-exact holds (SK-028), every other document has exactly no lexical
+    evidence, so at alpha 1 they all score the same, whatever their meaning. Judged by score:
+    rank alone cannot tell a reordering from a tie (a min-max normalisation gives the weakest
+    document of a list 0, the score of one the list leaves out), so a Core that gives no
+    ``final``/``hybrid`` score is not judged here."""
+    sk.need_control()
+    judged = 0
+    for query in dict.fromkeys((sk.corpus.evidence_query, sk.corpus.direction_query)):
+        lexical, semantic = _orders(sk, query)
+        for alpha, like, order in ((1.0, "lexical", lexical), (0.0, "semantic", semantic)):
+            if not order or len(order) >= 50:
+                continue  # a list cut at max_results may leave out a document with evidence
+            scored = {
+                item: float(value)
+                for item, value in _scores(sk.search(query, mode="hybrid", alpha=alpha, max_results=50))
+                if isinstance(value, (int, float)) and not isinstance(value, bool)
+            }
+            found = {item: value for item, value in scored.items() if item in order}
+            left_out = {item: value for item, value in scored.items() if item not in order}
+            if not left_out:
+                continue
+            judged += 1
+            if found:
+                weakest = min(found, key=lambda i: found[i])
+                highest = max(left_out, key=lambda i: left_out[i])
+                expect(
+                    left_out[highest] <= found[weakest],
+                    SK_016,
+                    f"hybrid alpha={alpha:g} for {query!r} scores {highest} {left_out[highest]}, which {like} search "
+                    f"does not find, above {weakest} ({found[weakest]}), which it finds ({like}: {order[:6]}): the "
+                    f"other kind's weight is 1 - alpha = {1 - alpha:g}",
+                )
+            if query == sk.corpus.evidence_query and alpha == 1.0:
+                low, high = min(left_out.values()), max(left_out.values())
+                expect(
+                    math.isclose(low, high, rel_tol=1e-9, abs_tol=1e-12),
+                    SK_016,
+                    f"hybrid alpha=1 for {query!r} scores the documents that share no term with it from {low} to "
+                    f"{high} ({sorted(left_out.items(), key=lambda kv: -kv[1])[:4]}): with no lexical evidence and "
+                    "a semantic weight of 1 - alpha = 0 they must all score the same",
+                )
+    if not judged:
+        pytest.skip("not verified: no scored hybrid result at alpha 0 or 1 that the other list leaves out")
+
+
 def _scores(answer: Answer) -> list[tuple[str, Any]]:
     return [
         (str(h.get("knowledge_item_id")), (h.get("scores") or {}).get("final", (h.get("scores") or {}).get("hybrid")))
