@@ -158,6 +158,15 @@ class HostIgnoresSignal(ReferenceHarness):
         return None
 
 
+class HostChecksSignalBeforeOnly(ReferenceHarness):
+    """The signal is looked at before the request only: an abort while it is in flight is ignored."""
+
+    def do_host_call(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        options = command["options"]
+        self.check_signal(options)
+        return super().do_host_call({**command, "options": {k: v for k, v in options.items() if k != "signal"}})
+
+
 class HostChecksBindingBeforeOnly(ReferenceHarness):
     def check_binding(self, conn: Connection, options: Mapping[str, Any], when: str) -> None:
         if when == "before":
@@ -454,6 +463,7 @@ MINIATURES: dict[str, Callable[[], ReferenceHarness]] = {
     "shares_search_cache": _client("shares_search_cache", search_knowledge=_cached_search),
     "host_without_aliases": HostWithoutAliases,
     "host_ignores_signal": HostIgnoresSignal,
+    "host_checks_signal_before_only": HostChecksSignalBeforeOnly,
     "host_checks_binding_before_only": HostChecksBindingBeforeOnly,
     "host_takes_model_run": HostTakesModelRun,
     "capabilities_limits_unchecked": _client("capabilities_limits_unchecked", classify_capabilities=_limits_unchecked),

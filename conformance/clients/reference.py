@@ -53,6 +53,7 @@ class ReferenceHarness:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     connections: dict[str, Connection] = field(default_factory=dict)
     aborted: set[str] = field(default_factory=set)
+    arming: set[str] = field(default_factory=set)  # aborted as soon as the next request has gone out
 
     # ------------------------------------------------------------- plumbing
     def serve(self, lines: TextIO) -> None:
@@ -121,7 +122,7 @@ class ReferenceHarness:
             http = httpx.Client(
                 base_url=command["core_url"],
                 timeout=float(command.get("timeout_seconds", 30)),
-                event_hooks={"response": [arrived]},
+                event_hooks={"request": [self.sent], "response": [arrived]},
             )
             conn = Connection(
                 spec["key"], spec["route"], dict(spec["binding"]), self.make_client(http, spec["route"], spec["token"])
@@ -178,8 +179,13 @@ class ReferenceHarness:
         }
 
     def do_cancel(self, command: Mapping[str, Any]) -> dict[str, Any]:
-        self.aborted.add(command["signal"])
+        (self.arming if command.get("when") == "during_next_request" else self.aborted).add(command["signal"])
         return {}
+
+    def sent(self, _request: httpx.Request) -> None:
+        """A request is on its way: a signal armed to abort during it is aborted now."""
+        self.aborted |= self.arming
+        self.arming.clear()
 
     def do_rebind(self, command: Mapping[str, Any]) -> dict[str, Any]:
         conn = self.connection(command["connection"])

@@ -11,6 +11,7 @@ import pytest
 from conformance.clients.rules import HOST_001, HOST_002, HOST_003, HOST_004, HOST_005
 from conformance.clients.session import Session, client_failed, exchange, hints, mapped, requests
 from conformance.server.checks import describe
+from conformance.target.outcomes import NotVerified
 from conformance.target.rules import expect
 
 requirement = pytest.mark.requirement
@@ -168,6 +169,33 @@ def test_a_cancelled_signal_sends_nothing(host: Session) -> None:
         f"a call with an aborted signal answered {answer.describe()}",
     )
     expect(not sent, HOST_003, f"a call with an aborted signal still sent {len(sent)} request(s)")
+
+
+@requirement("HOST-003")
+@pytest.mark.parametrize("call", ["getKnowledgeCapabilities", "searchKnowledge", "readKnowledge"])
+def test_a_signal_aborted_in_flight_withholds_the_result(host: Session, call: str) -> None:
+    """The harness aborts the signal once the call's request has gone out (``cancel`` with
+    ``when: during_next_request``): a host that honours its signal only before sending returns a
+    result the caller gave up on. A harness that cannot abort during a request (it answers the
+    cancel with an error, or aborts at once so nothing is sent) leaves this not verified."""
+    route = host.world.route("host")
+    _current_run(host, "host")
+    data = _call_input(host, call)
+    signal = f"in-flight-{call}-{host.world.run}"
+    armed = host.call("cancel", signal=signal, when="during_next_request")
+    if not armed.ok:
+        raise NotVerified(f"not verified: the harness cannot abort a signal during a request: {armed.describe()}")
+    mark = host.wire.mark(route)
+    answer = host.host(call, data, "host", signal=signal)
+    sent = host.wire.since(mark, route)
+    if not sent:
+        raise NotVerified(f"not verified: no request went out before the signal was aborted ({answer.describe()})")
+    expect(
+        not answer.ok and answer.kind == "cancelled",
+        HOST_003,
+        f"{call} whose signal was aborted while its request was in flight answered {answer.describe()}: the "
+        f"cancellation signal must withhold the result (kind cancelled); judged {exchange(sent[:1])}",
+    )
 
 
 DIMENSIONS = ["hubUrl", "clientAppId", "sessionId", "workspace", "connection"]

@@ -37,16 +37,18 @@ function checkedTurn (turn) {
 }
 
 class Sdk {
-  constructor (coreUrl, route, token, onResponse) {
+  constructor (coreUrl, route, token, onResponse, onSend = () => {}) {
     this.base = `${coreUrl.replace(/\/$/, '')}/agent-api/v1/workspaces/${route}`
     this.route = route
     this.token = token
     this.onResponse = onResponse // the host hears every response (its session may change meanwhile)
+    this.onSend = onSend // ... and every request as it goes out (a signal may be aborted meanwhile)
     this.pinned = new Map() // turn identity -> the exact payload first sent
   }
 
   async request (method, path, body) {
     let response
+    this.onSend()
     try {
       response = await fetch(this.base + path, {
         method,
@@ -139,6 +141,8 @@ class Sdk {
 
 const connections = new Map()
 const aborted = new Set()
+const arming = new Set() // aborted as soon as the next request has gone out (cancel ... during_next_request)
+const abortArmed = () => { for (const s of arming) aborted.add(s); arming.clear() }
 const HOST_INPUTS = { searchKnowledge: { query: 'query', limit: 'limit' },
   readKnowledge: { ref: 'ref', cursor: 'cursor', maxBytes: 'maxBytes', max_bytes: 'maxBytes' } }
 const same = (a, b) => ['hubUrl', 'clientAppId', 'workspace', 'sessionId'].every((k) => a?.[k] === b?.[k])
@@ -174,7 +178,7 @@ const commands = {
   start (cmd) {
     for (const spec of cmd.connections) {
       const c = { route: spec.route, binding: spec.binding, pending: null, runId: null }
-      c.sdk = new Sdk(cmd.core_url, spec.route, spec.token, () => { if (c.pending) { c.binding = c.pending; c.pending = null } })
+      c.sdk = new Sdk(cmd.core_url, spec.route, spec.token, () => { if (c.pending) { c.binding = c.pending; c.pending = null } }, abortArmed)
       connections.set(spec.key, c)
     }
     return { protocol: PROTOCOL, client: { name: 'minimal node sdk', version: '0.1.0' },
@@ -192,7 +196,7 @@ const commands = {
   search: (cmd) => conn(cmd.connection).sdk.searchKnowledge(cmd.input),
   read: (cmd) => conn(cmd.connection).sdk.readKnowledge(cmd.input),
   read_all: (cmd) => conn(cmd.connection).sdk.readChain(cmd.input),
-  cancel (cmd) { aborted.add(cmd.signal); return {} },
+  cancel (cmd) { (cmd.when === 'during_next_request' ? arming : aborted).add(cmd.signal); return {} },
   rebind (cmd) {
     const c = conn(cmd.connection)
     if (cmd.when === 'now') { c.binding = cmd.binding; c.pending = null } else c.pending = cmd.binding
