@@ -90,7 +90,7 @@ def test_a_clean_report_is_short_with_its_counts_explained_and_the_matrix_folded
     assert "## Failures" not in md
     # Every count says what it counts where it appears.
     verdict_count = next(line for line in head.splitlines() if line.startswith("- Server MUSTs verified:"))
-    assert "the verdict counts these" in verdict_count
+    assert "the verdict is incomplete while one of these is not verified" in verdict_count
     assert f"all {len(CATALOGUE)} requirements of every surface" in head
     assert "test cases, several per requirement" in head
     # The matrix: folded, every requirement with its title (cut at a word).
@@ -204,3 +204,20 @@ def test_the_judged_exchange_is_the_response_a_check_read_last_of_the_rules_oper
     )
     evidence = recorder.evidence(BASE, AUTH, "search", keep=1)
     assert [e["judged"] for e in evidence] == [True] and evidence[0]["request_body"] == "{}"
+
+
+def test_a_failed_mcp_rule_is_counted_beside_the_full_server_count(tmp_path: Path) -> None:
+    """Every server MUST verified and one MCP MUST failed: NON-CONFORMANT, and the verdict's line
+    says why (an MCP count with its failure), never only "61/61"."""
+    mcp = [r.id for r in CATALOGUE if r.surface == "mcp" and r.level == "MUST" and r.via != "none"]
+    tests = [
+        TestResult("t::pass", "passed", OBSERVABLE, exercised=OBSERVABLE),
+        TestResult("t::mcp", "failed", [mcp[0]], mcp[0], f"ContractViolation: [{mcp[0]}] broken"),
+    ]
+    run = _run(tests)
+    assert run.verdict == "non-conformant"
+    assert run.summary["server_must_verified"] == run.summary["server_must_total"] == MUSTS
+    assert run.summary["mcp_must_failed"] == 1 and run.summary["mcp_must_total"] == len(mcp)
+    assert run.other_musts_line == f"; MCP MUSTs verified 0/{len(mcp)} (1 failed)"
+    md = _write(run, tmp_path)["markdown"]
+    assert f"- Beside them: MCP MUSTs verified 0/{len(mcp)} (1 failed)" in md

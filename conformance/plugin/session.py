@@ -458,7 +458,7 @@ class SuiteSession:
         )
         terminalreporter.write_line(
             scrub(
-                f"VERDICT: {run.verdict.upper()}{within}  (surfaces: {run.surfaces_line}; {'client/host' if run.is_client_run else 'server'} MUSTs verified {s.get('client_must_verified', s['server_must_verified'])}/{s.get('client_must_total', s['server_must_total'])}; "
+                f"VERDICT: {run.verdict.upper()}{within}  (surfaces: {run.surfaces_line}; {'client/host' if run.is_client_run else 'server'} MUSTs verified {s.get('client_must_verified', s['server_must_verified'])}/{s.get('client_must_total', s['server_must_total'])}{run.other_musts_line}; "
                 f"requirements verified {s['verified']}, failed {s['failed']}, waived {s['waived']}, not verified {s['not_verified']}; "
                 f"tests failed {s['tests_failed']}, harness errors {s['tests_errored']}; {run.requests} requests; run {run.run_id})"
             )

@@ -123,6 +123,21 @@ class RunResult:
         return "Client/host MUSTs" if self.is_client_run else "Server MUSTs"
 
     @property
+    def other_musts_line(self) -> str:
+        """The MCP and search_knowledge MUST counts of a Core run whose checks ran ("" if none did):
+        the verdict is not conformant when one of them failed, whatever the server count says."""
+        parts = []
+        for surface, label in (("mcp", "MCP"), ("tool", "search_knowledge")):
+            verified, failed = (
+                self.summary.get(f"{surface}_must_verified", 0),
+                self.summary.get(f"{surface}_must_failed", 0),
+            )
+            if verified or failed:
+                shown = f"{label} MUSTs verified {verified}/{self.summary[f'{surface}_must_total']}"
+                parts.append(shown + (f" ({failed} failed)" if failed else ""))
+        return "".join(f"; {p}" for p in parts)
+
+    @property
     def surfaces_line(self) -> str:
         """The surfaces in one phrase, for the verdict line and every report's header."""
         return surfaces_line(self.surfaces)
@@ -132,7 +147,10 @@ class RunResult:
         """What the verdict's MUST count counts, against the whole catalogue's counts by level."""
         if self.is_client_run:
             return "the client and host MUSTs of the surfaces the harness declares that a harness can show"
-        return "the Core HTTP (`server`) MUSTs a request to a Core shows: the verdict counts these, nothing else"
+        return (
+            "the Core HTTP (`server`) MUSTs a request to a Core shows: the verdict is incomplete while one of these "
+            "is not verified, and not conformant when any check failed (MCP and search_knowledge ones included)"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -227,6 +245,14 @@ def _ran_mcp(catalogue: Catalogue, tests: list[TestResult]) -> bool:
     """Whether any test of an MCP-surface requirement ran to a judgement (passed or failed)."""
     mcp = {r.id for r in catalogue if r.surface == "mcp"}
     return any(t.outcome in ("passed", "failed") and mcp & set(t.requirements) for t in tests)
+
+
+def _other_server_surfaces(catalogue: Catalogue) -> dict[str, set[str]]:
+    """The MCP and search_knowledge MUSTs a check can show (not the ones no exchange shows)."""
+    return {
+        surface: {q.id for q in catalogue if q.surface == surface and q.level == "MUST" and q.via != "none"}
+        for surface in ("mcp", "tool")
+    }
 
 
 def _first_line(message: str, fallback: str) -> str:
@@ -381,6 +407,12 @@ def aggregate(
     if info.gate is not None and info.scope is None:  # a client run: the same counts, named for what they count
         summary["client_must_total"] = summary["server_must_total"]
         summary["client_must_verified"] = summary["server_must_verified"]
+    elif info.gate is None:  # a Core run: a failed MCP or search_knowledge rule fails it too, so show their counts
+        for surface, ids in _other_server_surfaces(catalogue).items():
+            rows = [r for r in results if r.id in ids]
+            summary[f"{surface}_must_total"] = len(rows)
+            summary[f"{surface}_must_verified"] = sum(r.status == "verified" for r in rows)
+            summary[f"{surface}_must_failed"] = sum(r.status == "failed" for r in rows)
     summary["tests"] = len(tests)
     summary["tests_failed"] = sum(t.outcome == "failed" for t in tests)
     summary["tests_errored"] = len(errored)
