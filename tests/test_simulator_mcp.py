@@ -135,6 +135,26 @@ def test_agent_session_path_lists_the_turn_and_the_two_knowledge_tools(sim: Sim)
         assert tool.output_schema is not None and tool.input_schema.get("additionalProperties") is False
 
 
+@pytest.mark.parametrize(
+    ("status", "code", "plain_turn"),
+    [(404, "not_found", True), (405, None, True), (501, "not_implemented", True), (404, "route_unavailable", False)],
+)
+def test_only_a_generic_legacy_status_is_an_old_core(sim: Sim, status: int, code: str | None, plain_turn: bool) -> None:
+    """404/405/501 without a specific code mean an old Core (a plain turn); a 404 carrying a
+    specific code such as route_unavailable is a new Core's error, and the turn fails with it."""
+    fault = {"kind": "respond_next", "route": ROUTE, "endpoint": "capabilities", "status": status}
+    if code is not None:
+        fault["body"] = {"error": code}
+    assert sim.http.post("/_control/v1/faults", json=fault, headers=CTL).status_code < 300
+    with connect(sim.endpoint(sim.mint())) as session:
+        turn = session.call("start_business_turn", {"user_input": "notes"})
+    if plain_turn:
+        body = _ok(turn)
+        assert "knowledge_delivery" not in json.dumps(body), body
+    else:
+        assert turn.is_error and "route_unavailable" in json.dumps(turn.structured or turn.texts), turn.texts
+
+
 def test_a_search_and_read_over_mcp_equal_http_byte_for_byte(sim: Sim) -> None:
     with connect(sim.endpoint()) as session:
         _ok(session.call("start_business_turn", {"user_input": "notes"}))

@@ -46,6 +46,9 @@ FEEDBACK_SCHEMA = "bailing.agent-feedback.v1"
 CAPABILITIES_SCHEMA = "bailing.agent-knowledge-capabilities.v1"
 KNOWLEDGE_SCHEMA = "bailing.agent-knowledge.v1"
 LEGACY_STATUSES = (404, 405, 501)
+# The codes an unknown path or method answers with: a legacy status carrying any other code (a 404
+# route_unavailable, run_not_found) is a new Core's error, never an old Core.
+GENERIC_CODES = (None, "not_found", "method_not_allowed", "not_implemented")
 TURN_ATTEMPTS = 3  # a turn whose response was lost (a 5xx, the Core unreachable) is retried as the same turn
 FLAGS: dict[str, Any] = {"dispatch": "not_dispatched", "business_operation_performed": False}
 DESCRIPTIONS = {
@@ -232,10 +235,7 @@ class AgentTools:
         status, answer = await self.core.request(method, BASE.format(route=session.route) + path, session.token, body)
         if status == 200 and isinstance(answer, dict):
             return answer
-        if status in LEGACY_STATUSES and (
-            not isinstance(answer, dict)
-            or answer.get("error") in (None, "not_found", "method_not_allowed", "not_implemented")
-        ):
+        if status in LEGACY_STATUSES and _generic(answer):
             raise ToolError(
                 "knowledge_not_supported",
                 f"the Core answered {status}: it does not support the knowledge protocol",
@@ -245,11 +245,11 @@ class AgentTools:
         raise core_error(status, answer)
 
     async def negotiate(self, session: Session) -> bool:
-        """Capabilities decide, once per session: only 404/405/501 mean an old Core."""
+        """Capabilities decide, once per session: only 404/405/501 without a specific code mean an old Core."""
         assert session.token is not None and session.route is not None
         path = BASE.format(route=session.route) + "/knowledge/capabilities"
         status, answer = await self.core.request("GET", path, session.token)
-        if status in self.legacy_statuses:
+        if status in self.legacy_statuses and _generic(answer):
             return False
         if status != 200 or not isinstance(answer, dict):
             raise core_error(status, answer)
@@ -361,3 +361,8 @@ class AgentTools:
             structured_content=structured,
             is_error=True,
         )
+
+
+def _generic(answer: Any) -> bool:
+    """An answer with no specific error code: no JSON object, or one of the generic codes."""
+    return not isinstance(answer, dict) or answer.get("error") in GENERIC_CODES
