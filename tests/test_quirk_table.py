@@ -149,3 +149,42 @@ def test_the_reference_core_names_no_quirk(module: object) -> None:
     source = inspect.getsource(module)  # type: ignore[arg-type]
     assert [name for name in QUIRKS if name in source] == []
     assert ".q(" not in source and not hasattr(Core, "q")
+
+
+def _named_by_checks() -> set[str]:
+    """Every requirement ID a check of the suite names (all surfaces, client checks included)."""
+    import importlib
+    import pkgutil
+
+    import conformance.suite
+
+    found: set[str] = set()
+    for info in pkgutil.walk_packages(conformance.suite.__path__, "conformance.suite."):
+        if info.ispkg:
+            continue
+        for obj in vars(importlib.import_module(info.name)).values():
+            for mark in getattr(obj, "pytestmark", []):
+                if mark.name == "requirement":
+                    found.update(mark.args)
+                if mark.name == "parametrize":
+                    for case in mark.args[1]:
+                        for inner in getattr(case, "marks", ()):
+                            if inner.name == "requirement":
+                                found.update(inner.args)
+    return found
+
+
+def test_every_checked_must_and_should_has_a_broken_variant_that_fails_it() -> None:
+    """Negative proof: a rule the suite checks is failed by at least one quirk of the simulator or
+    one broken client (its known gaps, ``suite_misses``, do not count). The client rules no harness
+    can show are only ever reported not verified, so they need none."""
+    from conformance.clients.scope import UNSHOWABLE
+
+    caught = {rid for m in load_yaml("client-miniatures.yaml")["miniatures"] for rid in m["violates"]}
+    for quirk in QUIRKS.values():
+        caught |= set(quirk.violates) - set(quirk.suite_misses)
+    levels = {r.id: r.level for r in load_catalogue()}
+    checked = _named_by_checks() - set(UNSHOWABLE)
+    assert len(checked) > 100, "the scan found the checks of every surface"
+    unproven = sorted(rid for rid in checked if levels[rid] in ("MUST", "SHOULD") and rid not in caught)
+    assert unproven == []
