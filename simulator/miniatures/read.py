@@ -142,6 +142,19 @@ class TruncatedLies(Core):
         return {**super().read(caller, body), "truncated": False}
 
 
+class FullBudgetSaidExhausted(Core):
+    """A chain whose page fills the budget to the byte says truncated and budget_exhausted, even
+    when that byte was the revision's last: a revision of exactly 131072 bytes reads "incomplete"."""
+
+    def _page(
+        self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int
+    ) -> dict[str, Any]:
+        page = super()._page(caller, run, ref, rev, offset, consumed, max_bytes)
+        if not page["truncated"] and consumed + len(page["content"].encode("utf-8")) >= self.chain_budget:
+            page = {**page, "truncated": True, "budget_exhausted": True}
+        return page
+
+
 class ReadWhileDisabled(Core):
     """Capabilities and search say disabled, but read still serves pages."""
 
@@ -318,6 +331,7 @@ MINIATURES: dict[str, Miniature] = {
     "long_refs": LongRefs,
     "oversize_ref_accepted": OversizeRefAccepted,
     "truncated_lies": TruncatedLies,
+    "full_budget_said_exhausted": FullBudgetSaidExhausted,
     "read_while_disabled": ReadWhileDisabled,
     "no_read_budget": NoReadBudget,
     "budget_claims_complete": BudgetClaimsComplete,

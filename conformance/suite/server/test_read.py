@@ -281,6 +281,13 @@ def test_a_chain_reads_up_to_its_budget(world: World, key: str) -> None:
             f"the chain of a {C.utf8_size(content)}-byte revision, over "
             f"its {budget}-byte budget, ended after {delivered} content bytes without budget_exhausted: {_flags(last)}",
         )
+    if joined == content:  # whatever stopped the chain, nothing of the document is missing
+        expect(
+            checks.says_complete(last),
+            READ_009,
+            f"the chain delivered all {delivered} bytes of the revision, yet its last page says {_flags(last)}: "
+            "truncated true means incomplete",
+        )
     if C.utf8_size(content) <= budget and (strict or last.get("budget_exhausted") is not True):
         expect(
             joined == content,
