@@ -42,6 +42,20 @@ _WORST = [
     "</",
     "\u007f",
 ]
+# No cut of a document made of these falls after whitespace or ASCII: a Core that prefers to cut
+# at a space must cut next to a multibyte character (two, three and four bytes, and combining).
+_NO_SPACE = [
+    "\u4e2d",
+    "\u6587",
+    "\u20ac",
+    "\u0800",
+    "\uffe5",
+    "\U0001f600",
+    "\U0001d11e",
+    "\U00020000",
+    "\u00e9",
+    "e\u0301",
+]
 # Page cuts: every cut of a document made of these falls next to one of them.
 _CUTS = [
     "\U0001f600",
@@ -177,6 +191,9 @@ def build(seed: int = 7, *, large: bool = True) -> dict[str, Doc]:
                 )
             )
         docs.append(Doc("cuts", "item-cuts", MAIN_BASE, "Page cuts", "cutsdoc " + _units(rng, _CUTS, 30_000)))
+        # Its own generator, so the documents after it stay as they were.
+        spaceless = _units(Random(seed * 1000 + 77), _NO_SPACE, 12_000)
+        docs.append(Doc("nospace", "item-nospace", MAIN_BASE, "Multibyte without spaces", "nospacedoc " + spaceless))
         # The read-chain budget: exactly 131072 content bytes (reads completely), and one byte more,
         # whose last character straddles the budget (the chain stops before it, budget exhausted).
         docs.append(

@@ -118,12 +118,17 @@ def test_requested_max_bytes_bounds_every_page(world: World, max_bytes: int) -> 
         ),
     ],
 )
-def test_pages_cut_next_to_escapes_astral_characters_and_combining_marks(world: World, max_bytes: int | None) -> None:
+@pytest.mark.parametrize("key", ["cuts", "nospace"])
+def test_pages_cut_next_to_escapes_astral_characters_and_combining_marks(
+    world: World, max_bytes: int | None, key: str
+) -> None:
     """A document made only of characters whose JSON costs more than their count says (escapes,
     control characters, astral characters, combining sequences): every cut falls next to one.
-    Each page fits its bound as sent, splits no code point, and the pages rebuild the document
-    (a page may end between a base character and its combining marks: CHOICES.md)."""
-    doc = world.need_doc("cuts")
+    And one of multibyte characters without whitespace, so that a Core preferring to cut at a
+    space still cuts between two multibyte characters. Each page fits its bound as sent, splits
+    no code point, and the pages rebuild the document (a page may end between a base character
+    and its combining marks: CHOICES.md)."""
+    doc = world.need_doc(key)
     run_id = world.start_run()
     pages = world.follow(world.ref_for(run_id, doc), run_id, max_bytes=max_bytes)
     if _read_to_the_end(world, doc.content, pages, _continues(doc.content, pages)):
