@@ -375,9 +375,14 @@ def test_a_cursor_continues_only_its_own_reference(world: World) -> None:
             named = checks.body_of(response, READ_002)
             shown = named.get("ref") if isinstance(named, dict) and named.get("ref") in refs else refs[theirs]
             page = checks.page(response, ref=str(shown), max_bytes=C.READ_MIN_MAX_BYTES, requirement_bound=READ_005)
-            chain = docs[theirs].content
+            chain, content = docs[theirs].content, str(page["content"])
+            # Not quite the next characters but text of the cursor's own document is a paging bug
+            # (READ-015's to judge); REF-008 is broken by a page of the other document.
+            own = chain.startswith(str(pages[theirs]["content"]) + content) or (
+                content in chain and content not in docs[mine].content
+            )
             expect(
-                chain.startswith(str(pages[theirs]["content"]) + str(page["content"])),
+                own,
                 REF_008,
                 "a cursor presented beside another document's reference was answered with a page that does not continue "
                 "the cursor's own chain",
