@@ -139,3 +139,5 @@ def test_the_suite_calls_the_independent_client_conformant(tmp_path: Path) -> No
     results = json.loads((reports / "results.json").read_text("utf-8"))
     failed = {r["id"]: r["reason"] for r in results["requirements"] if r["status"] == "failed"}
     assert failed == {} and done.returncode == 0 and results["verdict"] == "conformant", (failed, done.stdout[-3000:])
+    in_flight = {t["nodeid"]: t["outcome"] for t in results["tests"] if "aborted_in_flight" in t["nodeid"]}
+    assert len(in_flight) == 3 and set(in_flight.values()) == {"passed"}, in_flight  # judged, not skipped

@@ -9,6 +9,7 @@ const HOST_CALLS = new Set(['getKnowledgeCapabilities', 'searchKnowledge', 'read
 
 const connections = new Map(); // key -> {client, state}
 const signals = new Map(); // name -> AbortController
+const arming = new Set(); // `cancel ... during_next_request`: aborted once the next request got its response
 let host = null;
 let started = false;
 
@@ -44,6 +45,8 @@ function start(cmd) {
     const wrappedFetch = async (url, init) => {
       const res = await fetch(url, init);
       if (state.pendingRebind) { state.binding = state.pendingRebind; state.pendingRebind = null; }
+      for (const name of arming) signalNamed(name).abort();
+      arming.clear();
       return res;
     };
     const client = new KnowledgeClient({
@@ -82,7 +85,8 @@ async function execute(cmd) {
     case 'read_all': return connection(cmd.connection).client.readKnowledgeChain(cmd.input);
     case 'cancel':
       if (typeof cmd.signal !== 'string') throw new HarnessError('invalid_input', 'cancel needs a signal name');
-      signalNamed(cmd.signal).abort();
+      if (cmd.when === 'during_next_request') arming.add(cmd.signal);
+      else signalNamed(cmd.signal).abort();
       return {};
     case 'rebind': {
       const { state } = connection(cmd.connection);
