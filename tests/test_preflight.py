@@ -134,7 +134,7 @@ def test_a_base_url_that_serves_html_is_exit_4_in_one_line(tmp_path: Path) -> No
         stop()
     line = _one_line(proc)
     assert proc.returncode == 4 and "serves a web page (HTML), not the Agent API" in line, line
-    assert not (tmp_path / "r" / "results.json").exists()
+    assert not (tmp_path / "r").exists(), "a usage error leaves no reports, not even their folder"
 
 
 def test_a_wrong_token_of_one_identity_is_exit_4_naming_it(core: Core, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ what to fix, never a wall of failures. Builds the session's state and frozen run
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -128,6 +129,13 @@ def _check_quirks(names: tuple[str, ...]) -> None:
 
 
 def _check_report_dir(directory: Path) -> None:
+    """Reports can be written there; a folder made to find out is removed again (a run stopped by
+    a later usage error leaves no reports, not even an empty folder)."""
+    created = []
+    missing = directory.absolute()
+    while not missing.exists() and missing != missing.parent:
+        created.append(missing)
+        missing = missing.parent
     try:
         directory.mkdir(parents=True, exist_ok=True)
         probe = directory / f".write-check-{os.getpid()}"
@@ -135,6 +143,10 @@ def _check_report_dir(directory: Path) -> None:
         probe.unlink()
     except OSError as exc:
         usage_error(f"--report-dir {directory}: cannot write reports there ({exc.strerror or exc})")
+    finally:
+        for made in created:  # the deepest first
+            with contextlib.suppress(OSError):
+                made.rmdir()
 
 
 def check_control(cfg: Any) -> None:
