@@ -24,8 +24,8 @@ class _Parser(argparse.ArgumentParser):
     (2 means interrupted here)."""
 
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+        """One line, as every other usage error of a run (the whole usage is ``--help``'s)."""
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} ({self.prog} --help shows the options)\n")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -18,3 +18,19 @@ def test_a_group_of_other_failures_is_shown_whole() -> None:
     assert _shown(group) is group
     plain = ValueError("c")
     assert _shown(plain) is plain
+
+
+def test_a_bad_option_of_the_command_is_one_line_and_exit_4() -> None:
+    """argparse's own refusals (an unknown choice) say one line, as the suite's usage errors do."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--fail-on", "maybe"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 4 and len(lines) == 1, done.stderr
+    assert "--fail-on" in lines[0] and "'maybe'" in lines[0] and "--help" in lines[0]
