@@ -244,12 +244,16 @@ class AgentTools:
             )
         raise core_error(status, answer)
 
+    def old_core(self, status: int, answer: Any) -> bool:
+        """Whether a capabilities answer says the Core is an old one."""
+        return status in self.legacy_statuses and _generic(answer)
+
     async def negotiate(self, session: Session) -> bool:
         """Capabilities decide, once per session: only 404/405/501 without a specific code mean an old Core."""
         assert session.token is not None and session.route is not None
         path = BASE.format(route=session.route) + "/knowledge/capabilities"
         status, answer = await self.core.request("GET", path, session.token)
-        if status in self.legacy_statuses and _generic(answer):
+        if self.old_core(status, answer):
             return False
         if status != 200 or not isinstance(answer, dict):
             raise core_error(status, answer)
