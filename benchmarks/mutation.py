@@ -614,7 +614,10 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("session", type=Path)
     parser.add_argument("--workers", type=int, default=max(1, min(2, os.cpu_count() or 1)))
     parser.add_argument(
-        "--timeout", type=float, default=120.0, help="seconds per mutant before it counts as a timeout (a survivor: no verdict)"
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds per mutant before it counts as a timeout (a survivor: no verdict)",
     )
     parser.add_argument(
         "--surface",
