@@ -25,6 +25,7 @@ class Quirk:
     strict_only: bool = False  # the seeds allow it: caught only with [wire] codes.strict = true
     suite_misses: dict[str, str] = field(default_factory=dict)  # known gaps of the suite: ID -> what it would need
     caught_by: str = "suite"  # "load": only concurrency shows it; the sequential suite passes it, a load run fails it
+    clock_tick: float | None = None  # the bundled clock's tick its run needs (--sim-clock-tick); None: the default
 
 
 def load_quirks(data: object) -> dict[str, Quirk]:
@@ -45,6 +46,7 @@ def load_quirks(data: object) -> dict[str, Quirk]:
             entry.get("strict_only", False),
             dict(entry.get("suite_misses", {})),
             entry.get("caught_by", "suite"),
+            entry.get("clock_tick"),
         )
     return quirks
 

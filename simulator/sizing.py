@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from typing import Any
@@ -37,20 +38,18 @@ def fit_prefix(text: str, budget: int, *, raw_budget: int | None = None) -> int:
 
     ``raw_budget`` additionally bounds the prefix's plain UTF-8 size (the read
     chain budget counts content bytes, not escaped bytes). Characters are code
-    points, so a prefix never splits one.
+    points, so a prefix never splits one. The search is the standard library's bisection:
+    a hand-written loop is one off-by-one from never ending.
     """
     if budget <= 0:
         return 0
-    lo, hi = 0, min(len(text), budget)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        chunk = text[:mid]
-        fits = escaped_size(chunk) <= budget and (raw_budget is None or len(chunk.encode("utf-8")) <= raw_budget)
-        if fits:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+
+    def too_long(count: int) -> bool:
+        chunk = text[:count]
+        return escaped_size(chunk) > budget or (raw_budget is not None and len(chunk.encode("utf-8")) > raw_budget)
+
+    # The first count that does not fit, less one; the empty prefix always fits.
+    return bisect.bisect_left(range(min(len(text), budget) + 1), True, key=too_long) - 1
 
 
 def trim(text: str, budget: int, *, ellipsis: str = "…") -> str:

@@ -44,6 +44,8 @@ def command(quirk: Quirk, reports: Path) -> list[str]:
         "--reports",
         str(reports),
     ]
+    if quirk.clock_tick is not None:
+        cmd += ["--sim-clock-tick", repr(quirk.clock_tick)]
     if quirk.strict_only:
         config = reports.parent / f"{quirk.name}.strict.toml"
         config.write_text(STRICT_CONFIG, "utf-8")

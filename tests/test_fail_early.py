@@ -207,6 +207,19 @@ def test_an_unknown_quirk_fails_before_any_test(tmp_path: Path) -> None:
     assert "search_fourth_hnt" in line and "search_fourth_hint" in line, line
 
 
+@pytest.mark.parametrize("tick", ["-0.000001", "nan", "1"])
+def test_a_clock_tick_out_of_range_fails_before_any_test(tmp_path: Path, tick: str) -> None:
+    line = _one_line_usage_error(_suite(tmp_path, "--sim-clock-tick", tick), tmp_path)
+    assert "--sim-clock-tick must be at least 0 and below 1 second" in line, line
+
+
+def test_a_clock_tick_for_a_live_target_fails_before_any_test(tmp_path: Path) -> None:
+    config = _config(tmp_path, '[control]\nurl = "http://127.0.0.1:9/_control/v1"\ntoken = "a-control-token"\n')
+    proc = _suite(tmp_path, "--target", "http://127.0.0.1:9", "--target-config", str(config), "--sim-clock-tick", "0")
+    line = _one_line_usage_error(proc, tmp_path)
+    assert "--sim-clock-tick applies to the bundled simulator only" in line, line
+
+
 # ----------------------------------------------------------------- 6. control credential
 @pytest.fixture(scope="module")
 def served_url() -> Iterator[str]:

@@ -9,6 +9,7 @@ area and kind of miniature, so the project's tests stay within CI's time), ``all
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -124,6 +125,9 @@ def test_runs_are_whole_suite_runs_and_strict_only_quirks_run_strict(tmp_path: P
     strict = detection.command(Quirk("q", ("READ-006",), "made up", 1, strict_only=True), tmp_path / "b")
     config = Path(strict[strict.index("--target-config") + 1])
     assert config.read_text("utf-8") == detection.STRICT_CONFIG
+    assert "--sim-clock-tick" not in plain + strict
+    still = detection.command(QUIRKS["expiry_after_edge"], tmp_path / "c")
+    assert still[still.index("--sim-clock-tick") + 1] == "0", "an exact-instant quirk runs on a clock that stands still"
 
 
 @pytest.mark.parametrize("name", [q.name for q in QUIRKS.values() if q.strict_only and q in CHOSEN])
@@ -131,7 +135,7 @@ def test_a_seed_allowed_quirk_passes_a_default_run(tmp_path: Path, name: str) ->
     """A strict_only quirk deviates only from this project's choices: without strict, the whole
     suite must call that Core conformant (as strict as the seed, no stricter)."""
     quirk = QUIRKS[name]
-    plain = Quirk(quirk.name, quirk.violates, quirk.description, quirk.exit)  # the same Core, judged without strict
+    plain = dataclasses.replace(quirk, strict_only=False)  # the same Core on the same clock, judged without strict
     outcome = detection.run(plain, tmp_path)
     assert outcome.exit == 0 and outcome.failed == frozenset(), (outcome.failed, outcome.exit, outcome.note)
 
@@ -144,7 +148,10 @@ def test_every_seed_allowed_quirk_at_once_passes_a_default_run(tmp_path: Path) -
     expected = {"budget_ends_one_page_late", "error_without_next_action", "sk_other_choices", "sk_scores_rounded"}
     assert expected | {"mcp_own_page_size"} <= set(names)
     reports = tmp_path / "allowed"
-    cmd = [*SUITE, *(a for n in names for a in ("--sim-quirk", n)), "--no-shrink", "--reports", str(reports)]
+    ticks = {QUIRKS[n].clock_tick for n in names} - {None}
+    assert len(ticks) <= 1, f"the seed-allowed quirks need clocks of different ticks: {ticks}"
+    still = [f"--sim-clock-tick={tick!r}" for tick in ticks]  # the exact instants they need, the others do not mind
+    cmd = [*SUITE, *(a for n in names for a in ("--sim-quirk", n)), *still, "--no-shrink", "--reports", str(reports)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     results = json.loads((reports / "results.json").read_text("utf-8"))
     failed = {r["id"]: r["reason"] for r in results["requirements"] if r["status"] == "failed"}

@@ -50,7 +50,7 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
     The run's settings are built here, once, from the options and the loaded configuration."""
     from conformance.report.results import load_waivers
     from conformance.target.config import ConfigError, load_config
-    from conformance.target.settings import RunSettings
+    from conformance.target.settings import SIM_CLOCK_TICK, RunSettings
     from knowledge_schemas import load_catalogue
 
     _check_registrations()
@@ -78,6 +78,12 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
         usage_error("--sim-quirk applies to the bundled simulator only (--target sim or sim+http)")
     if quirks:
         _check_quirks(quirks)
+    clock_tick = option(config, "--sim-clock-tick")
+    if clock_tick is not None and not cfg.is_sim:
+        usage_error("--sim-clock-tick applies to the bundled simulator only (--target sim or sim+http)")
+    if clock_tick is not None and not 0 <= clock_tick < 1:  # NaN fails too
+        usage_error(f"--sim-clock-tick must be at least 0 and below 1 second, not {clock_tick:g}")
+    clock_tick = SIM_CLOCK_TICK if clock_tick is None else clock_tick
     scope = option(config, "--scope")
     if scope is not None:
         from conformance.target.scope import ScopeError, parse_scope
@@ -91,6 +97,7 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
         worker=worker,
         sim_quirks=quirks,
         sim_seed=option(config, "--sim-seed"),
+        sim_clock_tick=clock_tick,
         realtime=option(config, "--realtime"),
         rate_limit=rate_limit,
         no_control=option(config, "--no-control"),

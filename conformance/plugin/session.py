@@ -423,6 +423,7 @@ class SuiteSession:
                 "--sim-quirk",
                 "--mcp-target",
                 "--sim-seed",
+                "--sim-clock-tick",
                 "--waivers",
             )
         }

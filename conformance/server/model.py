@@ -44,6 +44,7 @@ from conformance.server.rules import (
     REF_009,
     REF_011,
     REF_015,
+    REF_016,
     SRCH_005,
     SRCH_009,
     SRCH_010,
@@ -406,8 +407,14 @@ class Model:
     def _state_causes(self, issued: Issued, age: float) -> list[Cause]:
         causes = []
         low, high = self.ttl - self.skew, self.ttl + self.skew
-        if age > high or (age >= self.ttl and self.skew == 0 and self.strict):
+        if age > high:
             causes.append(Cause(REF_001, frozenset({"reference_expired"}), True, f"the reference is {age:g} s old"))
+        elif age >= self.ttl and self.skew == 0 and self.strict:  # exactly 300 s: strict's reading of the edge
+            causes.append(
+                Cause(
+                    REF_016, frozenset({"reference_expired"}), True, f"the reference is {age:g} s old (strict: expired)"
+                )
+            )
         elif age >= low:
             causes.append(
                 Cause(

@@ -64,12 +64,6 @@ class Target:
             closer()
 
 
-# The bundled simulator's clock is replayable (frozen) but moves a microsecond each time it is
-# read, so the suite's page checks run on a moving clock: a Core that sizes a page with one
-# reading of the clock and stamps its cursor with another sends pages over their bound.
-SIM_CLOCK_TICK = 1e-6
-
-
 def factory(name: str = "sim") -> Any:
     """An object the bundled simulator offers through the targets entry point group (never imported by name)."""
     found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
@@ -132,7 +126,7 @@ def open_target(cfg: TargetConfig, settings: RunSettings) -> Target:
             seed=settings.sim_seed,
             control_token=str(token),
             demo=False,
-            clock_tick=SIM_CLOCK_TICK,
+            clock_tick=settings.sim_clock_tick,
         )
         if cfg.target == "sim":
             transport = InProcessTransport(app)

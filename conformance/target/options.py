@@ -107,6 +107,13 @@ OPTIONS: tuple[Opt, ...] = (
         action="append",
     ),
     Opt("--sim-seed", "seed of the bundled simulator", (PYTEST,), default=0, type=int),
+    Opt(
+        "--sim-clock-tick",
+        "seconds the bundled simulator's frozen clock moves each time it is read "
+        "(default 0.000001; 0: it stands still between the control clock's moves)",
+        (PYTEST,),
+        type=float,
+    ),
     Opt("--no-control", "do not use the test-control extension during tests", SUITE, action="store_true"),
     Opt("--realtime", "wait real seconds for expiry when there is no control", SUITE, action="store_true"),
     Opt(

@@ -5,6 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+SIM_CLOCK_TICK = 1e-6
+"""The bundled simulator's clock is replayable (frozen) but moves a microsecond each time it is
+read, so the suite's page checks run on a moving clock: a Core that sizes a page with one
+reading of the clock and stamps its cursor with another sends pages over their bound. Such a
+clock never shows a reference exactly 300 s old; ``--sim-clock-tick 0`` does."""
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -15,6 +21,8 @@ class RunSettings:
     sim_quirks: tuple[str, ...] = ()
     """Deliberate deviations of the bundled simulator (its targets only)."""
     sim_seed: int = 0
+    sim_clock_tick: float = SIM_CLOCK_TICK
+    """Seconds the bundled simulator's frozen clock moves per reading (conformance.target.open)."""
     realtime: bool = False
     """Wait real seconds for expiry when there is no control."""
     rate_limit: float = 0.0
