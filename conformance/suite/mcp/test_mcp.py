@@ -565,7 +565,7 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
     this test alone, so the check needs an MCP server that can act on any route (the bundled
     simulator's); a configured server is bound to its own route and identity."""
     who = fresh_world.primary
-    endpoint = _route_endpoint(transport, fresh_world, kc_config, kc_target, pytestconfig, "a legacy workspace")
+    endpoint = _route_endpoint((transport,), fresh_world, kc_config, kc_target, pytestconfig, "a legacy workspace")
     fresh_world.need_control("set the workspace's mode").set_mode(fresh_world.route, "legacy")
     legacy = fresh_world.core.capabilities(who.token, fresh_world.route).status_code
     if legacy not in kc_config.wire["legacy"]["unsupported_statuses"]:  # the precondition, not a rule of the Core
@@ -617,10 +617,7 @@ def test_every_old_core_status_gets_a_plain_turn_over_mcp(
     depend on it): streamable HTTP when there is one."""
     world = fresh_world
     control = world.need_control("make capabilities answer an old status")
-    try:
-        endpoint = _route_endpoint("http", world, kc_config, kc_target, pytestconfig, "an old Core's status")
-    except pytest.skip.Exception:
-        endpoint = _route_endpoint("stdio", world, kc_config, kc_target, pytestconfig, "an old Core's status")
+    endpoint = _route_endpoint(("http", "stdio"), world, kc_config, kc_target, pytestconfig, "an old Core's status")
     control.set_mode(world.route, "legacy")
     # no specific error code, as an old server's framework answers (CONVENTIONS: "404/405/501 (with no
     # specific error code) mean not supported"); a specific code would be a new Core's error
@@ -647,10 +644,7 @@ def test_a_route_error_on_capabilities_is_no_old_core_over_mcp(
     either reading, so a default run judges only that the tool answers (MCP-010)."""
     world = fresh_world
     control = world.need_control("make capabilities answer a route error")
-    try:
-        endpoint = _route_endpoint("http", world, kc_config, kc_target, pytestconfig, "a route error")
-    except pytest.skip.Exception:
-        endpoint = _route_endpoint("stdio", world, kc_config, kc_target, pytestconfig, "a route error")
+    endpoint = _route_endpoint(("http", "stdio"), world, kc_config, kc_target, pytestconfig, "a route error")
     control.respond_next(world.route, "capabilities", 404, {"error": "route_unavailable"})
     with serving(MCP_001, [endpoint], kc_config.timeout_seconds) as (session,):
         result = _call(session, TURN, {"user_input": "knowledge"})
@@ -687,10 +681,16 @@ def _plain_turn_refused(what: str, refused: ToolResult) -> str:
 
 
 def _route_endpoint(
-    transport: str, world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config, why: str
+    transports: tuple[str, ...],
+    world: World,
+    kc_config: TargetConfig,
+    kc_target: Target,
+    pytestconfig: pytest.Config,
+    why: str,
 ) -> Endpoint:
-    """The Agent Session MCP server over ``transport`` for ``world``'s primary identity on its own
-    (fresh) route; skipped when the configured server is bound to its own route (no ``{route}``)."""
+    """The Agent Session MCP server for ``world``'s primary identity on its own (fresh) route, over
+    the first of ``transports`` offered; skipped when the configured server is bound to its own
+    route (no ``{route}``)."""
     from conformance.mcp.endpoints import agent_endpoints
 
     chosen = option(pytestconfig, "--mcp-target")
@@ -702,9 +702,10 @@ def _route_endpoint(
             f"not verified: the configured MCP server acts on its own route; {why} needs one per route "
             "({route} in its URL or command)"
         )
-    endpoint = agent_endpoints(kc_config, kc_target, chosen, str(world.primary.token), world.route).get(transport)
+    offered = agent_endpoints(kc_config, kc_target, chosen, str(world.primary.token), world.route)
+    endpoint = next((offered[t] for t in transports if t in offered), None)
     if endpoint is None:
-        pytest.skip(f"not verified: no Agent Session MCP server over {transport} for a fresh workspace")
+        pytest.skip(f"not verified: no Agent Session MCP server over {' or '.join(transports)} for a fresh workspace")
     return endpoint
 
 
@@ -721,7 +722,7 @@ def test_expired_and_changed_references_over_mcp_say_search_knowledge(
     (An invalid reference and a previous run's or another session's reference are judged elsewhere.)"""
     world = fresh_world
     control = world.need_control("age, rewrite and re-scope references")
-    endpoint = _route_endpoint(transport, world, kc_config, kc_target, pytestconfig, "a changed scope or revision")
+    endpoint = _route_endpoint((transport,), world, kc_config, kc_target, pytestconfig, "a changed scope or revision")
     doc = world.docs["alpha"]
     changes = (
         ("read 300 s after its issue", lambda: control.advance(ages(world.cfg.clock_skew_seconds)["after"])),
