@@ -579,6 +579,7 @@ def report(session: Path, *, wall: float | None = None, workers: int | None = No
         )
     if wall is not None:
         print(f"  wall time          {wall / 60:.1f} min on {workers} worker(s)")
+    _per_module(mutants, triage)
     if stale and not counts["pending"]:  # with mutants still pending, a missing survivor may just not have run yet
         print(
             f"\n{len(stale)} triage entr{'y' if len(stale) == 1 else 'ies'} match no survivor of this run "
@@ -603,6 +604,28 @@ def report(session: Path, *, wall: float | None = None, workers: int | None = No
         print(yaml.safe_dump(stubs, sort_keys=False, allow_unicode=True, width=200))
         return 1
     return 0
+
+
+def _per_module(mutants: list[Mutant], triage: dict[tuple[str, str, str, str], dict[str, Any]]) -> None:
+    """The score of each mutated file, counted as the totals are."""
+    rows = []
+    for file in sorted({m.file for m in mutants}):
+        mine = [m for m in mutants if m.file == file]
+        kinds = Counter(m.outcome for m in mine)
+        verdicts = Counter(
+            str((triage.get(m.key()) or {}).get("verdict", "UNTRIAGED"))
+            for m in mine
+            if m.outcome in ("survived", "timeout")
+        )
+        tested = kinds["killed"] + kinds["timeout"] + kinds["survived"] + kinds["annotation"]
+        equivalent = verdicts["equivalent"] + kinds["annotation"]
+        denominator = tested - equivalent - verdicts["out-of-contract"]
+        score = f"{kinds['killed']}/{denominator} = {100 * kinds['killed'] / denominator:.1f}%" if denominator else "-"
+        rows.append((file, tested, kinds["killed"], equivalent, verdicts["out-of-contract"], score))
+    if len(rows) > 1:
+        print("\n  per module           tested  killed  equivalent  out-of-contract  score")
+        for file, tested, killed, equivalent, outside, score in rows:
+            print(f"  {file:<36} {tested:>6}  {killed:>6}  {equivalent:>10}  {outside:>15}  {score}")
 
 
 def main(argv: list[str] | None = None) -> int:
