@@ -205,6 +205,12 @@ def build(seed: int = 7, *, large: bool = True) -> dict[str, Doc]:
         # An author summary that is the whole document: a hint may quote it, never carry all of it.
         whole = "summariseddoc " + "A short note whose author pasted the whole text as its summary. " * 3
         docs.append(Doc(SUMMARISED, f"item-{SUMMARISED}", MAIN_BASE, "Summary is the text", whole, summary=whole))
+        # One byte a character and nothing JSON escapes: a page's content bytes are its length, so
+        # a window of the page's room fits it exactly (where an off-by-one of a byte count shows).
+        plain = "asciidoc " + "".join(
+            f"Plain words {i:05d} of one byte each and nothing to escape. " for i in range(400)
+        )
+        docs.append(Doc("ascii", "item-ascii", MAIN_BASE, "Plain one-byte text", plain))
     out = {d.key: d for d in docs}
     if large:
         assert C.utf8_size(out["big"].content) > C.READ_CHAIN_MAX_BYTES + C.READ_MAX_MAX_BYTES

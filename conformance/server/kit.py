@@ -60,6 +60,10 @@ PURPOSES: dict[str, tuple[str, tuple[Rule, ...]]] = {
         "multibyte characters and no whitespace: every page cut falls between two multibyte characters",
         (READ_009, READ_015, READ_016),
     ),
+    "ascii": (
+        "about 24 KB of one-byte characters and nothing JSON escapes: a page's window fits its room exactly",
+        (READ_009, READ_015, READ_016),
+    ),
     "exact": (f"exactly {C.READ_CHAIN_MAX_BYTES} content bytes: reads completely", (READ_009, READ_020)),
     "over": (
         f"{C.READ_CHAIN_MAX_BYTES + 1} content bytes, its last character straddling the budget",

@@ -232,6 +232,15 @@ class PageSizedByRawBytes(Core):
         return fit_prefix(text, 1 << 40, raw_budget=min(room * 2 // 3, remaining))
 
 
+class FullWindowSkipsACharacter(Core):
+    """A page whose whole window fits its room (one-byte text with nothing to escape, where
+    bytes are characters) counts its end inclusively: the next page starts a character late."""
+
+    def _fit_content(self, text: str, room: int, remaining: int) -> int:
+        keep = super()._fit_content(text, room, remaining)
+        return keep + 1 if keep == len(text) == room else keep
+
+
 class PagesCutInUtf16Units(Core):
     """Offsets and lengths count UTF-16 code units, as a JavaScript Core's string indexes do: the
     number of characters that fit is taken as a UTF-16 length, so a page can end between the two
@@ -340,4 +349,5 @@ MINIATURES: dict[str, Miniature] = {
     "wrong_total_bytes": WrongTotalBytes,
     "pages_overlap": PagesOverlap,
     "split_characters": SplitCharacters,
+    "full_window_skips_a_character": FullWindowSkipsACharacter,
 }
