@@ -16,6 +16,7 @@ from mcp.shared.exceptions import MCPError
 
 from knowledge_schemas.mcp import AGENT_TOOLS, CHOSEN_ARGUMENTS, DELIVERY_ARGUMENTS, KNOWLEDGE_TOOLS, tool_schema
 from simulator.mcp.jobs import JobTools
+from simulator.mcp.server import LOOPBACK_HOSTS, LOOPBACK_ORIGINS
 from simulator.mcp.tools import AgentTools, Session, ToolError
 
 
@@ -265,6 +266,24 @@ class McpNoRebindingProtection(AgentTools):
     SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
+class _OriginPrefixes(list[str]):
+    """An allow-list that "contains" every origin starting with one of its entries."""
+
+    def __contains__(self, origin: object) -> bool:
+        return any(str(origin).startswith(entry) for entry in self)
+
+
+class McpOriginCheckedByPrefix(AgentTools):
+    """The Origin check compares prefixes: an origin that starts with a loopback origin is trusted,
+    so ``http://localhost.evil.example``, a domain anyone can register, passes as this machine."""
+
+    SECURITY = TransportSecuritySettings.model_construct(  # as built: validation would copy the list
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(LOOPBACK_HOSTS),
+        allowed_origins=_OriginPrefixes(o for o in LOOPBACK_ORIGINS if not o.endswith(":*")),
+    )
+
+
 class McpSearchKnowledgeListed(AgentTools):
     """tools/list names the hidden search_knowledge tool (still callable as before)."""
 
@@ -279,6 +298,7 @@ class McpSearchKnowledgeListed(AgentTools):
 
 AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_no_rebinding_protection": McpNoRebindingProtection,
+    "mcp_origin_checked_by_prefix": McpOriginCheckedByPrefix,
     "mcp_missing_flag": McpMissingFlag,
     "mcp_no_structured_content": McpNoStructuredContent,
     "mcp_identity_argument_honoured": McpIdentityArgumentHonoured,
