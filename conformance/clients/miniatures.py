@@ -173,6 +173,23 @@ class HostChecksBindingBeforeOnly(ReferenceHarness):
             super().check_binding(conn, options, when)
 
 
+class HostChecksBindingAfterSuccessOnly(ReferenceHarness):
+    """The binding is checked again only after a successful answer: a Core error that arrives after
+    the Agent Session changed is handed back as it came."""
+
+    def do_host_call(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        options = command["options"]
+        conn = self.connection(options["connectionKey"])
+        if options["workspace"] != conn.route:
+            raise Refusal("invalid_input", f"workspace {options['workspace']!r} is not the connection's")
+        self.check_binding(conn, options, "before")
+        self.check_signal(options)
+        value = self.host_work(command["call"], conn, self.host_input(command["call"], conn, command["input"]))
+        self.check_signal(options)
+        self.check_binding(conn, options, "after")
+        return value
+
+
 class HostTakesModelRun(ReferenceHarness):
     def host_input(self, call: str, conn: Connection, given: Mapping[str, Any]) -> dict[str, Any]:
         data = super().host_input(call, conn, given)
@@ -465,6 +482,7 @@ MINIATURES: dict[str, Callable[[], ReferenceHarness]] = {
     "host_ignores_signal": HostIgnoresSignal,
     "host_checks_signal_before_only": HostChecksSignalBeforeOnly,
     "host_checks_binding_before_only": HostChecksBindingBeforeOnly,
+    "host_checks_binding_after_success_only": HostChecksBindingAfterSuccessOnly,
     "host_takes_model_run": HostTakesModelRun,
     "capabilities_limits_unchecked": _client("capabilities_limits_unchecked", classify_capabilities=_limits_unchecked),
     "capabilities_on_demand_mode_enough": _client(

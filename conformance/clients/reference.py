@@ -206,10 +206,11 @@ class ReferenceHarness:
             raise Refusal("invalid_input", f"workspace {options['workspace']!r} is not the connection's")
         self.check_binding(conn, options, "before")
         self.check_signal(options)
-        value = self.host_work(command["call"], conn, self.host_input(command["call"], conn, command["input"]))
-        self.check_signal(options)
-        self.check_binding(conn, options, "after")
-        return value
+        try:
+            return self.host_work(command["call"], conn, self.host_input(command["call"], conn, command["input"]))
+        finally:  # after the asynchronous work whatever it answered: a Core error belongs to the old binding too
+            self.check_signal(options)
+            self.check_binding(conn, options, "after")
 
     def check_binding(self, conn: Connection, options: Mapping[str, Any], when: str) -> None:
         if conn.binding != options["expectedBinding"]:

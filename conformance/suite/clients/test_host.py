@@ -276,6 +276,41 @@ def test_the_binding_is_checked_again_after_the_request(host: Session, call: str
     )
 
 
+ENDPOINT_OF = {"getKnowledgeCapabilities": "capabilities", "searchKnowledge": "search", "readKnowledge": "read"}
+
+
+@requirement("HOST-004")
+@pytest.mark.parametrize("call", CALLS)
+def test_the_binding_is_checked_again_after_an_error_answer(host: Session, call: str) -> None:
+    """ "All three reads validate the original binding before and after asynchronous work": also when
+    the Core's answer is an error (503 unavailable here). The Agent Session changes while the
+    request is out; the host call fails with binding_changed, not with the Core's error, which
+    belongs to a binding the caller no longer has (a client that validates only a success passes
+    the check above and fails this one)."""
+    route = host.world.route("host")
+    _current_run(host, "host")
+    data = _call_input(host, call)
+    binding = host.world.connections["host"]["binding"]
+    host.control.respond_next(route, ENDPOINT_OF[call], 503, {"error": "unavailable", "message": "try later"})
+    host.call("rebind", connection="host", binding=_changed_in(host, binding, "sessionId"), when="during_next_request")
+    mark = host.wire.mark(route)
+    try:
+        answer = host.host(call, data, "host")
+        sent = host.wire.since(mark, route)
+    finally:
+        host.call("rebind", connection="host", binding=binding, when="now")
+    if not sent:
+        client_failed(
+            f"the host's {call} sent no request, so its binding never changed underneath it: {answer.describe()}"
+        )
+    expect(
+        not answer.ok and answer.kind == "binding_changed",
+        HOST_004,
+        f"the Agent Session changed during {call}, whose request the Core answered 503, and the call answered "
+        f"{answer.describe()} (binding_changed expected); judged {exchange(sent)}",
+    )
+
+
 # case -> what the model's arguments try to choose: everything at once (both spellings), or the run alone in one
 # spelling ("Inputs also accept snake-case aliases": an alias is still a model argument, and chooses no run)
 HOSTILE_CASES = ["everything", "runId", "run_id"]

@@ -161,17 +161,15 @@ async function hostCall ({ call, input, options }) {
     if (options.signal && aborted.has(options.signal)) throw new Failure('cancelled', `signal ${options.signal} was aborted`)
   }
   check('before')
-  let value
-  if (call === 'getKnowledgeCapabilities') {
-    value = await c.sdk.getKnowledgeCapabilities()
-  } else {
-    if (!c.runId) throw new Failure('invalid_input', 'start the authorized user turn first')
+  if (call !== 'getKnowledgeCapabilities' && !c.runId) throw new Failure('invalid_input', 'start the authorized user turn first')
+  try {
+    if (call === 'getKnowledgeCapabilities') return await c.sdk.getKnowledgeCapabilities()
     const data = { runId: c.runId } // the model never chooses identity, route, connection or run
     for (const [k, v] of Object.entries(input)) if (HOST_INPUTS[call][k]) data[HOST_INPUTS[call][k]] = v
-    value = call === 'searchKnowledge' ? await c.sdk.searchKnowledge(data) : await c.sdk.readKnowledge(data)
+    return call === 'searchKnowledge' ? await c.sdk.searchKnowledge(data) : await c.sdk.readKnowledge(data)
+  } finally {
+    check('after') // whatever the Core answered: an error belongs to the old binding too
   }
-  check('after')
-  return value
 }
 
 const commands = {
