@@ -54,6 +54,19 @@ class SkQueryHistorical(SearchKnowledge):
         return first or current
 
 
+class SkPinnedRevisionSkipsState(SearchKnowledge):
+    """A read that names a revision takes it as immutable and always readable: the item's state
+    and the caller's access are checked only when the current revision is read."""
+
+    def addressed(self, context: Context, item_id: str, revision_id: str, base_id: str) -> Revision:
+        if not revision_id:
+            return super().addressed(context, item_id, revision_id, base_id)
+        found = self.store.revision(context.route, revision_id)
+        if found is None or found.item_id != item_id or (base_id and base_id != found.base_id):
+            raise self.unavailable("absent revision")
+        return found
+
+
 class SkWindowInBytes(SearchKnowledge):
     """offset, limit_chars and content_total_chars count UTF-8 bytes (cut characters are dropped)."""
 
@@ -313,6 +326,7 @@ MINIATURES: dict[str, type[SearchKnowledge]] = {
     "sk_semantic_weight_two_minus_alpha": SkSemanticWeightTwoMinusAlpha,
     "sk_mode_refused": SkModeRefused,
     "sk_query_historical": SkQueryHistorical,
+    "sk_pinned_revision_skips_state": SkPinnedRevisionSkipsState,
     "sk_window_in_bytes": SkWindowInBytes,
     "sk_existence_leak": SkExistenceLeak,
     "sk_owner_argument_honoured": SkOwnerArgumentHonoured,

@@ -109,10 +109,12 @@ class SkWorld:
             pytest.skip("not verified: needs the test-control extension to build the search_knowledge world")
         return self.control
 
-    def search(self, query: str, who: str = "alice", **extra: Any) -> Answer:
+    def search(self, query: str, who: str = "alice", *, refused: Rule = SK_001, **extra: Any) -> Answer:
+        """A query search that must succeed; ``refused`` is the rule a refusal breaks (the bound a
+        probe sits on, or else SK-001's call shape)."""
         answer = self.ask({"query": query, **extra}, who)
         _typed(answer, "knowledge_search", SK_017)
-        expect(answer.ok, SK_001, f"query search {extra} failed: {answer.raw}")
+        expect(answer.ok, refused, f"query search {extra} failed: {answer.raw}")
         errors = load_registry().errors("search-knowledge-search-result", answer.body)
         expect(not errors, SK_017, f"the query result is not knowledge_search: {errors[:3]}")
         if self.strict:  # this project's excerpt bound and member name (CHOICES.md)
@@ -254,7 +256,7 @@ def test_mixed_and_missing_shapes(sk: SkWorld) -> None:
 def test_max_results_bounds(sk: SkWorld) -> None:
     query = sk.corpus.token("many")
     for value in (1, 2, 49, 50):
-        found = sk.search(query, max_results=value, mode="lexical")
+        found = sk.search(query, max_results=value, mode="lexical", refused=SK_014)  # 1 and 50 are in the range
         expect(len(found.hits()) <= value, SK_014, f"max_results {value} gave {len(found.hits())} results")
     if sk.control is not None:  # twelve documents hold the token: a maximum shows when it is below twelve
         default = sk.search(query, mode="lexical").hits()
@@ -739,6 +741,17 @@ def test_unavailable_resources_are_indistinguishable(sk: SkWorld) -> None:
             "knowledge_revision_id": sk.revisions["sk-lexical"],
         },
     }
+    for what, item in {  # naming the item's own revision must not bypass its state or the caller's access
+        "unauthorized item": "sk-private",
+        "archived item": "sk-archived",
+        "unpublished item": "sk-unpublished",
+        "item in an archived base": "sk-in-archived-base",
+    }.items():
+        if item in sk.revisions:
+            cases[f"{what}, its own revision named"] = {
+                "knowledge_item_id": item,
+                "knowledge_revision_id": sk.revisions[item],
+            }
     seen: dict[str, tuple[Any, ...]] = {}
     for what, arguments in cases.items():
         answer = sk.ask(arguments)
