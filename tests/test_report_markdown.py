@@ -12,6 +12,7 @@ from typing import Any
 
 from conformance.report.results import RunInfo, RunResult, TestResult, aggregate
 from conformance.report.writers import TITLE_CUT, short, write_all
+from conformance.target.secrets import SECRETS
 from conformance.target.transport import IDENTITIES, Exchange, Recorder, judged, judged_exchange
 from knowledge_schemas import load_catalogue, load_registry
 
@@ -221,3 +222,40 @@ def test_a_failed_mcp_rule_is_counted_beside_the_full_server_count(tmp_path: Pat
     assert run.other_musts_line == f"; MCP MUSTs verified 0/{len(mcp)} (1 failed)"
     md = _write(run, tmp_path)["markdown"]
     assert f"- Beside them: MCP MUSTs verified 0/{len(mcp)} (1 failed)" in md
+
+
+def test_a_failure_judged_on_an_mcp_answer_shows_its_last_tool_call(tmp_path: Path) -> None:
+    """No HTTP request reproduces an MCP failure: report.md names the test's last tool call
+    (transport, endpoint, tool, arguments, answer) and report.html all of them."""
+    from conformance.mcp import evidence
+
+    mcp = next(r.id for r in CATALOGUE if r.surface == "mcp" and r.level == "MUST" and r.via != "none")
+    evidence.clear()
+    SECRETS.add("kc-tool-call-secret-4711")  # a token the model was handed, and one in a URL: never kept
+    evidence.record(
+        "http",
+        "http://core.test/mcp?token=kc-tool-call-secret-4711",
+        "read_business_knowledge",
+        {"ref": f"ref-{evidence.KEEP + 1}", "token": "kc-tool-call-secret-4711"},
+        {"is_error": True, "protocol_error": None, "text": '{"dispatch": "not_dispatched"}'},
+    )
+    assert "kc-tool-call-secret-4711" not in json.dumps(evidence.CALLS)
+    evidence.clear()
+    for n in range(evidence.KEEP + 2):  # the ledger keeps only the last few
+        evidence.record(
+            "stdio",
+            "mcp-server --route acme",
+            "read_business_knowledge",
+            {"ref": f"ref-{n}", "max_bytes": 4096},
+            {"is_error": True, "protocol_error": None, "text": '{"dispatch": "not_dispatched"}'},
+        )
+    calls = list(evidence.CALLS)
+    evidence.clear()
+    assert len(calls) == evidence.KEEP and json.loads(calls[-1]["arguments"])["ref"] == f"ref-{evidence.KEEP + 1}"
+    failed = TestResult("t::mcp", "failed", [mcp], mcp, f"ContractViolation: [{mcp}] broken", tool_calls=calls)
+    reports = _write(_run([TestResult("t::pass", "passed", OBSERVABLE, exercised=OBSERVABLE), failed]), tmp_path)
+    md = reports["markdown"]
+    assert "The test's last MCP tool call: `read_business_knowledge` over stdio (`mcp-server --route acme`)" in md
+    assert '"ref": "ref-5"' in md and '→ tool error: `{"dispatch": "not_dispatched"}`' in md
+    assert f"(the {evidence.KEEP - 1} before it are in `results.json`)" in md
+    assert reports["html"].count("read_business_knowledge over stdio") == evidence.KEEP

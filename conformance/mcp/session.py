@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import json
+import shlex
 import ssl
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+
+from conformance.mcp import evidence
 
 
 @dataclass(frozen=True)
@@ -65,8 +68,8 @@ class ToolResult:
 class McpSession:
     """One connected MCP client session."""
 
-    def __init__(self, portal: Any, client: Client) -> None:
-        self.portal, self.client = portal, client
+    def __init__(self, portal: Any, client: Client, endpoint: Endpoint | None = None) -> None:
+        self.portal, self.client, self.endpoint = portal, client, endpoint
 
     def tools(self) -> list[types.Tool]:
         result = self.portal.call(self.client.session.list_tools)
@@ -77,10 +80,27 @@ class McpSession:
         try:
             raw = self.portal.call(self.client.session.send_request, request, types.CallToolResult)
         except MCPError as exc:  # the server answered, with an error instead of a result: not the suite breaking
-            return ToolResult(False, None, False, (), protocol_error=f"JSON-RPC error {exc.code}: {exc.message}")
-        texts = tuple(block.text for block in raw.content if isinstance(block, types.TextContent))
-        present = "structured_content" in raw.model_fields_set and raw.structured_content is not None
-        return ToolResult(bool(raw.is_error), raw.structured_content, present, texts)
+            result = ToolResult(False, None, False, (), protocol_error=f"JSON-RPC error {exc.code}: {exc.message}")
+        else:
+            texts = tuple(block.text for block in raw.content if isinstance(block, types.TextContent))
+            present = "structured_content" in raw.model_fields_set and raw.structured_content is not None
+            result = ToolResult(bool(raw.is_error), raw.structured_content, present, texts)
+        self._record(name, arguments, result)
+        return result
+
+    def _record(self, name: str, arguments: dict[str, Any], result: ToolResult) -> None:
+        endpoint = self.endpoint
+        where = (
+            "" if endpoint is None else (shlex.join(endpoint.argv) if endpoint.transport == "stdio" else endpoint.url)
+        )
+        text = result.texts[0] if result.texts else json.dumps(result.structured, ensure_ascii=False)
+        evidence.record(
+            endpoint.transport if endpoint else "",
+            where,
+            name,
+            arguments,
+            {"is_error": result.is_error, "protocol_error": result.protocol_error, "text": text},
+        )
 
 
 class NotServing(Exception):
@@ -138,7 +158,7 @@ def connect(endpoint: Endpoint, timeout: float = 30.0, *, collect: bool = True) 
                 if error is None:
                     raise
                 raise NotServing(f"{endpoint.describe()} did not answer initialize: {error.message}") from exc
-            yield McpSession(portal, client)
+            yield McpSession(portal, client, endpoint)
     finally:
         if collect:
             gc.collect()

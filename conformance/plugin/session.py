@@ -173,6 +173,9 @@ class SuiteSession:
 
     # ------------------------------------------------------------- tests
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        from conformance.mcp import evidence
+
+        evidence.clear()
         recorder = self.state.recorder
         if recorder is not None:
             recorder.current = []
@@ -221,6 +224,10 @@ class SuiteSession:
                 via = catalogue[violated].via if violated is not None and violated in catalogue else None
                 exchanges = recorder.evidence(self.state.base_url, self.state.config.wire["auth"], via)
                 report.user_properties.append(("exchanges", json.dumps(exchanges)))
+            from conformance.mcp import evidence
+
+            if evidence.CALLS:
+                report.user_properties.append(("tool_calls", json.dumps(evidence.CALLS)))
         self._scrub_report(report)
 
     @staticmethod
@@ -308,6 +315,7 @@ class SuiteSession:
                 json.loads(props["exercised"]) if "exercised" in props else None,
                 json.loads(props["sequence"]) if "sequence" in props else None,
                 detail,
+                json.loads(props.get("tool_calls", "[]")),
             )
         )
 

@@ -34,6 +34,9 @@ class TestResult:
     )
     sequence: list[str] | None = None  # generated stateful tests: the minimal failing sequence, replayable
     detail: str = ""  # the traceback behind a failure, for whoever debugs the suite itself
+    tool_calls: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # a failure's last MCP tool calls (conformance.mcp.evidence)
 
 
 @dataclass
