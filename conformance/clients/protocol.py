@@ -86,6 +86,7 @@ class Answer:
     error: dict[str, Any] | None = None
     command: str = ""  # which harness command this answers: its id and cmd, named in every failure
     command_id: int | None = None
+    sent: str = ""  # the command's other members as sent (JSON, clipped, scrubbed): a failure shows what was asked
 
     @property
     def kind(self) -> str | None:
@@ -95,7 +96,8 @@ class Answer:
         said = clip(json.dumps(self.value if self.ok else self.error, ensure_ascii=False), 300)
         if self.command_id is None:
             return said
-        return f"(harness command #{self.command_id} {self.command}) {said}"
+        asked = f" {self.sent}" if self.sent else ""
+        return f"(harness command #{self.command_id} {self.command}{asked}) answered {said}"
 
 
 class Harness:
@@ -183,7 +185,9 @@ class Harness:
             raise HarnessProtocolError(f"the answer to {cmd} is not a protocol answer: {'; '.join(bad[:3])}")
         if raw["id"] != command["id"]:
             raise HarnessProtocolError(f"the answer to {cmd} (id {command['id']}) carries id {raw['id']}")
-        answer = Answer(raw["ok"], raw.get("value"), raw.get("error"), cmd, int(command["id"]))
+        asked = {k: v for k, v in command.items() if k not in ("id", "cmd")}
+        sent = clip(json.dumps(asked, ensure_ascii=False), 200) if asked else ""
+        answer = Answer(raw["ok"], raw.get("value"), raw.get("error"), cmd, int(command["id"]), sent)
         if answer.ok and cmd == "start" and isinstance(answer.value, dict) and answer.value.get("protocol") != PROTOCOL:
             raise HarnessProtocolError(
                 f"/protocol: expected {PROTOCOL}, the harness answered start with "
