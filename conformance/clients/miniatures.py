@@ -177,17 +177,8 @@ class HostChecksBindingAfterSuccessOnly(ReferenceHarness):
     """The binding is checked again only after a successful answer: a Core error that arrives after
     the Agent Session changed is handed back as it came."""
 
-    def do_host_call(self, command: Mapping[str, Any]) -> dict[str, Any]:
-        options = command["options"]
-        conn = self.connection(options["connectionKey"])
-        if options["workspace"] != conn.route:
-            raise Refusal("invalid_input", f"workspace {options['workspace']!r} is not the connection's")
-        self.check_binding(conn, options, "before")
-        self.check_signal(options)
-        value = self.host_work(command["call"], conn, self.host_input(command["call"], conn, command["input"]))
-        self.check_signal(options)
-        self.check_binding(conn, options, "after")
-        return value
+    def after_failed_work(self, conn: Connection, options: Mapping[str, Any]) -> None:
+        return None
 
 
 class HostTakesModelRun(ReferenceHarness):

@@ -207,10 +207,21 @@ class ReferenceHarness:
         self.check_binding(conn, options, "before")
         self.check_signal(options)
         try:
-            return self.host_work(command["call"], conn, self.host_input(command["call"], conn, command["input"]))
-        finally:  # after the asynchronous work whatever it answered: a Core error belongs to the old binding too
-            self.check_signal(options)
-            self.check_binding(conn, options, "after")
+            value = self.host_work(command["call"], conn, self.host_input(command["call"], conn, command["input"]))
+        except Exception:
+            self.after_failed_work(conn, options)
+            raise
+        self.after_work(conn, options)
+        return value
+
+    def after_work(self, conn: Connection, options: Mapping[str, Any]) -> None:
+        self.check_signal(options)
+        self.check_binding(conn, options, "after")
+
+    def after_failed_work(self, conn: Connection, options: Mapping[str, Any]) -> None:
+        """The checks after the asynchronous work, when it raised: a Core's error belongs to the
+        old binding as much as a result does."""
+        self.after_work(conn, options)
 
     def check_binding(self, conn: Connection, options: Mapping[str, Any], when: str) -> None:
         if conn.binding != options["expectedBinding"]:

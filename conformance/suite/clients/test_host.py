@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from conformance.clients.protocol import Answer
 from conformance.clients.rules import HOST_001, HOST_002, HOST_003, HOST_004, HOST_005
 from conformance.clients.session import Session, client_failed, exchange, hints, mapped, requests
 from conformance.server.checks import describe
@@ -248,14 +249,21 @@ def test_the_binding_is_checked_before_the_request(host: Session, call: str, dim
     expect(not sent, HOST_004, f"{call} with another {dimension} still sent: {exchange(sent)}")
 
 
-@requirement("HOST-004")
-@pytest.mark.parametrize("dimension", DIMENSIONS)
-@pytest.mark.parametrize("call", CALLS)
-def test_the_binding_is_checked_again_after_the_request(host: Session, call: str, dimension: str) -> None:
+ENDPOINT_OF = {"getKnowledgeCapabilities": "capabilities", "searchKnowledge": "search", "readKnowledge": "read"}
+
+
+def _rebound_during(
+    host: Session, call: str, dimension: str, *, answered: tuple[int, dict[str, Any]] | None = None
+) -> tuple[Answer, list[dict[str, Any]]]:
+    """``call`` while the connection's binding changes in ``dimension`` during its request (the Core
+    answering ``answered``, a canned status and body, when given): its answer and what it sent. A
+    call that sends nothing never had its binding changed underneath it: the client's failure."""
     route = host.world.route("host")
     _current_run(host, "host")
     data = _call_input(host, call)
     binding = host.world.connections["host"]["binding"]
+    if answered is not None:
+        host.control.respond_next(route, ENDPOINT_OF[call], *answered)
     host.call("rebind", connection="host", binding=_changed_in(host, binding, dimension), when="during_next_request")
     mark = host.wire.mark(route)
     try:
@@ -263,20 +271,25 @@ def test_the_binding_is_checked_again_after_the_request(host: Session, call: str
         sent = host.wire.since(mark, route)
     finally:
         host.call("rebind", connection="host", binding=binding, when="now")
-    mapped(requests(sent, "POST", "search") + requests(sent, "POST", "read"))
     if not sent:
         client_failed(
             f"the host's {call} sent no request, so its binding never changed underneath it: {answer.describe()}"
         )
+    return answer, sent
+
+
+@requirement("HOST-004")
+@pytest.mark.parametrize("dimension", DIMENSIONS)
+@pytest.mark.parametrize("call", CALLS)
+def test_the_binding_is_checked_again_after_the_request(host: Session, call: str, dimension: str) -> None:
+    answer, sent = _rebound_during(host, call, dimension)
+    mapped(requests(sent, "POST", "search") + requests(sent, "POST", "read"))
     expect(
         not answer.ok and answer.kind == "binding_changed",
         HOST_004,
         f"the binding's {dimension} changed during {call} and the call still answered {answer.describe()}; "
         f"judged {exchange(sent)}",
     )
-
-
-ENDPOINT_OF = {"getKnowledgeCapabilities": "capabilities", "searchKnowledge": "search", "readKnowledge": "read"}
 
 
 @requirement("HOST-004")
@@ -287,22 +300,9 @@ def test_the_binding_is_checked_again_after_an_error_answer(host: Session, call:
     request is out; the host call fails with binding_changed, not with the Core's error, which
     belongs to a binding the caller no longer has (a client that validates only a success passes
     the check above and fails this one)."""
-    route = host.world.route("host")
-    _current_run(host, "host")
-    data = _call_input(host, call)
-    binding = host.world.connections["host"]["binding"]
-    host.control.respond_next(route, ENDPOINT_OF[call], 503, {"error": "unavailable", "message": "try later"})
-    host.call("rebind", connection="host", binding=_changed_in(host, binding, "sessionId"), when="during_next_request")
-    mark = host.wire.mark(route)
-    try:
-        answer = host.host(call, data, "host")
-        sent = host.wire.since(mark, route)
-    finally:
-        host.call("rebind", connection="host", binding=binding, when="now")
-    if not sent:
-        client_failed(
-            f"the host's {call} sent no request, so its binding never changed underneath it: {answer.describe()}"
-        )
+    answer, sent = _rebound_during(
+        host, call, "sessionId", answered=(503, {"error": "unavailable", "message": "later"})
+    )
     expect(
         not answer.ok and answer.kind == "binding_changed",
         HOST_004,
