@@ -300,8 +300,13 @@ def test_window_bounds(sk: SkWorld) -> None:
         _code(sk.ask({"knowledge_item_id": "sk-window", "offset": offset}), {INVALID}, SK_021, f"offset {offset}")
 
 
+INTERNAL = "jsonrpc:-32603"  # JSON-RPC's internal error: the server broke, it did not validate
+
+
 @R("SK-024")
 def test_malformed_values_fail_validation(sk: SkWorld) -> None:
+    """A boundary value of the wrong JSON type is a validation failure (seed 003 names no code for
+    it): refused, with a code or as a tool error, never served and never an internal error."""
     for arguments in (
         {"query": "x", "max_results": "5"},
         {"query": "x", "max_results": 2.5},
@@ -316,6 +321,8 @@ def test_malformed_values_fail_validation(sk: SkWorld) -> None:
             SK_024,
             f"malformed {arguments} was accepted: {answer.raw}",
         )
+        broke = {c for c in answer.codes if c == INTERNAL or "internal" in c}
+        expect(not broke, SK_024, f"malformed {arguments} broke the server instead of failing validation: {answer.raw}")
     if sk.strict:
         answer = sk.ask({"query": "q" * 100_000})
         expect(not answer.ok, SK_024, "a 100000-character query was accepted (strict)")
