@@ -66,8 +66,11 @@ SURFACES = {
         ("--pyargs", "conformance.suite.mcp", "conformance.suite.search_knowledge", "--scope", "mcp,tool@control"),
     ),
 }
-# The killer: the conformance suite, in-process against the bundled simulator.
-SUITE = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "--no-shrink", "--assert=plain"]
+# The killer: the conformance suite, in-process against the bundled simulator. It stops at the
+# first failed test (-x), so a failed SHOULD must end the run with exit 1 too (--fail-on should):
+# otherwise a mutant that breaks a SHOULD first stops the run before the MUST it breaks later,
+# and the run ends incomplete (6), a survivor.
+SUITE = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "--fail-on", "should", "--no-shrink", "--assert=plain"]
 KILLED = 1  # only a named broken rule is a kill: 6 (incomplete) or 7 (harness error) gives a user no verdict
 NOT_SAMPLED = "not sampled"
 EXIT_MARK = "mutation-killer exit="
