@@ -54,11 +54,12 @@ def test_the_replay_names_the_step_where_a_recorded_core_deviated() -> None:
 
 
 def test_a_strict_replay_names_the_read_at_exactly_300_seconds() -> None:
-    """Strict codes hold the Core to this project's edge (expired from 300 s): one step earlier."""
+    """Strict codes hold the Core to this project's edge (expired from 300 s): one step earlier,
+    and blamed on the edge's own rule (REF-016), not on "expire after 300 seconds" (REF-001)."""
     cfg = load_config(None, target="sim")
     cfg.wire["codes"]["strict"] = True
     found = replay(_load(QUIRKY), cfg)
-    assert found is not None and found.requirement == "REF-001" and "300 s old" in found.message
+    assert found is not None and found.requirement == "REF-016" and "300 s old" in found.message
     assert found.step == len(_load(QUIRKY)["steps"]) - 3
 
 
