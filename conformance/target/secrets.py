@@ -1,25 +1,77 @@
 """One scrubber for every secret value a run knows.
 
 Redacting headers is not enough: a Core may echo a token in an error body, a URL
-may carry credentials in its user-info or query, and a traceback may show a
-local variable holding a token. So every known secret *value* is collected here
-(configured tokens, the control credential, tokens minted during the run, URL
-secrets) and replaced wherever it appears, in everything the suite writes or
-prints. Scrubbing by value is what schemathesis' sanitizer does too.
+may carry credentials in its user-info or query, a traceback may show a local
+variable holding a token, and a hostile Core may echo it encoded (base64 of the
+token or of its ``Authorization`` value, at any byte alignment) or cut (any slice).
+So every known secret *value* is collected here (configured tokens, the control
+credential, tokens minted during the run, URL secrets) with its encodings, and any
+run of 8 or more of their consecutive characters is masked wherever it appears, in
+everything the suite writes or prints. Scrubbing by value is what schemathesis'
+sanitizer does too; one Aho-Corasick automaton finds every window in one pass.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import html
 import json
-import re
 import threading
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
+import ahocorasick_rs
+
 MASK = "***"
 MIN_LENGTH = 6  # shorter values are too likely to be ordinary words to mask safely
-FRAGMENT = 8  # a secret's first or last characters, at least this many, are masked on their own too
+FRAGMENT = 8  # any run of this many consecutive characters of a secret's spelling is masked on its own
+SCHEMES = ("Bearer ", "Basic ", "Token ")
+"""What may stand before a token inside an encoded ``Authorization`` value a Core echoes."""
+
+
+def _stable_base64(data: bytes, before: int, secret_from: int) -> list[str]:
+    """The base64 characters that encode ``data`` wherever it sits in a longer byte string:
+    ``before`` bytes of unknown content precede it, so the characters touching them are dropped,
+    and so are those touching whatever follows. Only characters from the one that carries the
+    secret's first bit (``secret_from`` bytes into ``data``) on are kept, so a scheme alone is no
+    secret. Standard and URL-safe alphabets, each also URL-encoded."""
+    full = base64.b64encode(b"\0" * before + data).decode("ascii")
+    bits_end = 8 * (before + len(data))
+    first = -(-8 * before // 6)  # the first character with no bit of the unknown prefix
+    secret_first = max(first, 8 * (before + secret_from) // 6 - FRAGMENT + 1)
+    stable = full[secret_first : bits_end // 6]
+    forms = {stable, stable.replace("+", "-").replace("/", "_")}
+    return [f for form in forms for f in (form, quote(form, safe=""))]
+
+
+def spellings(value: str) -> set[str]:
+    """Every way the suite may meet ``value`` in a Core's answer: raw; URL-, JSON- and HTML-escaped;
+    hex; base64 and base64url of it and of it after an auth scheme, at each of the three byte
+    alignments a longer encoded text can give it."""
+    raw = value.encode("utf-8")
+    found = {
+        value,
+        quote(value, safe=""),
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        html.escape(value),
+        html.escape(value, quote=False),
+        binascii.hexlify(raw).decode("ascii"),
+        binascii.hexlify(raw).decode("ascii").upper(),
+    }
+    for scheme in ("", *SCHEMES):
+        prefix = scheme.encode("ascii")
+        for before in range(3):
+            found.update(_stable_base64(prefix + raw, before, len(prefix)))
+    return {s for s in found if len(s) >= MIN_LENGTH}
+
+
+def _windows(spelling: str) -> set[str]:
+    """The patterns that mask ``spelling`` and any run of ``FRAGMENT`` or more of its characters."""
+    if len(spelling) <= FRAGMENT:
+        return {spelling}
+    return {spelling[i : i + FRAGMENT] for i in range(len(spelling) - FRAGMENT + 1)}
 
 
 class Scrubber:
@@ -29,21 +81,15 @@ class Scrubber:
         self._values: set[str] = set()
         self._lock = threading.Lock()
         self._size = 0  # how many values there are: values are only ever added, so it names the set's state
-        self._sweep: tuple[int, list[str], re.Pattern[str] | None, int] | None = None
+        self._sweep: tuple[int, ahocorasick_rs.AhoCorasick | None, int] | None = None
 
     def add(self, value: object) -> None:
-        """Remember a secret; also its URL-encoded and JSON-escaped spellings."""
+        """Remember a secret with all its spellings (:func:`spellings`)."""
         if not isinstance(value, str) or len(value) < MIN_LENGTH:
             return
-        spellings = {
-            value,
-            quote(value, safe=""),
-            json.dumps(value)[1:-1],
-            html.escape(value),
-            html.escape(value, quote=False),
-        }
+        found = spellings(value)
         with self._lock:
-            self._values.update(s for s in spellings if len(s) >= MIN_LENGTH)
+            self._values.update(found)
             self._size = len(self._values)
 
     def add_url(self, url: str | None) -> None:
@@ -74,29 +120,27 @@ class Scrubber:
 
     def reach(self) -> int:
         """How far from its first character a mask can reach: the longest value and a fragment."""
-        return self._prepared()[2]
+        return self._prepared()[1]
 
-    def _prepared(self) -> tuple[list[str], re.Pattern[str] | None, int]:
-        """The values longest first, one pattern that matches wherever any of them or a fragment
-        of one could be, and the reach: a run scrubs some ten thousand texts, nearly all of them
-        clean, so one search decides most of them (rebuilt only when a value was added)."""
+    def _prepared(self) -> tuple[ahocorasick_rs.AhoCorasick | None, int]:
+        """One automaton of every window of every spelling, and the reach: a run scrubs some ten
+        thousand texts, nearly all of them clean, so one pass decides each (rebuilt only when a
+        value was added)."""
         sweep = self._sweep
         if sweep is None or sweep[0] != self._size:
             with self._lock:
-                size, values = self._size, sorted(self._values, key=len, reverse=True)
-            # Every whole value longer than a fragment starts with its head, so heads, tails and
-            # the short values themselves are all a clean text must lack.
-            marks = {part for v in values for part in ((v[:FRAGMENT], v[-FRAGMENT:]) if len(v) > FRAGMENT else (v,))}
-            pattern = re.compile("|".join(map(re.escape, sorted(marks)))) if marks else None
-            reach = (len(values[0]) if values else 0) + FRAGMENT
-            sweep = self._sweep = (size, values, pattern, reach)
-        return sweep[1], sweep[2], sweep[3]
+                size, values = self._size, list(self._values)
+            patterns = sorted({w for v in values for w in _windows(v)})
+            automaton = ahocorasick_rs.AhoCorasick(patterns) if patterns else None
+            reach = max((len(v) for v in values), default=0) + FRAGMENT
+            sweep = self._sweep = (size, automaton, reach)
+        return sweep[1], sweep[2]
 
     def text(self, text: str) -> str:
-        values, pattern, _ = self._prepared()
-        if pattern is None or pattern.search(text) is None:
+        automaton, _ = self._prepared()
+        if automaton is None:
             return text
-        return _mask(text, values)
+        return _mask(text, automaton)
 
     def data(self, node: Any) -> Any:
         """A copy of a JSON-like value with every string scrubbed."""
@@ -109,36 +153,21 @@ class Scrubber:
         return node
 
 
-def _mask(text: str, values: list[str]) -> str:
-    """Every value (longest first) and every fragment of one in ``text`` replaced by the mask."""
-    # Longest first, so a value never leaves a tail of a longer one behind.
-    for value in values:
-        if value in text:
-            text = text.replace(value, MASK)
-    for value in values:
-        if len(value) > FRAGMENT:
-            text = _mask_fragments(text, value)
-    return text
-
-
-def _mask_fragments(text: str, value: str) -> str:
-    """Mask what a cut left of ``value``: a run of its first characters (the text was cut
-    after them) or of its last ones (cut before them). :func:`clip` cuts after scrubbing,
-    so this is the safety net for a cut made anywhere else, a Core's own included."""
-    head, tail = value[:FRAGMENT], value[-FRAGMENT:]
-    start = 0
-    while (i := text.find(head, start)) != -1:
-        end, k = i + FRAGMENT, FRAGMENT
-        while end < len(text) and k < len(value) and text[end] == value[k]:
-            end, k = end + 1, k + 1
-        text, start = text[:i] + MASK + text[end:], i + len(MASK)
-    start = len(text)
-    while (i := text.rfind(tail, 0, start)) != -1:
-        begin, k = i, len(value) - FRAGMENT
-        while begin > 0 and k > 0 and text[begin - 1] == value[k - 1]:
-            begin, k = begin - 1, k - 1
-        text, start = text[:begin] + MASK + text[i + FRAGMENT :], begin
-    return text
+def _mask(text: str, automaton: ahocorasick_rs.AhoCorasick) -> str:
+    """Every stretch of ``text`` covered by overlapping windows of a secret replaced by one mask."""
+    spans = sorted((start, end) for _, start, end in automaton.find_matches_as_indexes(text, overlapping=True))
+    if not spans:
+        return text
+    kept: list[str] = []
+    position, run_start, run_end = 0, spans[0][0], spans[0][1]
+    for start, end in spans[1:]:
+        if start <= run_end:
+            run_end = max(run_end, end)
+            continue
+        kept += [text[position:run_start], MASK]
+        position, run_start, run_end = run_end, start, end
+    kept += [text[position:run_start], MASK, text[run_end:]]
+    return "".join(kept)
 
 
 SECRETS = Scrubber()
