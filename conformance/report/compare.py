@@ -3,28 +3,110 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from conformance.target.secrets import clip
+from conformance.target.untrusted import shown
 from knowledge_schemas import load_registry
+
+MAX_BYTES = 32 << 20
+"""A results.json of a full run with every rule failing is a few MiB; a larger file is not one."""
+MAX_DEPTH = 64
+"""The suite writes a few levels (its server text is kept as strings); deeper is not its file."""
+MAX_ERRORS = 100  # schema violations read before naming the first: a huge wrong file stays quick
+
+
+class ResultsFileError(ValueError):
+    """A file ``compare`` cannot read as a results.json: one line, naming the file and the problem,
+    whatever the file holds (what it quotes is shown as escapes, its secrets masked)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(shown(f"{path}: {problem}").replace("\n", "\\n"))
 
 
 def load(path: str) -> dict[str, Any]:
-    """A results.json that validates against schemas/results.schema.json, or a ValueError in one line."""
-    file = Path(path)
-    if not file.is_file():
-        raise ValueError(f"{path}: no such file")
-    try:
-        data = json.loads(file.read_text("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not JSON ({exc})") from None
-    errors = load_registry().errors("results", data)
-    if errors:
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise ValueError(f"{path}: not a results.json of this suite ({clip(' '.join(errors[0].split()), 200)}{more})")
+    """A results.json that validates against schemas/results.schema.json, or a ResultsFileError:
+    a malformed baseline must be a usage error (exit 4), never read as a regression (exit 1)."""
+    data = _parse(path, _read(path))
+    _check_depth(path, data)
+    _check_schema(path, data)
     assert isinstance(data, dict)  # the schema says so
     return data
+
+
+def _read(path: str) -> str:
+    """The file's text, read no further than MAX_BYTES (it may be a device or endless)."""
+    file = Path(path)
+    if not file.is_file():
+        raise ResultsFileError(path, "no such file")
+    try:
+        with file.open("rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise ResultsFileError(path, f"cannot read it ({exc.strerror or type(exc).__name__})") from None
+    if len(raw) > MAX_BYTES:
+        raise ResultsFileError(path, f"larger than {MAX_BYTES >> 20} MiB, not a results.json of this suite")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ResultsFileError(path, f"not JSON (not UTF-8 text at byte {exc.start})") from None
+
+
+def _parse(path: str, text: str) -> Any:
+    """Strict JSON: no NaN or Infinity, no key twice (which one would count?), not too deep."""
+    try:
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise ResultsFileError(path, f"not a results.json of this suite (nested deeper than {MAX_DEPTH})") from None
+    except ValueError as exc:
+        raise ResultsFileError(path, f"not JSON ({shown(exc, 200)})") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) == len(pairs):
+        return out
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise ValueError(f"the key {shown(key, 64)!r} appears twice in one object")
+        seen.add(key)
+    raise AssertionError("unreachable: fewer keys than pairs means one repeats")
+
+
+def _depths(data: Any) -> Iterator[int]:
+    """The depth of every value, without recursion, and no deeper than MAX_DEPTH + 1."""
+    stack = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        yield depth
+        if depth > MAX_DEPTH:
+            continue
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        stack += [(child, depth + 1) for child in children]
+
+
+def _check_depth(path: str, data: Any) -> None:
+    """Schema validation recurses, so a file within ``json``'s depth may still overflow it."""
+    if any(depth > MAX_DEPTH for depth in _depths(data)):
+        raise ResultsFileError(path, f"not a results.json of this suite (nested deeper than {MAX_DEPTH})")
+
+
+def _check_schema(path: str, data: Any) -> None:
+    validator = load_registry().validator("results")
+    found = islice(validator.iter_errors(data), MAX_ERRORS + 1)
+    errors = sorted(found, key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        where = "/" + "/".join(str(p) for p in errors[0].absolute_path)
+        first = " ".join(f"{where[:300]}: {errors[0].message[:300]}".split())  # both quote the file: cut first
+        more = f" (and {len(errors) - 1}{'+' if len(errors) > MAX_ERRORS else ''} more)" if len(errors) > 1 else ""
+        raise ResultsFileError(path, f"not a results.json of this suite ({shown(first, 200)}{more})")
 
 
 REGRESSIONS = ("new_failures", "coverage_lost")

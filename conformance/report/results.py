@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from conformance.target.scope import Scope
@@ -166,13 +164,9 @@ def load_waivers(path: str | None, catalogue: Catalogue | None = None) -> list[W
     """Read and check a waivers file before any test runs: a typo must not surface after an hour of testing."""
     if not path:
         return []
-    file = Path(path)
-    if not file.is_file():
-        raise ValueError(f"--waivers {path}: no such file")
-    try:
-        data = tomllib.loads(file.read_text("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--waivers {path}: not valid TOML: {exc}") from None
+    from conformance.target.config import read_toml  # its ConfigError is a ValueError: size, depth, NaN
+
+    data = read_toml(path, "--waivers")
     entries = data.get("waiver", [])
     if not isinstance(entries, list) or set(data) - {"waiver"}:
         raise ValueError(f"--waivers {path}: expected only [[waiver]] entries")

@@ -1,8 +1,21 @@
-"""Writers of one RunResult: JSON, Markdown, HTML and JUnit XML."""
+"""Writers of one RunResult: JSON, Markdown, HTML and JUnit XML.
+
+Every report is opened, rendered or logged somewhere a target's text could act (a browser, a
+pull-request comment, a CI log, a test reporter's XML parser), so each writer treats every value
+as hostile: HTML autoescapes under a Content-Security-Policy that runs only the page's own static
+script, Markdown shows a target's text only inside code spans and fences longer than any backtick
+run in it, and every format shows control characters and CI command prefixes as visible escapes
+(:func:`conformance.target.untrusted.defang`). Files are written beside their final name and
+renamed over it, so a planted symlink is replaced, never followed."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import os
+import re
+import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from functools import cache
@@ -11,21 +24,92 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 
 from conformance.report.results import RequirementResult, RunResult, TestResult
+from conformance.target.untrusted import cut, defang
 
 FILES = {"json": "results.json", "markdown": "report.md", "html": "report.html", "junit": "junit.xml"}
 
 
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to a new file in ``path``'s folder and rename it over ``path``: a symlink
+    planted at ``path`` is replaced by the report, its target left alone, and a reader never
+    sees half a report."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+_JSON_UNSAFE = re.compile(
+    "[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff\ufffe\uffff]|#(?=#(?:vso|teamcity)?\\[)",
+    re.IGNORECASE,
+)
+
+
+def json_text(data: Any) -> str:
+    """``data`` as JSON whose every character a terminal or a CI log could act on is a JSON escape
+    (json.dumps escapes C0; C1, bidirectional controls and the ``#`` of a ``##vso[``-like command
+    are escaped here): the same data, safe to print."""
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def write_json(run: RunResult, path: Path) -> None:
-    path.write_text(json.dumps(run.to_dict(), indent=2, ensure_ascii=False) + "\n", "utf-8")
+    _replace(path, json_text(run.to_dict()))
+
+
+def _shown(value: Any) -> Any:
+    """Every value a template prints, control characters and CI commands defanged."""
+    return defang(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
+MD_CUT = 600
+"""A target's text in report.md is cut to this many characters (the whole is in results.json)."""
+
+
+def code(text: object, limit: int = 200) -> str:
+    """An inline code span holding ``text`` on one line: delimited by a backtick run longer than any
+    in it, so nothing the target sent can close it and render as Markdown, a link or a mention."""
+    flat = cut(" ".join(str(text).split()), limit)
+    ticks = "`" * (max(map(len, re.findall("`+", flat)), default=0) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") or not flat else ""
+    return f"{ticks}{pad}{flat}{pad}{ticks}"
+
+
+def fence(text: object, info: str = "", limit: int = MD_CUT) -> str:
+    """A fenced code block holding ``text``: its fence is longer than any backtick run inside."""
+    body = cut(str(text), limit)
+    ticks = "`" * max(3, max(map(len, re.findall("`+", body)), default=0) + 1)
+    return f"{ticks}{info}\n{body}\n{ticks}"
+
+
+FILTER_SCRIPT = """document.getElementById("only-failures").addEventListener("change", function (event) {
+  document.body.classList.toggle("only-failures", event.target.checked);
+});"""
+"""The page's only script: static, so the Content-Security-Policy can name it by its hash and
+refuse every other script, inline handler or injected element's event."""
+
+
+def content_policy() -> str:
+    digest = base64.b64encode(hashlib.sha256(FILTER_SCRIPT.encode()).digest()).decode()
+    return (
+        f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; "
+        "img-src 'none'; base-uri 'none'; form-action 'none'"
+    )
 
 
 @cache
 def _env() -> Environment:
     return Environment(
         loader=PackageLoader("conformance.report", "templates"),
-        autoescape=select_autoescape(["html"]),
+        autoescape=select_autoescape(["html", "html.j2"]),
+        finalize=_shown,
         trim_blocks=True,
         lstrip_blocks=True,
     )
@@ -83,6 +167,8 @@ def _markdown_context(run: RunResult) -> dict[str, Any]:
         "outside": [(rid, titles.get(rid, "")) for rid in scope["outside"]] if scope else [],
         "judged": judged,
         "short": short,
+        "code": code,
+        "fence": fence,
         "cut": TITLE_CUT,
     }
 
@@ -102,16 +188,30 @@ def short(text: str, limit: int) -> str:
 
 
 def write_markdown(run: RunResult, path: Path) -> None:
-    path.write_text(_env().get_template("report.md.j2").render(**_markdown_context(run)), "utf-8")
+    _replace(path, _env().get_template("report.md.j2").render(**_markdown_context(run)))
 
 
 def write_html(run: RunResult, path: Path) -> None:
-    path.write_text(
+    page = (
         _env()
         .get_template("report.html.j2")
-        .render(run=run, areas=_areas(run), failures=_failures(run), scope=run.declared_scope, judged=judged),
-        "utf-8",
+        .render(
+            run=run,
+            areas=_areas(run),
+            failures=_failures(run),
+            scope=run.declared_scope,
+            judged=judged,
+            cut=cut,
+            policy=content_policy(),
+            script=Markup(FILTER_SCRIPT),
+        )
     )
+    _replace(path, page)
+
+
+def _xml(text: object) -> str:
+    """A value for junit.xml: defanged, so only characters XML 1.0 allows remain."""
+    return defang(str(text))
 
 
 def write_junit(run: RunResult, path: Path) -> None:
@@ -127,7 +227,7 @@ def write_junit(run: RunResult, path: Path) -> None:
     props = ET.SubElement(suite, "properties")
     ET.SubElement(props, "property", name="run_id", value=run.run_id)
     ET.SubElement(props, "property", name="verdict", value=run.verdict)
-    ET.SubElement(props, "property", name="target", value=run.target)
+    ET.SubElement(props, "property", name="target", value=_xml(run.target))
     scope = run.declared_scope
     if scope is not None:  # the verdict is within this scope: say so, as the other reports do
         ET.SubElement(props, "property", name="scope", value=str(scope["label"]))
@@ -139,8 +239,8 @@ def write_junit(run: RunResult, path: Path) -> None:
         case = ET.SubElement(
             suite,
             "testcase",
-            classname=module.replace("/", ".").removesuffix(".py"),
-            name=name,
+            classname=_xml(module.replace("/", ".").removesuffix(".py")),
+            name=_xml(name),
             time=f"{t.duration:.3f}",
         )
         tprops = ET.SubElement(case, "properties")
@@ -148,18 +248,24 @@ def write_junit(run: RunResult, path: Path) -> None:
             ET.SubElement(tprops, "property", name="requirement", value=rid)
         if t.outcome in ("failed", "error"):
             node = ET.SubElement(
-                case, "failure" if t.outcome == "failed" else "error", message=(t.message.splitlines() or [""])[0][:500]
+                case,
+                "failure" if t.outcome == "failed" else "error",
+                message=_xml((t.message.splitlines() or [""])[0][:500]),
             )
-            node.text = t.message
+            node.text = _xml(t.message)
         elif t.outcome == "skipped":
-            ET.SubElement(case, "skipped", message=t.message[:500])
-    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+            ET.SubElement(case, "skipped", message=_xml(t.message[:500]))
+    _replace(path, ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n")
 
 
 def write_all(run: RunResult, directory: Path, scrub: Callable[[str], str] | None = None) -> dict[str, Path]:
     """Write every report; ``scrub`` is the last pass over each file's text, so no writer
     (nor a template someone edits later) can put a known secret on disk."""
     directory.mkdir(parents=True, exist_ok=True)
+    for kind in FILES.values():  # a planted symlink is never opened, not even to scrub it
+        planted = directory / kind
+        if planted.is_symlink():
+            planted.unlink()
     paths = {kind: directory / name for kind, name in FILES.items()}
     write_json(run, paths["json"])
     write_markdown(run, paths["markdown"])
@@ -170,5 +276,5 @@ def write_all(run: RunResult, directory: Path, scrub: Callable[[str], str] | Non
             text = path.read_text("utf-8")
             clean = scrub(text)
             if clean != text:
-                path.write_text(clean, "utf-8")
+                _replace(path, clean)
     return paths
