@@ -69,6 +69,16 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return True if inside != (option(config, "--harness") is not None) else None
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """A suite session's console shows a target's text defanged (conformance.target.untrusted):
+    the streams are guarded before the terminal reporter takes hold of them."""
+    if wants_suite(config):
+        from conformance.target.untrusted import guard_streams
+
+        guard_streams()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Always registered: a project that imports suite modules (to list their IDs) runs under --strict-markers.
     config.addinivalue_line("markers", f"{MARKER}(*ids): requirement IDs of the catalogue that this test verifies")

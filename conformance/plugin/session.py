@@ -21,6 +21,7 @@ from conformance.plugin.state import LEDGER, MARKER, STATE, is_worker
 from conformance.target.outcomes import NotVerified
 from conformance.target.rules import recording
 from conformance.target.secrets import SECRETS, clip, scrub
+from conformance.target.untrusted import shown
 
 SUITE_FLAG = "KNOWLEDGE_CONFORMANCE_SUITE"  # a package that sets it to True holds suite tests
 
@@ -248,16 +249,21 @@ class SuiteSession:
     @staticmethod
     def _scrub_report(report: pytest.TestReport) -> None:
         """Tracebacks (``--tb=long`` shows locals and source), captured output and
-        properties leave the process only scrubbed: the terminal, JUnit and xdist all read them."""
-        if not SECRETS.values:
-            return
-        if report.failed and report.longrepr is not None:
-            text = report.longreprtext
-            clean = scrub(text)
-            if clean != text:
-                report.longrepr = clean
-        report.sections = [(title, scrub(content)) for title, content in report.sections]
-        report.user_properties = [(k, scrub(v) if isinstance(v, str) else v) for k, v in report.user_properties]
+        properties leave the process only scrubbed: the terminal, JUnit and xdist all read them.
+        What the terminal prints is also defanged (conformance.target.untrusted); properties
+        stay data (some are JSON) and are defanged where a writer shows them."""
+        if report.longrepr is not None and (report.failed or report.skipped):
+            if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+                path, line, reason = report.longrepr
+                report.longrepr = (path, line, shown(reason))
+            else:
+                text = report.longreprtext
+                clean = shown(text)
+                if clean != text:
+                    report.longrepr = clean
+        report.sections = [(title, shown(content)) for title, content in report.sections]
+        if SECRETS.values:
+            report.user_properties = [(k, scrub(v) if isinstance(v, str) else v) for k, v in report.user_properties]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from conformance.report.results import TestResult
@@ -451,7 +457,7 @@ class SuiteSession:
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if self.state.write_error is not None:
-            terminalreporter.write_line(f"VERDICT: ERROR  ({scrub(self.state.write_error)})")
+            terminalreporter.write_line(f"VERDICT: ERROR  ({shown(self.state.write_error)})")
             return
         run = self.state.run
         if run is None:
@@ -474,9 +480,9 @@ class SuiteSession:
         )
         for r in run.requirements:
             if r.status in ("failed", "waived"):
-                terminalreporter.write_line(scrub(f"  {r.status.upper():7} {r.id} {r.title}: {clip(r.reason, 160)}"))
+                terminalreporter.write_line(shown(f"  {r.status.upper():7} {r.id} {r.title}: {clip(r.reason, 160)}"))
         for w in run.warnings:
-            terminalreporter.write_line(scrub(f"  warning: {clip(w, 300)}"))
+            terminalreporter.write_line(shown(f"  warning: {clip(w, 300)}"))
         for kind, path in self.state.paths.items():
             terminalreporter.write_line(f"  {kind:8} {path}")
 

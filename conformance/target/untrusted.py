@@ -12,6 +12,8 @@ writers' part: they escape or fence this module's output.
 from __future__ import annotations
 
 import re
+import sys
+from typing import Any
 
 from conformance.target.secrets import scrub
 
@@ -62,3 +64,53 @@ def shown(text: object, limit: int | None = None) -> str:
     could split a secret, and cutting last, after the masks have shortened the text."""
     clean = defang(scrub(text if isinstance(text, str) else str(text)))
     return clean if limit is None else cut(clean, limit)
+
+
+_SGR = re.compile(r"(\x1b\[[0-9;]*m)")
+"""A colour or style change, pytest's own terminal markup: the one escape a guarded stream keeps."""
+
+
+class GuardedStream:
+    """A text stream that defangs whatever reaches it: the last line of defence for text that
+    reached the console without :func:`shown` (a library's message, a traceback's locals).
+    It keeps colour and style sequences (pytest's markup; they cannot move the cursor, write the
+    clipboard or link anywhere) and, on a terminal only, carriage returns (pytest redraws a line
+    with them; a CI log, where a CR starts a new line that a runner may read as a command, is no
+    terminal)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self._tty = bool(getattr(inner, "isatty", lambda: False)())
+        self._blank_line = True  # nothing but whitespace written since the last newline
+
+    def write(self, text: str) -> int:
+        self.inner.write(self._guard(text))
+        return len(text)
+
+    def _guard(self, text: str) -> str:
+        parts = _SGR.split(text)
+        parts[::2] = [self._plain(p) for p in parts[::2]]
+        return "".join(parts)
+
+    def _plain(self, text: str) -> str:
+        if not text:
+            return text
+        escaped = _CONTROL.sub(lambda m: m.group() if self._tty and m.group() == "\r" else _escape(m), text)
+        if self._blank_line:
+            escaped = re.sub(r"^(\s*):", lambda m: m.group(1) + "\\x3a", escaped)
+        escaped = re.sub(r"([\n\r][^\S\n\r]*):", lambda m: m.group(1) + "\\x3a", escaped)
+        escaped = _INLINE_COMMAND.sub("\\\\x23", escaped)
+        tail = re.split("[\n\r]", escaped)[-1]
+        self._blank_line = (self._blank_line or len(tail) < len(escaped)) and not tail.strip()
+        return escaped
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def guard_streams() -> None:
+    """Put :class:`GuardedStream` in front of ``sys.stdout`` and ``sys.stderr`` (once)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, GuardedStream):
+            setattr(sys, name, GuardedStream(stream))
