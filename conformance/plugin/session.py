@@ -205,6 +205,10 @@ class SuiteSession:
         if report.when == "call" and ledger is not None and _in_suite(item):
             # What the test verifies follows from the checks that passed in it (conformance.target.rules).
             report.user_properties.append(("exercised", json.dumps(sorted(ledger.passed))))
+        probes = item.funcargs.get("expiry_probes") if report.when == "call" and hasattr(item, "funcargs") else None
+        if probes is not None and probes.timings:  # the intervals this test's expiry probes were judged on
+            report.user_properties.append(("timings", json.dumps(probes.timings)))
+            probes.timings = []
         if report.failed:
             exc = call.excinfo.value if call.excinfo is not None else None
             kind, violated = _classify(exc)
@@ -322,6 +326,7 @@ class SuiteSession:
                 json.loads(props["sequence"]) if "sequence" in props else None,
                 detail,
                 json.loads(props.get("tool_calls", "[]")),
+                json.loads(props.get("timings", "[]")),
             )
         )
 

@@ -35,6 +35,9 @@ class TestResult:
     tool_calls: list[dict[str, Any]] = field(
         default_factory=list
     )  # a failure's last MCP tool calls (conformance.mcp.evidence)
+    timings: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # expiry probes' age intervals (conformance.server.expiry)
 
 
 @dataclass

@@ -83,6 +83,12 @@ class Probe:
         span = f"{low:.3f} s" if low == high else f"{low:.3f}-{high:.3f} s"
         return f"measured age {span} {self.clock}"
 
+    @property
+    def timing(self) -> dict[str, Any]:
+        """The probe's age interval, as results.json keeps it."""
+        status = self.response.status_code if self.response is not None else None
+        return {"kind": self.kind, "what": self.what, "clock": self.clock, "age": list(self.age), "status": status}
+
     def due(self, skew: float) -> float:
         """When to send: an upper-bounded probe from the earliest issue, a lower-bounded one from the latest."""
         start = self.issued[0] if self.kind == "before" else self.issued[1]
@@ -92,11 +98,13 @@ class Probe:
 class ExpiryProbes:
     """The six expiry probes of one world, issued and read together on the first request for any of them."""
 
-    def __init__(self, world: World, clock: Clock) -> None:
+    def __init__(self, world: World, clock: Clock, wall: Clock | None = None) -> None:
         self.world = world
         self.clock = clock
+        self.wall = wall if wall is not None else RealClock()  # real seconds, for probes on the control clock
         self.probes: dict[tuple[str, str], Probe] | None = None
         self.waited = 0.0
+        self.timings: list[dict[str, Any]] = []  # every probe's age interval, for the run's results
 
     def get(self, kind: str, what: str) -> Probe:
         if self.probes is None:
@@ -104,6 +112,7 @@ class ExpiryProbes:
         probe = self.probes[(kind, what)]
         if probe.problem is not None:
             raise probe.problem
+        self.timings.append(probe.timing)
         return probe
 
     def _issue(self, probe: Probe) -> None:

@@ -138,6 +138,7 @@ class Issued:
     issued_at: float
     scope_epoch: int
     doc: str | None = None  # known once a read showed which document it is
+    issued_real: float = 0.0  # the suite's real clock when the issuing request was sent
     revision: int = 0
     text: str = ""
 
@@ -189,6 +190,9 @@ class Prediction:
     page: PageExpectation | None = None
     legacy: bool = False
     age: float = 0.0
+    slack: float = (
+        0.0  # real seconds between the issuing request's send and this answer: a running Core clock adds up to this
+    )
 
     @property
     def verdict(self) -> Verdict:
@@ -241,6 +245,8 @@ class Model:
     ttl: float = C.REFERENCE_TTL_SECONDS
     budget: int = C.READ_CHAIN_MAX_BYTES
     now: float = 0.0
+    sent: float = 0.0  # the suite's real clock when the request being judged was sent
+    answered: float = 0.0  # ... and when its answer arrived
     modes: dict[str, str] = field(default_factory=lambda: {HOME: "normal", AWAY: "normal"})
     scopes: dict[tuple[str, str], Scope] = field(default_factory=dict)
     runs: dict[str, Run] = field(default_factory=dict)
@@ -258,6 +264,13 @@ class Model:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+    def exchanged(self, sent: float, answered: float) -> None:
+        """When the exchange being judged happened on the suite's real clock. The model's clock
+        moves only by control steps, but a Core's clock may also run in real time: a reference is
+        then older at the Core by up to the real time from its issue's send to the read's answer,
+        and no prediction that this time could tip is definite."""
+        self.sent, self.answered = sent, answered
 
     def publish(self, route: str, key: str, text: str) -> None:
         doc = self.docs[route][key]
@@ -330,7 +343,7 @@ class Model:
         epoch = self.scope(route, account_of(who)).epoch
         for token in tokens:
             if token not in self.issued:
-                self.issued[token] = Issued(token, who, run_id, route, self.now, epoch)
+                self.issued[token] = Issued(token, who, run_id, route, self.now, epoch, issued_real=self.sent)
 
     # ------------------------------------------------------------- read
     def predict_read(
@@ -353,13 +366,14 @@ class Model:
             raise ModelError("a read of a reference no search issued")
         issued = self.issued[source]
         age = self.now - issued.issued_at
+        slack = max(0.0, self.answered - issued.issued_real)
         if mode == "legacy":
-            return Prediction(legacy=True, age=age)
+            return Prediction(legacy=True, age=age, slack=slack)
         causes: list[Cause] = []
         if tampered is not None:
             causes.append(Cause(REF_015, frozenset({"reference_invalid"}), True, f"the {tampered} was altered"))
         causes += self._binding_causes(who, run_id, issued)
-        causes += self._state_causes(issued, age)
+        causes += self._state_causes(issued, age, slack)
         page = None
         if cursor is not None and tampered != "cursor":
             held = self.cursors.get(cursor)
@@ -389,7 +403,7 @@ class Model:
             causes.append(Cause(CAP_006, frozenset({"disabled"}), True, "knowledge is disabled"))
         elif mode in ("unavailable", "partial"):
             causes.append(Cause(WIRE_001, frozenset({"unavailable"}), False, f"knowledge is {mode}"))
-        return Prediction(tuple(causes), page, age=age)
+        return Prediction(tuple(causes), page, age=age, slack=slack)
 
     def _binding_causes(self, who: str, run_id: str, issued: Issued) -> list[Cause]:
         mine = IDENTITIES[who]
@@ -404,7 +418,9 @@ class Model:
             return [Cause(REF_006, kinds, True, "the reference belongs to another run")]
         return []
 
-    def _state_causes(self, issued: Issued, age: float) -> list[Cause]:
+    def _state_causes(self, issued: Issued, age: float, slack: float = 0.0) -> list[Cause]:
+        """``age`` is the reference's age on the model's clock, the least the Core can have seen;
+        ``slack`` what a Core clock running in real time adds at most."""
         causes = []
         low, high = self.ttl - self.skew, self.ttl + self.skew
         if age > high:
@@ -415,13 +431,13 @@ class Model:
                     REF_016, frozenset({"reference_expired"}), True, f"the reference is {age:g} s old (strict: expired)"
                 )
             )
-        elif age >= low:
+        elif age + slack >= low:
             causes.append(
                 Cause(
                     REF_001,
                     frozenset({"reference_expired"}),
                     False,
-                    f"the reference is {age:g} s old, at the expiry edge",
+                    f"the reference is {age:g}{f'-{age + slack:.3f}' if slack else ''} s old, at the expiry edge",
                 )
             )
         if issued.doc is None:

@@ -11,6 +11,8 @@ what the model allows. One judge for both, so they cannot disagree.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +77,7 @@ class Checker:
         *,
         text: DocumentText | None = None,
         exercised: set[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.world = world
         self.cfg = cfg
@@ -83,6 +86,15 @@ class Checker:
         self.text.add(d["text"] for docs in world["routes"].values() for d in docs.values())
         self.exercised: set[str] = exercised if exercised is not None else set()
         self.steps: list[dict[str, Any]] = []
+        self.clock = clock
+
+    def _times(self, response: httpx.Response) -> tuple[float, float]:
+        answered = self.clock()
+        try:
+            took = response.elapsed.total_seconds()
+        except RuntimeError:  # a response built by hand (a recording) has no elapsed time
+            took = 0.0
+        return answered - took, answered
 
     def transcript(self) -> dict[str, Any]:
         return {"format": FORMAT, "world": self.world, "steps": self.steps}
@@ -110,9 +122,17 @@ class Checker:
             raise ContractViolation(found.rule, found.message)
 
     # ---------------------------------------------------------- exchanges
-    def exchange(self, event: dict[str, Any], response: httpx.Response) -> Any:
-        """Record one exchange and judge the response; raises ContractViolation naming the broken rule."""
-        self.steps.append({"event": event, "status": response.status_code, "body": response.text})
+    def exchange(self, event: dict[str, Any], response: httpx.Response, at: tuple[float, float] | None = None) -> Any:
+        """Record one exchange and judge the response; raises ContractViolation naming the broken rule.
+
+        ``at`` is when the request was sent and answered on the suite's real clock (by default
+        read from the clock and the response's elapsed time): the model widens every timed
+        prediction by the real time a Core's running clock could have added."""
+        sent, answered = at if at is not None else self._times(response)
+        self.model.exchanged(sent, answered)
+        self.steps.append(
+            {"event": event, "status": response.status_code, "body": response.text, "at": [sent, answered]}
+        )
         handlers = {
             "start_run": self._start_run,
             "replay_turn": self._replay_turn,
@@ -203,10 +223,11 @@ class Checker:
             self._legacy(response, "read")
             return None
         if response.status_code != 200:
+            aged = f"{predicted.age:g}" + (f"-{predicted.age + predicted.slack:.3f}" if predicted.slack else "")
             expect(
                 predicted.verdict != "page",
                 READ_001 if event.get("identify") else REF_002,
-                f"a valid reference ({predicted.age:g} s old) was refused: HTTP {response.status_code} {clip(response.text, 200)}",
+                f"a valid reference ({aged} s old by the Core's clock) was refused: HTTP {response.status_code} {clip(response.text, 200)}",
             )
             self._refusal(predicted, response)
             if predicted.single is not None:
@@ -279,7 +300,8 @@ def replay(transcript: dict[str, Any], cfg: TargetConfig) -> Deviation | None:
     for index, step in enumerate(transcript["steps"]):
         try:
             if "status" in step:
-                checker.exchange(step["event"], response_of(step))
+                at = step.get("at")
+                checker.exchange(step["event"], response_of(step), (float(at[0]), float(at[1])) if at else (0.0, 0.0))
             else:
                 checker.control(step["event"])
             checker.invariants()
