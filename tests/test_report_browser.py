@@ -71,6 +71,11 @@ def test_html_report_renders_verdict_failure_and_filter(quirk_report: Path, tmp_
             assert passing_row.is_visible() and failing_row.is_visible()
             page.locator("#only-failures").check()
             assert not passing_row.is_visible() and failing_row.is_visible()
+            page.locator("#only-failures").uncheck()
+            unverified_row = page.locator("tr.s-row-not_verified").first
+            page.locator("#only-unverified").check()
+            assert unverified_row.is_visible() and not passing_row.is_visible() and not failing_row.is_visible()
+            page.locator("#only-unverified").uncheck()
             shot = tmp_path / "report.png"
             page.screenshot(path=str(shot), full_page=False)
             assert shot.stat().st_size > 20_000, "the screenshot looks blank"

@@ -21,7 +21,7 @@ from conformance.plugin.state import LEDGER, MARKER, STATE, is_worker
 from conformance.target.outcomes import NotVerified
 from conformance.target.rules import recording
 from conformance.target.secrets import SECRETS, clip, scrub
-from conformance.target.untrusted import shown
+from conformance.target.untrusted import cut, shown
 
 SUITE_FLAG = "KNOWLEDGE_CONFORMANCE_SUITE"  # a package that sets it to True holds suite tests
 
@@ -89,6 +89,17 @@ def _shown(exc: BaseException) -> BaseException:
             if isinstance(found := _shown(inner), ContractViolation):
                 return found
     return exc
+
+
+def _drowned_violation(exc: BaseException | None, ledger: Any) -> Any:
+    """The violation a test made before Hypothesis gave up on replaying it: a target that answers
+    differently to the same steps makes Hypothesis raise one of its "flaky" errors instead of the
+    failure, and the rule the target broke is then known only from the test's ledger."""
+    if exc is None or ledger is None or not type(exc).__module__.startswith("hypothesis"):
+        return None
+    if "Flaky" not in type(exc).__name__:
+        return None
+    return ledger.first_violation
 
 
 _STEP = re.compile(r"^(?:E\s+)?(state = \w+\(\)|state\.\w+\(.*\)|\w+ = state\.\w+\(.*\))\s*$")
@@ -212,12 +223,19 @@ class SuiteSession:
         if report.failed:
             exc = call.excinfo.value if call.excinfo is not None else None
             kind, violated = _classify(exc)
+            drowned = _drowned_violation(exc, ledger)
+            if drowned is not None and violated is None:
+                kind, violated = "failed", drowned.requirement
+                note = f"{type(exc).__name__}: the target answered differently when the example was replayed"
+                report.user_properties.append(
+                    ("message", cut(scrub(f"ContractViolation: {drowned} (then {note})"), 2000))
+                )
             report.user_properties.append(("kc_outcome", kind))
             if violated is not None:
                 report.user_properties.append(("violated", violated))
-            if call.excinfo is not None:
-                shown = _shown(call.excinfo.value)
-                report.user_properties.append(("message", scrub(f"{type(shown).__name__}: {shown}")[:2000]))
+            if call.excinfo is not None and drowned is None:
+                named = _shown(call.excinfo.value)
+                report.user_properties.append(("message", cut(scrub(f"{type(named).__name__}: {named}"), 2000)))
             sequence = _failing_sequence(report.longreprtext)
             if sequence:
                 report.user_properties.append(("sequence", json.dumps([scrub(s) for s in sequence])))

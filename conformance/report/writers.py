@@ -89,9 +89,11 @@ def fence(text: object, info: str = "", limit: int = MD_CUT) -> str:
     return f"{ticks}{info}\n{body}\n{ticks}"
 
 
-FILTER_SCRIPT = """document.getElementById("only-failures").addEventListener("change", function (event) {
-  document.body.classList.toggle("only-failures", event.target.checked);
-});"""
+FILTER_SCRIPT = """for (const name of ["only-failures", "only-unverified"]) {
+  document.getElementById(name).addEventListener("change", function (event) {
+    document.body.classList.toggle(name, event.target.checked);
+  });
+}"""
 """The page's only script: static, so the Content-Security-Policy can name it by its hash and
 refuse every other script, inline handler or injected element's event."""
 

@@ -10,6 +10,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+WITNESSES: list[Callable[[ContractViolation], None]] = []
+"""Called with every violation as it is made (conformance.target.rules keeps them in the test's
+ledger): a failure that later drowns in something else, Hypothesis' "flaky" errors when a target
+answers differently on a replay, is still known by the rule it broke."""
+
 
 class ContractViolation(AssertionError):
     """A target's answer broke one requirement of the catalogue."""
@@ -17,6 +24,8 @@ class ContractViolation(AssertionError):
     def __init__(self, requirement: str, message: str) -> None:
         super().__init__(f"[{requirement}] {message}")
         self.requirement = requirement
+        for witness in WITNESSES:
+            witness(self)
 
 
 class NotVerified(Exception):

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import NoReturn
 
-from conformance.target.outcomes import ContractViolation
+from conformance.target.outcomes import WITNESSES, ContractViolation
 from knowledge_schemas import load_catalogue
 
 
@@ -59,12 +59,27 @@ def held(requirements: Iterable[str]) -> None:
         _active.record(requirement)
 
 
+VIOLATIONS_KEPT = 8
+
+
 class Ledger:
     """The rules whose checks passed while it was active (thread-safe: load users and servers share it)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._passed: dict[str, int] = {}
+        self._violations: list[ContractViolation] = []
+
+    def witness(self, violation: ContractViolation) -> None:
+        with self._lock:
+            if len(self._violations) < VIOLATIONS_KEPT:
+                self._violations.append(violation)
+
+    @property
+    def first_violation(self) -> ContractViolation | None:
+        """The first violation made while the ledger was active, raised or not."""
+        with self._lock:
+            return self._violations[0] if self._violations else None
 
     def record(self, requirement: str) -> None:
         with self._lock:
@@ -93,8 +108,12 @@ class _Active:
     def record(self, requirement: str) -> None:
         self.ledger.record(requirement)
 
+    def witness(self, violation: ContractViolation) -> None:
+        self.ledger.witness(violation)
+
 
 _active = _Active()
+WITNESSES.append(_active.witness)
 
 
 def record_into(ledger: Ledger) -> None:

@@ -26,7 +26,23 @@ class Steps:
         return call
 
 
+SHRINK_SECONDS = 60
+"""How long Hypothesis may shrink a failing walk: each step of a walk is a request to the target,
+so shrinking against a slow or broken Core could take far longer than the run (Hypothesis' own
+bound is five minutes). When the time is up, the smallest failing walk found so far is reported."""
+
+
+def _bound_shrinking(seconds: int) -> None:
+    """Hypothesis offers no setting for it, only its engine's constant: set it where it exists (a
+    Hypothesis without it shrinks under its own bound, which is only slower)."""
+    from hypothesis.internal.conjecture import engine
+
+    if isinstance(getattr(engine, "MAX_SHRINKING_SECONDS", None), int):
+        engine.MAX_SHRINKING_SECONDS = seconds
+
+
 def walk_settings(examples: int, steps: int, *, shrink: bool = True) -> settings:
+    _bound_shrinking(SHRINK_SECONDS)
     phases = [p for p in Phase if shrink or p is not Phase.shrink]
     return settings(
         max_examples=examples,
