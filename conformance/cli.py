@@ -8,7 +8,7 @@ import importlib.util
 import sys
 from typing import NoReturn
 
-from conformance.target.options import CLIENT, LOAD, RUN, add_arguments, pytest_arguments
+from conformance.target.options import CLIENT, LOAD, RUN, add_arguments, options_of, pytest_arguments
 
 VERDICT_HELP = (
     "exit codes: 0 conformant, 1 non-conformant, 2 interrupted, 3 internal error, 4 usage error (found before any test), "
@@ -81,55 +81,94 @@ SUITE_ARGS = ("--pyargs", "conformance.suite", "-p", "no:cacheprovider", *QUIET_
 what ``knowledge-conformance run`` passes, and what the project's tests and benchmarks run."""
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "load":
-        if getattr(args, "load_missing", False):
-            print(
-                "knowledge-conformance load: Locust is not installed; pip install 'knowledge-conformance[load]'",
-                file=sys.stderr,
-            )
-            return USAGE_ERROR
-        import locust  # noqa: F401  (first: it patches the standard library for gevent before ssl and sockets are used)
+def _number_problem(args: argparse.Namespace) -> str | None:
+    """The first numeric option out of its range (NaN and the infinities included), in the
+    spelling this command takes: found before anything starts, not as a crash after the tests did."""
+    from conformance.target.config import option_number_problem
 
-        from conformance.load.runner import main as run_load
+    for opt in options_of(args.command):
+        problem = option_number_problem(opt.name, getattr(args, opt.key, None), opt.flags(args.command)[0])
+        if problem is not None:
+            return problem
+    return None
 
-        return run_load(args)
-    if args.command == "compare":
-        from conformance.report.compare import compare, load, regressed, render
 
-        try:
-            old, new = load(args.old), load(args.new)
-        except ValueError as exc:
-            print(f"knowledge-conformance: {exc}", file=sys.stderr)
-            return USAGE_ERROR
-        diff = compare(old, new)
-        print(render(diff, old, new))
-        return 1 if args.fail_on_new_failures and regressed(diff) else 0
-    if args.command == "corpus":
-        from pathlib import Path
-
-        from conformance.server.kit import MANIFEST, export
-
-        folder = Path(args.folder)
-        try:
-            written = export(folder)
-        except OSError as exc:
-            print(f"knowledge-conformance: cannot write the kit into {folder}: {exc.strerror or exc}", file=sys.stderr)
-            return USAGE_ERROR
-        print(f"{len(written['documents'])} documents and {MANIFEST} written to {folder}")
-        return 0
-    import pytest
-
-    if args.command == "client":
+def _usage_problem(args: argparse.Namespace) -> str | None:
+    """What makes a run, client or load command unusable before it starts, or None."""
+    if args.command == CLIENT:
         from conformance.clients.protocol import usage_problem
 
         problem = usage_problem(args.harness, args.harness_timeout)
         if problem is not None:
-            from conformance.target.secrets import scrub
+            return problem
+    return _number_problem(args)
 
-            print(f"ERROR: {scrub(problem)}", file=sys.stderr)
-            return USAGE_ERROR
+
+USAGE_PREFIX = {RUN: "ERROR: ", CLIENT: "ERROR: ", LOAD: "knowledge-conformance load: "}
+"""How each command starts a usage error (run and client as the suite's own pytest run does)."""
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """Exit 1 only for a regression: a file that is not a results.json is a usage error (4), so a
+    broken baseline never reads as a worse run."""
+    from conformance.report.compare import compare, load, regressed, render
+
+    try:
+        old, new = load(args.old), load(args.new)
+    except ValueError as exc:
+        print(f"knowledge-conformance: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    diff = compare(old, new)
+    print(render(diff, old, new))
+    return 1 if args.fail_on_new_failures and regressed(diff) else 0
+
+
+def _corpus(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from conformance.server.kit import MANIFEST, export
+
+    folder = Path(args.folder)
+    try:
+        written = export(folder)
+    except OSError as exc:
+        print(f"knowledge-conformance: cannot write the kit into {folder}: {exc.strerror or exc}", file=sys.stderr)
+        return USAGE_ERROR
+    print(f"{len(written['documents'])} documents and {MANIFEST} written to {folder}")
+    return 0
+
+
+def _load(args: argparse.Namespace) -> int:
+    if getattr(args, "load_missing", False):
+        print(
+            "knowledge-conformance load: Locust is not installed; pip install 'knowledge-conformance[load]'",
+            file=sys.stderr,
+        )
+        return USAGE_ERROR
+    import locust  # noqa: F401  (first: it patches the standard library for gevent before ssl and sockets are used)
+
+    from conformance.load.runner import main as run_load
+
+    return run_load(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "compare":
+        return _compare(args)
+    if args.command == "corpus":
+        return _corpus(args)
+    problem = _usage_problem(args)
+    if problem is not None:
+        from conformance.target.secrets import scrub
+
+        print(f"{USAGE_PREFIX[args.command]}{scrub(problem)}", file=sys.stderr)
+        return USAGE_ERROR
+    if args.command == LOAD:
+        return _load(args)
+    import pytest
+
+    if args.command == CLIENT:
         options = [
             "--pyargs",
             "conformance.suite.clients",

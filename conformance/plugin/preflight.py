@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from conformance.plugin.options import option
+from conformance.plugin.options import BY_NAME, option
 from conformance.plugin.state import SessionState, is_worker
 from conformance.target.secrets import SECRETS, scrub
 
@@ -49,7 +49,7 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
     is a usage error (exit 4) with one line saying what to fix, never a wall of failures.
     The run's settings are built here, once, from the options and the loaded configuration."""
     from conformance.report.results import load_waivers
-    from conformance.target.config import ConfigError, load_config
+    from conformance.target.config import OPTION_RANGES, ConfigError, load_config, option_number_problem
     from conformance.target.settings import SIM_CLOCK_TICK, RunSettings
     from knowledge_schemas import load_catalogue
 
@@ -74,6 +74,9 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
         usage_error(
             f"--rate-limit must be 0 (no limit) or a positive number of requests per second, not {rate_limit:g}"
         )
+    for name in (n for n in OPTION_RANGES if n in BY_NAME):  # NaN, infinities, absurd sizes
+        if (problem := option_number_problem(name, option(config, name))) is not None:
+            usage_error(problem)
     if quirks and not cfg.is_sim:
         usage_error("--sim-quirk applies to the bundled simulator only (--target sim or sim+http)")
     if quirks:

@@ -7,8 +7,10 @@ TOML file overlays them table by table. Secrets may be given as
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,11 +21,21 @@ from jsonschema.exceptions import ValidationError
 
 from conformance.target.names import WireNames, check_names
 from conformance.target.secrets import SECRETS
+from conformance.target.untrusted import shown
 from knowledge_schemas import load_registry, load_wire_defaults
 
 
+def one_line(message: str) -> str:
+    """``message`` safe for a terminal or a CI log, on one line: it may quote a file's content."""
+    return shown(message).replace("\n", "\\n")
+
+
 class ConfigError(ValueError):
-    """The target configuration is unusable; the message says what to fix."""
+    """The target configuration is unusable; the message says what to fix, on one line, with
+    whatever it quotes from a file shown as escapes (a key may hold ESC or a newline)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
 
 
 class Secret(str):
@@ -267,22 +279,155 @@ def validate_config_data(data: Any, where: str) -> None:
         raise ConfigError(f"{where}: {_describe(errors[0])}{more}")
 
 
-def _read_toml(path: str, flag: str) -> dict[str, Any]:
-    """A TOML file's tables, or a ConfigError naming the file and what is wrong with it."""
+MAX_FILE_BYTES = 1 << 20
+"""A configuration or waivers file is a few kilobytes; a bigger one is a mistake, not a setup."""
+MAX_DEPTH = 8
+"""Tables and arrays inside each other: the deepest real key is ``wire.names.limits.KEY``."""
+MAX_STRING = 16384
+"""Characters of one string value (a long token fits); the key names are shorter still."""
+MAX_KEY = 256
+MAX_INTEGER = 2**63 - 1
+
+
+def read_toml(path: str, flag: str) -> dict[str, Any]:
+    """A TOML file's tables, checked for size, depth and values that no setting can take (NaN, an
+    infinity, a huge string), or a ConfigError naming the file and what is wrong with it."""
+    data = _parse_toml(_read_text(path, flag), f"{flag} {path}")
+    problem = _tree_problem(data)
+    if problem is not None:
+        raise ConfigError(f"{path}: {problem}")  # as the schema's messages: the file, then the key
+    return data
+
+
+def _read_text(path: str, flag: str) -> str:
+    """The file as UTF-8 text, at most MAX_FILE_BYTES of it (read no further: it may be endless)."""
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"{flag} {path}: no such file")
     try:
-        text = file.read_bytes().decode("utf-8")
+        with file.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path}: cannot read it ({exc.strerror or type(exc).__name__})") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ConfigError(f"{flag} {path}: larger than {MAX_FILE_BYTES >> 20} MiB, which no configuration is")
+    try:
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{flag} {path}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise ConfigError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def _parse_toml(text: str, where: str) -> dict[str, Any]:
+    """``tomllib.loads``, whose every failure is a ConfigError (deep nesting overflows its recursion,
+    a number of thousands of digits is refused by ``int``)."""
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        reason = " ".join(str(exc).split())
-        raise ConfigError(f"{flag} {path}: not valid TOML ({reason})") from None
+        raise ConfigError(f"{where}: not valid TOML ({' '.join(str(exc).split())})") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: not valid TOML (arrays or tables nested too deeply)") from None
+    except ValueError:
+        raise ConfigError(f"{where}: not valid TOML (a number too long to read)") from None
+
+
+def _nodes(data: dict[str, Any]) -> Iterator[tuple[list[str | int], Any]]:
+    """Every value of a parsed file with its key path, parents first, without recursion, and
+    never below MAX_DEPTH + 1 levels (what lies deeper is refused by its parent's depth)."""
+    stack: list[tuple[list[str | int], Any]] = [([], data)]
+    while stack:
+        path, value = stack.pop()
+        yield path, value
+        if len(path) > MAX_DEPTH:
+            continue
+        if isinstance(value, dict):
+            stack += [([*path, str(k)], v) for k, v in reversed(value.items())]
+        elif isinstance(value, list):
+            stack += [([*path, i], v) for i, v in reversed(list(enumerate(value)))]
+
+
+def _tree_problem(data: dict[str, Any]) -> str | None:
+    """The first value no setting can take, as ``key: what is wrong``, or None."""
+    for path, value in _nodes(data):
+        problem = _value_problem(path, value)
+        if problem is not None:
+            return f"{_shown_key(path)}: {problem}"
+    return None
+
+
+def _value_problem(path: list[str | int], value: Any) -> str | None:
+    if len(path) > MAX_DEPTH:
+        return f"nested deeper than {MAX_DEPTH} tables and arrays"
+    if path and isinstance(path[-1], str) and len(path[-1]) > MAX_KEY:
+        return f"a key of {len(path[-1])} characters (at most {MAX_KEY})"
+    if isinstance(value, str) and len(value) > MAX_STRING:
+        return f"a string of {len(value)} characters (at most {MAX_STRING})"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, not {value}"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INTEGER:
+        return "a number too large for any setting"
+    return None
+
+
+def _shown_key(path: list[str | int]) -> str:
+    """A key path for a message: each part from the file, cut short and shown safe."""
+    return _key([part if isinstance(part, int) else shown(part, 64) for part in path]) or "the file"
+
+
+SECONDS_MAXIMA: dict[tuple[str, ...], float] = {
+    ("target", "timeout_seconds"): 3600.0,
+    ("tolerances", "clock_skew_seconds"): 3600.0,
+}
+"""The upper bound of a configuration's numbers (the schema has the lower one): an hour is no
+request's time, and a bigger number overflows the arithmetic of a deadline."""
+
+
+def _check_ranges(data: dict[str, Any], where: str) -> None:
+    for keys, most in SECONDS_MAXIMA.items():
+        value: Any = data
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, int | float) and value > most:
+            raise ConfigError(f"{where}: {'.'.join(keys)}: must be at most {most:g} seconds, not {value:g}")
+
+
+OPTION_RANGES: dict[str, tuple[float, float, bool]] = {
+    "--rate-limit": (0, 1_000_000, False),
+    "--harness-timeout": (0, 3600, True),
+    "--stateful-examples": (0, 100_000, False),
+    "--stateful-steps": (0, 10_000, False),
+    "--stateful-seed": (-MAX_INTEGER, MAX_INTEGER, False),
+    "--sim-seed": (-MAX_INTEGER, MAX_INTEGER, False),
+    "--users": (1, 100_000, False),
+    "--spawn-rate": (0, 100_000, True),
+    "--identities": (1, 100_000, False),
+}
+"""Each numeric option's least value, greatest value, and whether the least is excluded. argparse
+reads ``nan`` and ``inf`` as floats, and a number out of every sane range would surface as a
+crash or an endless run after the tests started."""
+
+
+def option_number_problem(name: str, value: object, flag: str | None = None) -> str | None:
+    """Why option ``name`` (spelled ``flag`` on this command line) cannot take ``value``, or None."""
+    if name not in OPTION_RANGES or not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    least, most, exclusive = OPTION_RANGES[name]
+    above = value > least if exclusive else value >= least
+    if above and value <= most:  # NaN fails both comparisons
+        return None
+    wanted = (
+        f"a positive number, at most {_number(most)}"
+        if exclusive
+        else f"a number from {_number(least)} to {_number(most)}"
+    )
+    return f"{flag or name} must be {wanted}, not {_number(value)}"
+
+
+def _number(value: float) -> str:
+    """A number for a message: a whole one in digits (cut when it has too many), others as ``%g``."""
+    if isinstance(value, int):
+        digits = str(value)
+        return digits if len(digits) <= 24 else f"{digits[:12]}… ({len(digits)} digits)"
+    return f"{value:g}"
 
 
 WORKSPACE_STATES = ("disabled", "legacy", "unavailable")
@@ -323,9 +468,10 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
     cfg = TargetConfig()
     source = "--target"
     if path:
-        data = _read_toml(path, "--target-config")
+        data = read_toml(path, "--target-config")
         where = str(path)
         validate_config_data(data, where)
+        _check_ranges(data, where)
         if "wire" in data:
             _overlay(cfg.wire, data["wire"], where)
             try:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from simulator.clock import Clock
+from simulator.config import SimConfig
 from simulator.core import MAX_HINTS, Caller, Core
 from simulator.errors import ApiError
 from simulator.miniatures._asgi import Miniature
 from simulator.miniatures.capabilities import EndpointMissing
 from simulator.sizing import dumps, escaped_size
-from simulator.store import Revision, Run
+from simulator.store import Revision, Run, Store
 
 
 class SearchMissing(EndpointMissing):
@@ -38,6 +40,23 @@ class SearchFourthHint(Core):
             return super()._search_hints(caller, run, query, limit, mode, endpoint=endpoint)
         status, hints = super()._search_hints(caller, run, query, 4, mode, endpoint=endpoint)
         return status, (hints * 4)[:4]
+
+
+class SearchCachedByQuery(Core):
+    """Answers are cached by the query's text alone: a later search with the same words, by any
+    caller, in any run or workspace, after any change, gets the first caller's hints (and their
+    references, bound to that first run). A plausible cache key bug; it also makes the Core answer
+    one request two ways depending on what came before."""
+
+    def __init__(self, config: SimConfig, store: Store, clock: Clock) -> None:
+        super().__init__(config, store, clock)
+        self._cached: dict[str, dict[str, Any]] = {}
+
+    def search(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        query = str(body.get("query", ""))
+        if query not in self._cached:
+            self._cached[query] = super().search(caller, body)
+        return json.loads(json.dumps(self._cached[query]))
 
 
 class SearchHintWithoutSummary(Core):
@@ -232,6 +251,7 @@ MINIATURES: dict[str, Miniature] = {
     "search_missing": SearchMissing,
     "search_ignores_run": SearchIgnoresRun,
     "search_fourth_hint": SearchFourthHint,
+    "search_cached_by_query": SearchCachedByQuery,
     "search_hint_without_summary": SearchHintWithoutSummary,
     "search_status_empty": SearchStatusEmpty,
     "search_full_content": SearchFullContent,
