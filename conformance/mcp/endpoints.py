@@ -72,11 +72,11 @@ def job_endpoint(cfg: TargetConfig, target: Target, chosen: str | None = None) -
     if skipped(chosen):
         return None
     if cfg.mcp.get("jobs_command"):
-        return Endpoint("stdio", argv=tuple(cfg.mcp["jobs_command"]))
+        return Endpoint("stdio", argv=tuple(cfg.mcp["jobs_command"]), path="jobs")
     if not cfg.is_sim or target.app is None or cfg.mcp.get("command") or cfg.mcp.get("url"):
         return None
     argv, env = factory("sim-mcp-stdio")("jobs", quirks=list(target.settings.sim_quirks), job_seconds=JOB_SECONDS)
-    return Endpoint("stdio", argv=tuple(argv), env=tuple(sorted(env.items())))
+    return Endpoint("stdio", argv=tuple(argv), env=tuple(sorted(env.items())), path="jobs")
 
 
 def planned_surfaces(cfg: TargetConfig, chosen: str | None) -> list[dict[str, Any]]:

@@ -1,17 +1,19 @@
 """The current test's MCP tool calls, as a failure judged on an MCP answer shows them.
 
 Kept apart from the session (no MCP SDK import), so the plugin can empty the ledger before each
-test of any run cheaply. Every value is scrubbed of known secrets when it is recorded."""
+test of any run cheaply. Every value the server or the configuration gave is made safe when it is
+recorded (``untrusted.shown``: secrets masked, control bytes and CI command prefixes escaped, cut)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from conformance.target.secrets import SECRETS, clip
+from conformance.target.secrets import clip
+from conformance.target.untrusted import shown
 
 KEEP = 4  # the test's last calls a failure shows
-ARGUMENTS_KEEP, ANSWER_KEEP = 600, 400
+ARGUMENTS_KEEP, ANSWER_KEEP, ENDPOINT_KEEP = 600, 400, 300
 
 CALLS: list[dict[str, Any]] = []
 """Newest last; emptied by the plugin before each test."""
@@ -22,17 +24,20 @@ def record(transport: str, endpoint: str, tool: str, arguments: dict[str, Any], 
     CALLS.append(
         {
             "transport": transport,
-            "endpoint": SECRETS.text(endpoint),
+            "endpoint": _safe(endpoint, ENDPOINT_KEEP),
             "tool": tool,
-            "arguments": clip(json.dumps(arguments, ensure_ascii=False, sort_keys=True), ARGUMENTS_KEEP),
+            "arguments": _safe(json.dumps(arguments, ensure_ascii=False, sort_keys=True), ARGUMENTS_KEEP),
             "is_error": bool(answer.get("is_error")),
-            "protocol_error": None
-            if answer.get("protocol_error") is None
-            else clip(str(answer["protocol_error"]), 200),
-            "answer": clip(str(answer.get("text", "")), ANSWER_KEEP),
+            "protocol_error": None if answer.get("protocol_error") is None else _safe(answer["protocol_error"], 200),
+            "answer": _safe(answer.get("text", ""), ANSWER_KEEP),
         }
     )
     del CALLS[:-KEEP]
+
+
+def _safe(value: object, keep: int) -> str:
+    """The first ``keep`` characters, made safe (an answer may be megabytes: only the kept part is read)."""
+    return shown(clip(str(value), keep))
 
 
 def clear() -> None:

@@ -1,7 +1,12 @@
 """A synchronous MCP client for the suite, on the official ``mcp`` SDK: one event loop in a
 helper thread per connection, and raw tool results (the SDK's own client-side validation of
 ``structuredContent`` is bypassed: judging the result is the suite's job, with a named
-requirement, not an exception of the client library)."""
+requirement, not an exception of the client library).
+
+Every read is bounded (``bounded``: a cap on each message, a deadline on each exchange), and what a
+server sends that is not an answer (over the cap, not JSON, a batch, an answer to another id) fails
+the rule of its path (MCP-001 for the Agent Session path, MCP-002 for the job path) with one line;
+no answer in time, or no server to reach, is a harness error with one line."""
 
 from __future__ import annotations
 
@@ -9,22 +14,42 @@ import gc
 import json
 import shlex
 import ssl
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
 import anyio.from_thread
 import httpx2
 import mcp_types as types
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from conformance.mcp import evidence
+from conformance.mcp.bounded import MESSAGE_CAP, BoundedClient, Fault, Faults, stdio_streams
+from conformance.mcp.rules import MCP_001, MCP_002
+from conformance.target.outcomes import ContractViolation, HarnessError
+from conformance.target.rules import Rule
+from conformance.target.untrusted import shown
+
+GRACE = 5.0
+"""What a whole call may take beyond the target's timeout (the SDK's own wait ends at the timeout)."""
+PATHS: dict[str, tuple[str, Rule]] = {"agent": ("Agent Session", MCP_001), "jobs": ("Fixed Client Token", MCP_002)}
+"""Each MCP path's name and the rule a server breaks when it does not speak MCP's JSON-RPC on it."""
+SDK_READ_FAILURES = (
+    "Failed to parse",
+    "SSE stream failed",
+    "SSE stream ended",
+    "server answered a request with 202",
+    "Unexpected content type",
+)
+"""How the SDK words the error it puts in place of an answer it could not read: the server's fault."""
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -36,6 +61,7 @@ class Endpoint:
     env: tuple[tuple[str, str], ...] = ()
     url: str = ""
     token: str = ""
+    path: str = "agent"  # "agent" (the Agent Session path) or "jobs" (the Fixed Client Token path): see PATHS
 
     def describe(self) -> str:
         return (
@@ -66,19 +92,27 @@ class ToolResult:
 
 
 class McpSession:
-    """One connected MCP client session."""
+    """One connected MCP client session; every request is bounded (see :meth:`_ask`)."""
 
-    def __init__(self, portal: Any, client: Client, endpoint: Endpoint | None = None) -> None:
+    def __init__(
+        self,
+        portal: Any,
+        client: Client,
+        endpoint: Endpoint | None = None,
+        faults: Faults | None = None,
+        timeout: float = 30.0,
+    ) -> None:
         self.portal, self.client, self.endpoint = portal, client, endpoint
+        self.faults, self.timeout = faults or Faults(), timeout
 
     def tools(self) -> list[types.Tool]:
-        result = self.portal.call(self.client.session.list_tools)
+        result = self._ask("tools/list", self.client.session.list_tools)
         return list(result.tools)
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments))
         try:
-            raw = self.portal.call(self.client.session.send_request, request, types.CallToolResult)
+            raw = self._ask(f"tools/call {name}", self.client.session.send_request, request, types.CallToolResult)
         except MCPError as exc:  # the server answered, with an error instead of a result: not the suite breaking
             result = ToolResult(False, None, False, (), protocol_error=f"JSON-RPC error {exc.code}: {exc.message}")
         else:
@@ -87,6 +121,26 @@ class McpSession:
             result = ToolResult(bool(raw.is_error), raw.structured_content, present, texts)
         self._record(name, arguments, result)
         return result
+
+    def _ask(self, what: str, request: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """One request under a whole-call deadline; a fault the transport noted, or an error the SDK
+        put in place of an unreadable answer, becomes the outcome it is (:func:`judged`)."""
+        deadline = self.timeout + GRACE
+        try:
+            answer: T = self.portal.call(_within, deadline, request, *args)
+        except MCPError as exc:
+            self._judge(what, _sdk_fault(exc, self.timeout))
+            raise
+        except TimeoutError:
+            self._judge(what, Fault("timeout", f"no answer within {deadline:g} s"))
+            raise
+        self._judge(what, None)
+        return answer
+
+    def _judge(self, what: str, otherwise: Fault | None) -> None:
+        fault = self.faults.take() or otherwise
+        if fault is not None:
+            raise judged(self.endpoint, what, fault)
 
     def _record(self, name: str, arguments: dict[str, Any], result: ToolResult) -> None:
         endpoint = self.endpoint
@@ -105,9 +159,35 @@ class McpSession:
 
 class NotServing(Exception):
     """The server under test did not answer ``initialize``: it exited, closed the stream, refused
-    the session or timed out. That is the implementation's failure, judged against the rule of
-    its path (not a harness error); a command that cannot be started at all (not found, not
-    executable) or a URL nothing listens on is a configuration error, raised as it is."""
+    the session, answered something that is not JSON-RPC or timed out. That is the implementation's
+    failure, judged against the rule of its path (not a harness error); a command that cannot be
+    started at all (not found, not executable) is a configuration error, raised as it is, and a
+    URL nothing listens on a harness error."""
+
+
+async def _within(seconds: float, request: Callable[..., Awaitable[T]], *args: Any) -> T:
+    with anyio.fail_after(seconds):
+        return await request(*args)
+
+
+def judged(endpoint: Endpoint | None, what: str, fault: Fault) -> Exception:
+    """What a fault reading ``what`` is: a server that broke JSON-RPC fails its path's rule; no
+    answer in time, or no server to reach, is a harness error. One line either way."""
+    where = f"the {PATHS[endpoint.path][0]} MCP server ({endpoint.describe()})" if endpoint else "the MCP server"
+    if fault.kind == "malformed":
+        rule = PATHS[endpoint.path][1] if endpoint else MCP_001
+        return rule.violated(f"{where} broke JSON-RPC answering {what}: {fault.reason}")
+    return HarnessError(f"{where}, asked {what}: {fault.reason}")
+
+
+def _sdk_fault(exc: MCPError, timeout: float) -> Fault | None:
+    """The fault behind an error the SDK made itself (no answer in time, an answer it could not
+    read), or None for an error the server sent."""
+    if exc.code == types.REQUEST_TIMEOUT:
+        return Fault("timeout", f"no answer within {timeout:g} s")
+    if exc.message.startswith(SDK_READ_FAILURES):
+        return Fault("malformed", shown(exc.message.splitlines()[0], 300))
+    return None
 
 
 def _answered(exc: BaseException) -> MCPError | None:
@@ -119,6 +199,43 @@ def _answered(exc: BaseException) -> MCPError | None:
             if (found := _answered(inner)) is not None:
                 return found
     return None
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _unwrapped(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """What a group from a session's task groups stands for: its one exception (a check that failed
+    in the block, a fault), else the first outcome among them, else a harness error on one line."""
+    leaves = _leaves(group)
+    if len(leaves) == 1:
+        return leaves[0]
+    chosen = next((e for e in leaves if isinstance(e, ContractViolation | HarnessError)), None)
+    if chosen is not None:
+        return chosen
+    return HarnessError(f"the MCP session failed: {type(leaves[0]).__name__}: {shown(leaves[0], 300)}")
+
+
+def _not_served(endpoint: Endpoint, faults: Faults, exc: Exception) -> Exception | None:
+    """What a failure to open a session is (None: raise it as it is, a command that cannot start)."""
+    fault, error = faults.take(), _answered(exc)
+    if fault is not None and fault.kind == "unreachable":
+        return HarnessError(f"{endpoint.describe()} cannot be reached: {fault.reason}")
+    if fault is None and error is not None:
+        fault = _sdk_fault(error, 0) or Fault("refused", error.message)
+        if error.code == types.REQUEST_TIMEOUT:
+            fault = Fault("timeout", "no answer in time")
+    if fault is not None:
+        said = faults.stderr_tail()
+        tail = f" (its stderr ends: {said})" if said else ""
+        return NotServing(f"{endpoint.describe()} did not answer initialize: {fault.reason}{tail}")
+    if isinstance(_leaves(exc)[0], OSError) and endpoint.transport == "stdio":
+        return None
+    leaf = _leaves(exc)[0]
+    return HarnessError(f"{endpoint.describe()}: no MCP session: {type(leaf).__name__}: {shown(leaf, 300)}")
 
 
 @cache
@@ -140,28 +257,33 @@ def connect(endpoint: Endpoint, timeout: float = 30.0, *, collect: bool = True) 
     try:
         with ExitStack() as stack:
             portal = stack.enter_context(anyio.from_thread.start_blocking_portal())
-            if endpoint.transport == "stdio":
-                params = StdioServerParameters(
-                    command=endpoint.argv[0], args=list(endpoint.argv[1:]), env=dict(endpoint.env) or None
-                )
-                client = Client(params, read_timeout_seconds=timeout, cache=None)
-            else:
-                headers = {"Authorization": f"Bearer {endpoint.token}"} if endpoint.token else {}
-                http = httpx2.AsyncClient(headers=headers, timeout=timeout, verify=_tls())
-                client = Client(
-                    streamable_http_client(endpoint.url, http_client=http), read_timeout_seconds=timeout, cache=None
-                )
+            faults = Faults()
+            client = _client(endpoint, timeout, faults)
             try:
                 stack.enter_context(portal.wrap_async_context_manager(client))
             except Exception as exc:
-                error = _answered(exc)
-                if error is None:
+                problem = _not_served(endpoint, faults, exc)
+                if problem is None:
                     raise
-                raise NotServing(f"{endpoint.describe()} did not answer initialize: {error.message}") from exc
-            yield McpSession(portal, client, endpoint)
+                raise problem from exc
+            yield McpSession(portal, client, endpoint, faults, timeout)
+    except BaseExceptionGroup as group:  # the session's task groups wrap what the block raised
+        raise _unwrapped(group) from None
     finally:
         if collect:
             gc.collect()
+
+
+def _client(endpoint: Endpoint, timeout: float, faults: Faults) -> Client:
+    """An SDK client on ``endpoint`` whose reads are bounded (``bounded``), noting faults in ``faults``."""
+    if endpoint.transport == "stdio":
+        return Client(
+            stdio_streams(endpoint.argv, dict(endpoint.env), faults), read_timeout_seconds=timeout, cache=None
+        )
+    headers = {"Authorization": f"Bearer {endpoint.token}"} if endpoint.token else {}
+    http = BoundedClient(faults, timeout, headers=headers, timeout=timeout + GRACE, verify=_tls())
+    transport = streamable_http_client(endpoint.url, http_client=http, max_sse_event_size=MESSAGE_CAP)
+    return Client(transport, read_timeout_seconds=timeout, cache=None)
 
 
 @contextmanager
