@@ -504,6 +504,14 @@ class SuiteSession:
         for r in run.requirements:
             if r.status in ("failed", "waived"):
                 terminalreporter.write_line(shown(f"  {r.status.upper():7} {r.id} {r.title}: {clip(r.reason, 160)}"))
+        incomplete = run.incomplete or {}
+        for m in incomplete.get("missing", []):
+            terminalreporter.write_line(
+                shown(f"  NOT VERIFIED {m['id']} {m['title']}: {clip(m['reason'], 160)}; to verify: {m['to_verify']}")
+            )
+        if incomplete.get("scope"):
+            label = incomplete["scope"]
+            terminalreporter.write_line(f"  this run verifies every MUST of scope {label}: --scope {label} gates on it")
         for w in run.warnings:
             terminalreporter.write_line(shown(f"  warning: {clip(w, 300)}"))
         for kind, path in self.state.paths.items():

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from conformance.report.incomplete import explain, passing_scope
 from conformance.target.scope import Scope
 from knowledge_schemas import Catalogue, Requirement
 
@@ -111,6 +112,7 @@ class RunResult:
     tests: list[TestResult]
     surfaces: list[dict[str, Any]] = field(default_factory=list)
     scope: dict[str, Any] | None = None  # the declared scope (results.schema.json ``scope``); None: none declared
+    incomplete: dict[str, Any] | None = None  # why an incomplete run is: conformance.report.incomplete; None otherwise
 
     @property
     def declared_scope(self) -> dict[str, Any] | None:
@@ -158,8 +160,9 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        if self.scope is None:  # an optional member: absent, never null
-            del out["scope"]
+        for optional in ("scope", "incomplete"):  # optional members: absent, never null
+            if out[optional] is None:
+                del out[optional]
         return out
 
 
@@ -437,7 +440,20 @@ def aggregate(
         tests,
         surfaces,
         scope=None if info.scope is None else _scope_member(info.scope, catalogue, status_of),
+        incomplete=_incomplete(verdict, [r for r in core if r.id in observable], results, catalogue, info),
     )
+
+
+def _incomplete(
+    verdict: str, gate: list[RequirementResult], results: list[RequirementResult], catalogue: Catalogue, info: RunInfo
+) -> dict[str, Any] | None:
+    """results.json's ``incomplete``: each gating MUST not verified, why, what would verify it, and
+    (a Core run with no declared scope) the scope this run would pass."""
+    if verdict != "incomplete":
+        return None
+    verified = {r.id for r in results if r.status == "verified"}
+    core_run = info.scope is None and info.gate is None
+    return {"missing": explain(gate, catalogue), "scope": passing_scope(verified, catalogue) if core_run else None}
 
 
 def _scope_member(scope: Scope, catalogue: Catalogue, status_of: Mapping[str, RequirementResult]) -> dict[str, Any]:
