@@ -18,6 +18,7 @@ from conformance import __version__
 from conformance.plugin.options import option
 from conformance.plugin.preflight import check_control, check_harness_core, usage_error
 from conformance.plugin.state import LEDGER, MARKER, STATE, is_worker
+from conformance.report.incomplete import first_reason
 from conformance.target.outcomes import NotVerified
 from conformance.target.rules import recording
 from conformance.target.secrets import SECRETS, clip, scrub
@@ -507,7 +508,7 @@ class SuiteSession:
         incomplete = run.incomplete or {}
         for m in incomplete.get("missing", []):
             terminalreporter.write_line(
-                shown(f"  NOT VERIFIED {m['id']} {m['title']}: {clip(m['reason'], 160)}; to verify: {m['to_verify']}")
+                shown(f"  NOT VERIFIED {m['id']}: {clip(first_reason(m['reason']), 120)}; to verify: {m['to_verify']}")
             )
         if incomplete.get("scope"):
             label = incomplete["scope"]

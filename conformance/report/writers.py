@@ -26,6 +26,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from conformance.report.incomplete import first_reason
 from conformance.report.results import RequirementResult, RunResult, TestResult
 from conformance.target.untrusted import cut, defang
 
@@ -171,6 +172,7 @@ def _markdown_context(run: RunResult) -> dict[str, Any]:
         "short": short,
         "code": code,
         "fence": fence,
+        "first_reason": first_reason,
         "cut": TITLE_CUT,
     }
 
