@@ -4,6 +4,11 @@ A harness that does not answer in time, answers out of order, or answers with a
 shape the protocol does not allow is a harness error (the run's verdict is
 ``error``), never a judgement of the client: the runner could not see what the
 client did.
+
+A harness is not trusted either: each line read from it is capped (a line without end would
+otherwise fill the memory), every command is written under the timeout, whatever it printed is
+shown only through ``untrusted.shown`` (its stderr can hold CI commands), and it runs in a process
+group of its own, ended as a whole (SIGTERM, then SIGKILL), so no child it forked outlives the run.
 """
 
 from __future__ import annotations
@@ -12,18 +17,23 @@ import json
 import math
 import os
 import queue
+import select
 import shlex
+import signal
 import subprocess
 import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import IO, Any
 
 from jsonschema import Draft202012Validator
 
 from conformance.clients import PROTOCOL
 from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import clip
+from conformance.target.untrusted import shown
 from knowledge_schemas import load_registry
 from knowledge_schemas._files import BASE_URI
 
@@ -46,8 +56,18 @@ HOST_VALUE_OF = {
 }
 
 
+LINE_CAP = 4 * 1024 * 1024
+"""The longest line read from a harness (stdout or stderr); a protocol answer is kilobytes."""
+STDERR_KEEP, STDERR_LINES = 2000, 40  # what is kept of each stderr line, and how many lines
+GRACE = 5.0  # how long a harness gets to exit after stop, then after SIGTERM
+
+
 class HarnessProtocolError(HarnessError):
-    """The harness broke the protocol: no answer, a malformed one, or one for another command."""
+    """The harness broke the protocol: no answer, a malformed one, or one for another command.
+    Its message may quote the harness, so it is made safe to show when it is made."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(shown(message))
 
 
 @cache
@@ -93,7 +113,7 @@ class Answer:
         return None if self.error is None else str(self.error["kind"])
 
     def describe(self) -> str:
-        said = clip(json.dumps(self.value if self.ok else self.error, ensure_ascii=False), 300)
+        said = shown(clip(json.dumps(self.value if self.ok else self.error, ensure_ascii=False), 300))
         if self.command_id is None:
             return said
         asked = f" {self.sent}" if self.sent else ""
@@ -113,14 +133,15 @@ class Harness:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                text=True,
-                encoding="utf-8",
-                bufsize=1,
                 env={**os.environ, **(env or {})},
+                start_new_session=True,  # its own process group: ended as a whole by close()
             )
         except OSError as exc:
             raise HarnessProtocolError(f"cannot start the harness {command!r}: {exc}") from None
+        assert self.process.stdin is not None
+        os.set_blocking(self.process.stdin.fileno(), False)  # a command is written under the timeout
         self._lines: queue.Queue[str | None] = queue.Queue()
+        self._broken: str | None = None  # a line over the cap: every later call says so
         self._stderr: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()
         self._drainer = threading.Thread(target=self._drain, daemon=True)
@@ -128,25 +149,43 @@ class Harness:
 
     def _pump(self) -> None:
         assert self.process.stdout is not None
-        for line in self.process.stdout:
+        for line in _capped_lines(self.process.stdout):
+            if line is None:
+                self._overflow("stdout")
+                return
             self._lines.put(line)
         self._lines.put(None)
 
     def _drain(self) -> None:
         assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self._stderr = [*self._stderr[-40:], line.rstrip("\n")]
+        for line in _capped_lines(self.process.stderr):
+            if line is None:
+                self._overflow("stderr")
+                return
+            self._stderr = [*self._stderr[-STDERR_LINES:], clip(line.rstrip("\n"), STDERR_KEEP)]
+
+    def _overflow(self, stream: str) -> None:
+        """A line over the cap: the harness is broken for good, and a call waiting for an answer learns it now."""
+        if self._broken is None:
+            self._broken = (
+                f"the harness printed a line over the {LINE_CAP // (1024 * 1024)} MiB cap on {stream} "
+                f"(more than {LINE_CAP} bytes without a newline)"
+            )
+        self._lines.put(None)
 
     def stderr_tail(self) -> str:
-        return "\n".join(self._stderr[-10:])
+        """The last lines of the harness's stderr, safe to show anywhere."""
+        return shown("\n".join(self._stderr[-10:]))
 
     def _exited(self, what: str) -> str:
         """Why the harness is gone, on one line: its exit status and the end of its stderr."""
         tail = " | ".join(line for line in self._stderr[-3:] if line.strip())
-        return f"{what} (exit {self.process.poll()})" + (f": {clip(tail, -300)}" if tail else "")
+        return f"{what} (exit {self.process.poll()})" + (f": {shown(clip(tail, -300))}" if tail else "")
 
     def _gone(self, cmd: str) -> str:
         """One wording whichever the runner saw first, the closed pipe or the end of stdout: it is a race."""
+        if self._broken is not None:
+            return self._broken
         self._settle()
         if self.process.poll() is None:
             return self._exited(f"the harness closed stdout instead of answering {cmd}")
@@ -158,12 +197,9 @@ class Harness:
         bad = problems(cmd, command)
         if bad:  # the runner's own bug: never blame the harness for it
             raise RuntimeError(f"the runner built an invalid {cmd} command: {bad[:2]}")
-        assert self.process.stdin is not None
-        try:
-            self.process.stdin.write(json.dumps(command) + "\n")
-            self.process.stdin.flush()
-        except (BrokenPipeError, OSError):
-            raise HarnessProtocolError(self._gone(cmd)) from None
+        if self._broken is not None:
+            raise HarnessProtocolError(self._broken)
+        self._send(cmd, (json.dumps(command) + "\n").encode())
         try:
             line = self._lines.get(timeout=self.timeout)
         except queue.Empty:
@@ -172,10 +208,26 @@ class Harness:
             raise HarnessProtocolError(self._gone(cmd))
         return self._check(cmd, command, line)
 
+    def _send(self, cmd: str, data: bytes) -> None:
+        """Write a command whole within the timeout (a harness that stops reading cannot block the run)."""
+        assert self.process.stdin is not None
+        fd, view = self.process.stdin.fileno(), memoryview(data)
+        deadline = time.monotonic() + self.timeout
+        while view:
+            left = deadline - time.monotonic()
+            try:
+                writable = left > 0 and select.select([], [fd], [], left)[1]
+                if writable:
+                    view = view[os.write(fd, view) :]
+            except OSError:  # a closed pipe: the harness is gone
+                raise HarnessProtocolError(self._gone(cmd)) from None
+            if not writable:
+                raise HarnessProtocolError(f"the harness did not read the {cmd} command within {self.timeout:g} s")
+
     def _check(self, cmd: str, command: dict[str, Any], line: str) -> Answer:
         try:
             raw = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise HarnessProtocolError(
                 f"the harness printed something that is not one JSON line (answering {cmd}): "
                 f"{clip(line.rstrip(), 200)!r}"
@@ -218,17 +270,53 @@ class Harness:
 
     def close(self, *, stop: bool = True) -> None:
         """Stop the harness: with ``stop`` first (a harness that broke the protocol at start is not asked:
-        it may never answer), then terminate it if it is still running."""
-        if self.process.poll() is None:
-            if stop:
-                try:
-                    self.call("stop")
-                except (HarnessError, RuntimeError):
-                    pass
-            else:
-                self.process.terminate()
+        it may never answer), then end its whole process group, so that a child it forked (and left
+        running) ends too: SIGTERM, and SIGKILL to what is left after a grace period."""
+        if stop and self.process.poll() is None and self._broken is None:
             try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+                self.call("stop")
+            except (HarnessError, RuntimeError):
+                pass
+            _wait(lambda: self.process.poll() is not None, GRACE)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if not _signal_group(self.process.pid, sig):
+                break
+            if _wait(lambda: self.process.poll() is not None and not _signal_group(self.process.pid, 0), GRACE):
+                break
+        self.process.poll()
+        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+
+
+def _capped_lines(stream: IO[bytes]) -> Iterator[str | None]:
+    """Each line of ``stream`` as text, at most ``LINE_CAP`` bytes read for one (None: a longer one, then stop)."""
+    while True:
+        raw = stream.readline(LINE_CAP + 1)
+        if not raw:
+            return
+        if len(raw) > LINE_CAP:
+            yield None
+            return
+        yield raw.decode("utf-8", "replace")
+
+
+def _wait(done: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to the harness's process group (0: ask whether any of it is left); False when none is."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True

@@ -17,6 +17,7 @@ from conformance.plugin.state import STATE, ClientInfo, ClientRun
 from conformance.target.control import Control
 from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import clip, scrub
+from conformance.target.untrusted import shown
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -78,14 +79,16 @@ def _xdist_controller(config: pytest.Config) -> bool:
 
 
 def _failed(config: pytest.Config, exc: HarnessError) -> None:
-    """The one account of a harness that did not start: its reason on the console and in the reports."""
+    """The one account of a harness that did not start: its reason on the console and in the reports.
+    The reason and the harness's stderr may quote the harness: both are shown through
+    ``untrusted.shown`` (a line of its stderr starting with ``::`` would be a CI command)."""
     from conformance.report.results import TestResult
 
     state = config.stash[STATE]
-    reason = scrub(str(exc)).splitlines()[0] if str(exc).strip() else type(exc).__name__
+    reason = shown(str(exc)).splitlines()[0] if str(exc).strip() else type(exc).__name__
     state.harness_failed = reason
     running = state.client_run.harness
-    tail = clip(running.stderr_tail(), -2000) if running is not None else ""
+    tail = shown(clip(running.stderr_tail(), -2000)) if running is not None else ""
     command = option(config, "--harness")
     state.client = ClientInfo(
         scrub(f"client harness {command} (it did not start)"),
