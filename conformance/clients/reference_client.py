@@ -294,13 +294,15 @@ class ReferenceClient:
         while consumed <= C.READ_CHAIN_MAX_BYTES and empty < 8:
             page = self.read_knowledge({"ref": ref, "runId": run_id, "maxBytes": max_bytes, "cursor": cursor})
             count += 1
+            if not isinstance(page.get("content"), str):  # a page the client cannot read: refused, not a crash
+                raise KnowledgeError(feedback("read_knowledge", "invalid_response", "the page has no content string"))
             parts.append(page["content"])
             size = len(str(page["content"]).encode("utf-8"))
             consumed, empty = consumed + size, 0 if size else empty + 1
             cursor = page.get("next_cursor")
             if not cursor:
                 truncated, exhausted = self.chain_end(page)
-                return ChainResult("".join(parts), count, not truncated, truncated, exhausted, page["revision"])
+                return ChainResult("".join(parts), count, not truncated, truncated, exhausted, page.get("revision", ""))
         return ChainResult("".join(parts), count, False, True, False, page.get("revision", ""))
 
     def chain_end(self, page: dict[str, Any]) -> tuple[bool, bool]:

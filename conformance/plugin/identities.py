@@ -17,6 +17,7 @@ from conformance.plugin.preflight import usage_error
 from conformance.target.config import TargetConfig, redact_url
 from conformance.target.secrets import scrub
 from conformance.target.settings import RunSettings
+from conformance.target.transport import bounded_client, broken
 
 HARNESS_EXIT = 7
 """The verdict ``error``'s exit code (conformance.report.results.VERDICT_EXIT)."""
@@ -63,7 +64,7 @@ class Preflight:
         self.settings = settings
         self.where = f"--target {redact_url(cfg.target)}"
         url = httpx.URL(cfg.target).copy_with(username=None, password=None)
-        self.http = httpx.Client(base_url=url, timeout=min(cfg.timeout_seconds, PREFLIGHT_TIMEOUT))
+        self.http = bounded_client(min(cfg.timeout_seconds, PREFLIGHT_TIMEOUT), cfg.max_response_bytes, base_url=url)
         self._gap = 1.0 / settings.rate_limit if settings.rate_limit > 0 else 0.0
         self._last = 0.0
 
@@ -90,7 +91,7 @@ class Preflight:
         base = self.request("GET", "/")
         if self.cfg.control_url is not None:
             return  # worlds are provisioned and identities minted through control: none configured is used
-        html_base = not _is_json(base) and base.status_code < 500
+        html_base = broken(base) is None and not _is_json(base) and base.status_code < 500
         for name, who in self.cfg.identities.items():
             self.identity(name, who.token, who.route, html_base=html_base)
         primary = self.cfg.identities.get("primary")
@@ -101,6 +102,8 @@ class Preflight:
         """One capabilities call with the identity's token on its route: a refusal or an unknown
         route is setup; every other answer (even a wrong one) is for the tests to judge."""
         response = self.request("GET", self.cfg.path("capabilities", route), token)
+        if broken(response) is not None:
+            return  # an answer too large or undecodable is for the tests to judge, not setup
         status, code = response.status_code, _code(response)
         fix = f"[identities.{name}] (route {route!r})"
         if html_base and status < 500 and not _is_json(response):

@@ -165,12 +165,16 @@ def check_control(cfg: Any) -> None:
     import httpx
 
     from conformance.target.config import redact_url
+    from conformance.target.transport import bounded_get
 
     where = f"[control] url {redact_url(cfg.control_url)}"
     url = httpx.URL(cfg.control_url.rstrip("/") + "/clock").copy_with(username=None, password=None)
     try:
-        response = httpx.get(
-            url, headers={"Authorization": f"Bearer {cfg.control_token}"}, timeout=min(cfg.timeout_seconds, 10.0)
+        response = bounded_get(
+            url,
+            {"Authorization": f"Bearer {cfg.control_token}"},
+            min(cfg.timeout_seconds, 10.0),
+            cfg.max_response_bytes,
         )
     except httpx.HTTPError:
         return  # control that cannot be reached stays a harness error of the tests that need it (exit 7), as documented
@@ -186,6 +190,7 @@ def check_harness_core(config: pytest.Config) -> None:
 
     from conformance.clients.core import DEFAULT_CONTROL_TOKEN
     from conformance.target.config import redact_url
+    from conformance.target.transport import bounded_get
 
     url = option(config, "--harness-core")
     if url is None:
@@ -193,9 +198,7 @@ def check_harness_core(config: pytest.Config) -> None:
     token = option(config, "--harness-control-token") or DEFAULT_CONTROL_TOKEN
     SECRETS.add(token)
     try:
-        response = httpx.get(
-            url.rstrip("/") + "/_control/v1/clock", headers={"Authorization": f"Bearer {token}"}, timeout=10
-        )
+        response = bounded_get(url.rstrip("/") + "/_control/v1/clock", {"Authorization": f"Bearer {token}"}, 10)
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         usage_error(f"--core {redact_url(url)}: cannot reach it ({type(exc).__name__}: {exc})")
     if response.status_code in (401, 403):

@@ -4,7 +4,8 @@ report can say exactly which clause a server broke."""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -42,18 +43,50 @@ from conformance.target.names import WireNames
 from conformance.target.outcomes import ContractViolation, NotVerified
 from conformance.target.rules import Rule, expect
 from conformance.target.secrets import clip
-from conformance.target.transport import judged
+from conformance.target.transport import MalformedJSON, broken, judged, strict_json, too_large
+from conformance.target.untrusted import shown
 from knowledge_schemas import load_registry
 
 
+def read(response: httpx.Response, requirement: Rule, *, bound: Rule | None = None) -> None:
+    """A check reads ``response``: if it fails, the report shows this exchange. An answer the suite
+    could not take in (a body over the cap or not in its coding, a header block too large) breaks
+    ``requirement`` here, or ``bound`` (the rule on the answer's size) when its body was too large."""
+    judged(response)
+    why = broken(response)
+    if why is not None:
+        status = f"HTTP {response.status_code}" if response.status_code else "the answer"
+        raise ContractViolation(bound if bound is not None and too_large(response) else requirement, f"{status}: {why}")
+
+
 def body_of(response: httpx.Response, requirement: Rule) -> Any:
-    judged(response)  # if this check fails, the report shows this exchange
+    """The answer's JSON, read strictly (no member twice, no deep nesting, no NaN): else ``requirement`` is broken."""
+    read(response, requirement)
     try:
-        return response.json()
+        return strict_json(response.content)
+    except MalformedJSON as exc:
+        raise ContractViolation(
+            requirement, f"HTTP {response.status_code} body is not JSON the suite can judge: {exc}"
+        ) from None
     except ValueError:
         raise ContractViolation(
-            requirement, f"HTTP {response.status_code} body is not JSON: {clip(response.text, 200)!r}"
+            requirement, f"HTTP {response.status_code} body is not JSON: {shown(response.text, 200)!r}"
         ) from None
+
+
+@contextmanager
+def shaped(stem: str, body: Any) -> Iterator[None]:
+    """Reading the members of ``body``, an answer that should match ``stem``'s schema: a member of
+    the wrong type (a TypeError, KeyError, AttributeError or IndexError on the way) is WIRE-002's
+    failure, named by the schema, not a crash of the check. An answer that matches its schema and
+    still fails so is the suite's own fault, raised as it is."""
+    try:
+        yield
+    except (TypeError, KeyError, AttributeError, IndexError):
+        errors = load_registry().errors(stem, body)
+        if not errors:
+            raise
+        WIRE_002.fail(f"response does not match {stem}.schema.json: {shown('; '.join(errors[:3]), 300)}")
 
 
 def schema(stem: str, body: Any, requirement: Rule = WIRE_002, *, names: WireNames | None = None) -> None:
@@ -63,7 +96,7 @@ def schema(stem: str, body: Any, requirement: Rule = WIRE_002, *, names: WireNam
 
 
 def ok(response: httpx.Response, requirement: Rule, what: str) -> Any:
-    judged(response)
+    read(response, requirement)
     expect(
         response.status_code == 200,
         requirement,
@@ -77,7 +110,7 @@ def error_envelope(
 ) -> dict[str, Any]:
     """A 4xx with the error envelope. The seed names only the error code; ``strict``
     (codes.strict) also demands the vendor's human-readable ``message``."""
-    judged(response)
+    read(response, requirement)
     expect(
         response.status_code in statuses,
         requirement,
@@ -97,37 +130,40 @@ def error_envelope(
 
 def search_response(response: httpx.Response, *, what: str = "search") -> dict[str, Any]:
     """Shape rules first (the most specific violation is reported), then the byte bound."""
-    judged(response)
+    read(response, SRCH_001, bound=SRCH_008)
     body = ok(response, SRCH_001, what)
-    hints = body.get("hints")
-    if not isinstance(hints, list):  # the hint rules are verified by the hints themselves, below
-        raise SRCH_004.violated("search response has no hints array")
-    expect(
-        len(hints) <= C.SEARCH_MAX_HINTS,
-        SRCH_003,
-        f"search returned {len(hints)} hints, at most {C.SEARCH_MAX_HINTS} allowed",
-    )
-    for i, hint in enumerate(hints):
-        missing = {"title", "summary", "ref"} - set(hint if isinstance(hint, dict) else {})
-        expect(not missing, SRCH_004, f"hint {i} lacks {sorted(missing)}")
-        expect(not ({"content", "body", "text"} & set(hint)), SRCH_006, f"hint {i} carries a body field")
+    with shaped("search-response", body):
+        hints = body.get("hints")
+        if not isinstance(hints, list):  # the hint rules are verified by the hints themselves, below
+            raise SRCH_004.violated("search response has no hints array")
         expect(
-            C.utf8_size(hint["ref"]) <= C.REFERENCE_MAX_BYTES,
-            READ_007,
-            f"hint {i} ref is {C.utf8_size(hint['ref'])} bytes",
+            len(hints) <= C.SEARCH_MAX_HINTS,
+            SRCH_003,
+            f"search returned {len(hints)} hints, at most {C.SEARCH_MAX_HINTS} allowed",
         )
-    expect(
-        body.get("status") in C.SEARCH_STATUSES,
-        SRCH_005,
-        f"status {body.get('status')!r} is not one of {sorted(C.SEARCH_STATUSES)}",
-    )
-    expect(
-        body.get("trust") == "reference_only", SRCH_007, f"trust is {body.get('trust')!r}, expected 'reference_only'"
-    )
-    size = len(response.content)
-    expect(size <= C.SEARCH_MAX_BYTES, SRCH_008, f"search JSON is {size} bytes, over {C.SEARCH_MAX_BYTES}")
-    schema("search-response", body)
-    return dict(body)
+        for i, hint in enumerate(hints):
+            missing = {"title", "summary", "ref"} - set(hint if isinstance(hint, dict) else {})
+            expect(not missing, SRCH_004, f"hint {i} lacks {sorted(missing)}")
+            expect(not ({"content", "body", "text"} & set(hint)), SRCH_006, f"hint {i} carries a body field")
+            expect(
+                C.utf8_size(hint["ref"]) <= C.REFERENCE_MAX_BYTES,
+                READ_007,
+                f"hint {i} ref is {C.utf8_size(hint['ref'])} bytes",
+            )
+        expect(
+            body.get("status") in C.SEARCH_STATUSES,
+            SRCH_005,
+            f"status {body.get('status')!r} is not one of {sorted(C.SEARCH_STATUSES)}",
+        )
+        expect(
+            body.get("trust") == "reference_only",
+            SRCH_007,
+            f"trust is {body.get('trust')!r}, expected 'reference_only'",
+        )
+        size = len(response.content)
+        expect(size <= C.SEARCH_MAX_BYTES, SRCH_008, f"search JSON is {size} bytes, over {C.SEARCH_MAX_BYTES}")
+        schema("search-response", body)
+        return dict(body)
 
 
 def page(
@@ -144,7 +180,7 @@ def page(
     ``accepted`` is the rule a refusal breaks (READ-001 for a plain read; a test that
     knows the read itself works names the rule of what it varied, e.g. READ-005).
     ``strict`` (codes.strict) also holds the page to this project's choices: a string revision."""
-    judged(response)
+    read(response, accepted, bound=requirement_bound)
     if response.status_code == 200:
         try:
             response.content.decode("utf-8")
@@ -155,56 +191,63 @@ def page(
                 "a character was cut between its bytes",
             ) from None
     body = ok(response, accepted, "read")
-    limit = max_bytes or C.READ_DEFAULT_MAX_BYTES
-    expect(
-        len(response.content) <= limit,
-        requirement_bound,
-        f"read JSON is {len(response.content)} bytes, over max_bytes {limit}",
-    )
-    required = {"ref", "revision", "content", "next_cursor"} | ({"truncated"} if strict else set())
-    missing = required - set(body)
-    expect(not missing, READ_002, f"page lacks {sorted(missing)}{' (strict: truncated, CHOICES.md)' if strict else ''}")
-    expect(body["ref"] == ref, READ_002, "page ref is not the original ref")
-    if strict:
+    with shaped("read-response", body):
+        limit = max_bytes or C.READ_DEFAULT_MAX_BYTES
         expect(
-            isinstance(body["revision"], str),
-            READ_002,
-            f"strict: revision {body['revision']!r} is not a string (CHOICES.md)",
+            len(response.content) <= limit,
+            requirement_bound,
+            f"read JSON is {len(response.content)} bytes, over max_bytes {limit}",
         )
-    expect(
-        body.get("trust") == "reference_only", READ_003, f"trust is {body.get('trust')!r}, expected 'reference_only'"
-    )
-    content = body.get("content")
-    if isinstance(content, str):  # what shows a split without knowing the document: half of an astral character
-        lone = next((ch for ch in content if "\ud800" <= ch <= "\udfff"), None)
-        if lone is not None:  # raised, never recorded: a page of ASCII shows nothing of how characters are cut
-            READ_016.fail(f"the page has a lone surrogate U+{ord(lone):04X}: half of an astral character")
-    cursor = body["next_cursor"]
-    if cursor is not None:
-        expect(body.get("truncated", True) is True, READ_009, "a page with a next_cursor says truncated false")
-        expect(C.utf8_size(cursor) <= C.REFERENCE_MAX_BYTES, READ_007, f"next_cursor is {C.utf8_size(cursor)} bytes")
-    if body.get("budget_exhausted") is True:
+        required = {"ref", "revision", "content", "next_cursor"} | ({"truncated"} if strict else set())
+        missing = required - set(body)
         expect(
-            body.get("truncated", True) is True and cursor is None,
-            READ_011,
-            "budget_exhausted needs truncated true (or no truncated member) and next_cursor null",
+            not missing, READ_002, f"page lacks {sorted(missing)}{' (strict: truncated, CHOICES.md)' if strict else ''}"
         )
-    for name in ("total_content_bytes", "read_chain_max_bytes"):
-        if name in body:
-            value = body[name]
+        expect(body["ref"] == ref, READ_002, "page ref is not the original ref")
+        if strict:
             expect(
-                isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= C.SAFE_INTEGER_MAX,
-                READ_014,
-                f"{name} {value!r} is not a safe non-negative integer",
+                isinstance(body["revision"], str),
+                READ_002,
+                f"strict: revision {body['revision']!r} is not a string (CHOICES.md)",
             )
-    if "read_chain_max_bytes" in body:
         expect(
-            body["read_chain_max_bytes"] <= C.READ_CHAIN_MAX_BYTES,
-            READ_014,
-            f"read_chain_max_bytes {body['read_chain_max_bytes']} exceeds {C.READ_CHAIN_MAX_BYTES}",
+            body.get("trust") == "reference_only",
+            READ_003,
+            f"trust is {body.get('trust')!r}, expected 'reference_only'",
         )
-    schema("read-response", body)
-    return dict(body)
+        content = body.get("content")
+        if isinstance(content, str):  # what shows a split without knowing the document: half of an astral character
+            lone = next((ch for ch in content if "\ud800" <= ch <= "\udfff"), None)
+            if lone is not None:  # raised, never recorded: a page of ASCII shows nothing of how characters are cut
+                READ_016.fail(f"the page has a lone surrogate U+{ord(lone):04X}: half of an astral character")
+        cursor = body["next_cursor"]
+        if cursor is not None:
+            expect(body.get("truncated", True) is True, READ_009, "a page with a next_cursor says truncated false")
+            expect(
+                C.utf8_size(cursor) <= C.REFERENCE_MAX_BYTES, READ_007, f"next_cursor is {C.utf8_size(cursor)} bytes"
+            )
+        if body.get("budget_exhausted") is True:
+            expect(
+                body.get("truncated", True) is True and cursor is None,
+                READ_011,
+                "budget_exhausted needs truncated true (or no truncated member) and next_cursor null",
+            )
+        for name in ("total_content_bytes", "read_chain_max_bytes"):
+            if name in body:
+                value = body[name]
+                expect(
+                    isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= C.SAFE_INTEGER_MAX,
+                    READ_014,
+                    f"{name} {value!r} is not a safe non-negative integer",
+                )
+        if "read_chain_max_bytes" in body:
+            expect(
+                body["read_chain_max_bytes"] <= C.READ_CHAIN_MAX_BYTES,
+                READ_014,
+                f"read_chain_max_bytes {body['read_chain_max_bytes']} exceeds {C.READ_CHAIN_MAX_BYTES}",
+            )
+        schema("read-response", body)
+        return dict(body)
 
 
 def says_complete(page: dict[str, Any]) -> bool:
@@ -239,7 +282,7 @@ def reference_error(
     ``requirement`` is the rule being exercised (e.g. REF-001): if the server
     accepted the reference, that is the rule it broke.
     """
-    judged(response)
+    read(response, requirement)
     kinds = sorted({kind} if isinstance(kind, str) else set(kind))
     if not kinds:
         raise ValueError("reference_error needs at least one kind")
@@ -253,48 +296,55 @@ def reference_error(
         f"expected a 4xx for a reference that is {what}, got HTTP {response.status_code}",
     )
     body = body_of(response, REF_011)
-    code = body.get("error") if isinstance(body, dict) else None
-    expect(
-        C.is_reference_error_code(code),
-        REF_011,
-        f"error code {code!r} is not knowledge_reference_* / knowledge_*changed",
-    )
-    if cfg.strict_codes:
-        pairs = {(cfg.code(k), cfg.status(k)) for k in kinds}
-        codes = sorted({c for c, _ in pairs})
-        expect(code in codes, REF_011, f"error code {code!r} for a {what} reference, configured strict code(s) {codes}")
-        statuses = sorted(s for c, s in pairs if c == code)
+    with shaped("error", body):
+        code = body.get("error") if isinstance(body, dict) else None
         expect(
-            response.status_code in statuses,
+            C.is_reference_error_code(code),
             REF_011,
-            f"status {response.status_code} with code {code!r}, configured {statuses}",
+            f"error code {code!r} is not knowledge_reference_* / knowledge_*changed",
         )
+        if cfg.strict_codes:
+            pairs = {(cfg.code(k), cfg.status(k)) for k in kinds}
+            codes = sorted({c for c, _ in pairs})
+            expect(
+                code in codes, REF_011, f"error code {code!r} for a {what} reference, configured strict code(s) {codes}"
+            )
+            statuses = sorted(s for c, s in pairs if c == code)
+            expect(
+                response.status_code in statuses,
+                REF_011,
+                f"status {response.status_code} with code {code!r}, configured {statuses}",
+            )
+            expect(
+                isinstance(body.get("message"), str),
+                WIRE_001,
+                f"strict: the error body has no message: {describe(body)}",
+            )
+        actions = [
+            a for a in (C.json_pointer(body, p) for p in cfg.wire["feedback"]["next_action_pointers"]) if a is not None
+        ]
+        if (
+            actions or cfg.strict_codes
+        ):  # the feedback object is the SDK's to build from the code; strict: the Core's body
+            expect(
+                actions and all(a == "search_knowledge" for a in actions),
+                REF_012,
+                f"next_action is {actions[0] if actions else None!r}, expected 'search_knowledge'"
+                + ("" if actions else " (strict: the Core's error body carries it, CHOICES.md)"),
+            )
+        else:
+            REF_012.held()  # nothing points elsewhere: the SDK's feedback says search_knowledge (REF-013)
         expect(
-            isinstance(body.get("message"), str), WIRE_001, f"strict: the error body has no message: {describe(body)}"
+            not ({"content", "hints", "knowledge"} & set(body)),
+            REF_014,
+            f"the error carries a knowledge member: {describe(body)}",
         )
-    actions = [
-        a for a in (C.json_pointer(body, p) for p in cfg.wire["feedback"]["next_action_pointers"]) if a is not None
-    ]
-    if actions or cfg.strict_codes:  # the feedback object is the SDK's to build from the code; strict: the Core's body
-        expect(
-            actions and all(a == "search_knowledge" for a in actions),
-            REF_012,
-            f"next_action is {actions[0] if actions else None!r}, expected 'search_knowledge'"
-            + ("" if actions else " (strict: the Core's error body carries it, CHOICES.md)"),
-        )
-    else:
-        REF_012.held()  # nothing points elsewhere: the SDK's feedback says search_knowledge (REF-013)
-    expect(
-        not ({"content", "hints", "knowledge"} & set(body)),
-        REF_014,
-        f"the error carries a knowledge member: {describe(body)}",
-    )
-    known = text if text is not None else DocumentText()
-    if secret:
-        known.add([secret])
-    leaked = known.leaked(body)
-    expect(leaked is None, REF_014, f"the error carries document text: {leaked!r}")
-    return dict(body)
+        known = text if text is not None else DocumentText()
+        if secret:
+            known.add([secret])
+        leaked = known.leaked(body)
+        expect(leaked is None, REF_014, f"the error carries document text: {leaked!r}")
+        return dict(body)
 
 
 def split_in(piece: str, expected: str) -> str | None:
@@ -401,7 +451,7 @@ def empty_knowledge(world: Any, context: dict[str, Any]) -> None:
 
 def binding_refused(world: Any, response: Any, rule: Rule, what: str, *, known: list[str]) -> None:
     """The read under a foreign context must fail with a 4xx envelope that carries no document text."""
-    judged(response)
+    read(response, rule)
     expect(response.status_code != 200, rule, f"a {what} was accepted under a context that differs from its binding")
     body = error_envelope(response, rule)
     text = world.document_text()

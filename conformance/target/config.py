@@ -21,6 +21,7 @@ from jsonschema.exceptions import ValidationError
 
 from conformance.target.names import WireNames, check_names
 from conformance.target.secrets import SECRETS
+from conformance.target.transport import MAX_RESPONSE_BYTES
 from conformance.target.untrusted import shown
 from knowledge_schemas import load_registry, load_wire_defaults
 
@@ -82,6 +83,7 @@ class TargetConfig:
     probe_query: str = "knowledge"
     clock_skew_seconds: float = 0.0
     timeout_seconds: float = 30.0
+    max_response_bytes: int = MAX_RESPONSE_BYTES  # [target]: the cap on a response body, after decoding
     mcp: dict[str, Any] = field(default_factory=dict)  # the [mcp] table: transport, command, url, token, jobs_command
     kit_route: str | None = None  # [target] kit_route: where the conformance corpus kit was ingested
     documents: dict[str, str] = field(
@@ -484,6 +486,7 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
         cfg.route = tgt.get("route", "")
         cfg.probe_query = tgt.get("probe_query", cfg.probe_query)
         cfg.timeout_seconds = float(tgt.get("timeout_seconds", cfg.timeout_seconds))
+        cfg.max_response_bytes = int(tgt.get("max_response_bytes", cfg.max_response_bytes))
         cfg.clock_skew_seconds = float(data.get("tolerances", {}).get("clock_skew_seconds", 0.0))
         control = data.get("control", {})
         cfg.control_url = control.get("url")

@@ -25,7 +25,8 @@ import httpx
 
 from conformance.target.outcomes import HarnessError, NotVerified
 from conformance.target.secrets import SECRETS, clip
-from conformance.target.transport import IDENTITIES
+from conformance.target.transport import IDENTITIES, bounded_client, broken
+from conformance.target.untrusted import shown
 
 CONTROL_BASE = "/_control/v1"  # where the bundled simulator serves control (wire-defaults' paths.control_base)
 NOT_OFFERED = (404, 405, 501)
@@ -76,7 +77,7 @@ class Control:
     @classmethod
     def of_core(cls, core_url: str, token: str, *, timeout: float = 30.0) -> Control:
         """The control extension of the Core at ``core_url``, over an HTTP client of its own (closed by ``close``)."""
-        http = httpx.Client(timeout=timeout)
+        http = bounded_client(timeout)  # a whole-request deadline and a bounded body, as for the Core
         return cls(http, core_url.rstrip("/") + CONTROL_BASE, token, owns_http=True)
 
     def close(self) -> None:
@@ -145,7 +146,14 @@ class Control:
             raise self._missing(*feature)
         if not 200 <= response.status_code < 300:
             raise ControlError(f"control {method} {path} answered {response.status_code}: {clip(response.text, 300)}")
-        return response.json() if response.content else None
+        if (why := broken(response)) is not None:
+            raise ControlError(f"control {method} {path}: {why}")
+        try:
+            return response.json() if response.content else None
+        except ValueError as exc:  # also a body the suite will not walk (duplicate members, too deep)
+            raise ControlError(
+                f"control {method} {path} answered no JSON the suite can read: {shown(exc, 300)}"
+            ) from None
 
     # ------------------------------------------------------------- workspaces
     def create_workspace(self, route: str, mode: str = "normal") -> None:

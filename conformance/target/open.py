@@ -15,7 +15,7 @@ import httpx
 from conformance.target.config import ConfigError, Secret, TargetConfig, redact_url
 from conformance.target.secrets import SECRETS
 from conformance.target.settings import RunSettings
-from conformance.target.transport import InProcessTransport, Recorder, Watchdog
+from conformance.target.transport import BoundedTransport, InProcessTransport, Recorder, Watchdog
 
 ENTRY_POINT_GROUP = "knowledge_conformance.targets"
 NO_DELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
@@ -23,9 +23,12 @@ NO_DELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
 def _http_client(base_url: str, cfg: TargetConfig, hooks: dict[str, list[Any]]) -> httpx.Client:
-    """User-info in the URL is dropped: httpx would turn it into Basic auth and replace the
+    """Every request bounded in time (``timeout_seconds`` for the whole of it) and memory
+    (``max_response_bytes`` of body after decoding): the target may be hostile or broken.
+    User-info in the URL is dropped: httpx would turn it into Basic auth and replace the
     configured credential header, and the suite would report the Core's 401 as its failure."""
-    transport = Watchdog(httpx.HTTPTransport(socket_options=NO_DELAY), cfg.timeout_seconds)
+    bounded = BoundedTransport(cfg.timeout_seconds, cfg.max_response_bytes, socket_options=NO_DELAY)
+    transport = Watchdog(bounded, cfg.timeout_seconds)
     url = httpx.URL(base_url).copy_with(username=None, password=None)
     return httpx.Client(base_url=url, transport=transport, event_hooks=hooks, timeout=cfg.timeout_seconds)
 

@@ -1,22 +1,31 @@
-"""HTTP plumbing: an in-process ASGI transport for sync tests, a rate limit, a watchdog that
-stops a run against a target that no longer answers, and a recorder that keeps every exchange
-(secrets redacted) for the reports."""
+"""HTTP plumbing: an in-process ASGI transport for sync tests, a bounded transport for a target
+the suite cannot trust (a whole-request deadline, a cap on every body after decoding, answers
+read as strict JSON), a rate limit, a watchdog that stops a run against a target that no longer
+answers, and a recorder that keeps every exchange (secrets redacted) for the reports."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
 import itertools
+import json
 import re
+import ssl
 import threading
 import time
-from collections.abc import Mapping
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import httpcore
 import httpx
 
 from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import SECRETS, clip, scrub
+from conformance.target.untrusted import shown
 
 REDACTED = "Bearer ***"
 BODY_KEEP = 2048
@@ -44,6 +53,374 @@ class InProcessTransport(httpx.BaseTransport):
 
     def close(self) -> None:
         self._loop.close()
+
+
+# ------------------------------------------------------------------ a target the suite cannot trust
+
+Clock = Callable[[], float]
+"""Seconds on a monotonic scale (``time.monotonic``; a test passes its own)."""
+
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+"""Default cap on a response body after decoding (``[target].max_response_bytes``): the contract's
+answers are tens of kilobytes at most, so anything near the cap is broken, and the suite's memory
+stays bounded whatever a server sends (a gzip bomb, an endless chunked body)."""
+MAX_JSON_DEPTH = 64
+"""Deepest nesting an answer may have: no answer of the contract nests more than a few levels, and
+deeper ones would exhaust the interpreter's stack in the checks that walk them."""
+
+BROKEN = "kc_broken"
+"""The key under which a response's extensions say why it is not an answer the checks can read
+(over the cap, undecodable, headers too large); its status and body are then synthetic."""
+TOO_LARGE = "kc_too_large"
+"""The key under which a broken response's extensions say its body was over the cap."""
+
+_DEADLINE: ContextVar[float | None] = ContextVar("kc_request_deadline", default=None)
+"""When the request this thread is sending must be over, on the transport's clock (None: no bound)."""
+
+
+def _within(timeout: float | None, clock: Clock, error: type[Exception]) -> float | None:
+    """The socket timeout of one network step: never past the request's deadline (``error`` once it passed)."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    left = deadline - clock()
+    if left <= 0:
+        raise error("the whole request passed its deadline")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every read and write waits at most until the current request's deadline:
+    a server that trickles a byte now and then cannot hold a request past it."""
+
+    def __init__(self, inner: httpcore.NetworkStream, clock: Clock) -> None:
+        self._inner, self._clock = inner, clock
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _within(timeout, self._clock, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _within(timeout, self._clock, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        bounded = _within(timeout, self._clock, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, bounded), self._clock)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """The standard socket backend, each connection bounded by the current request's deadline."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._inner, self._clock = httpcore.SyncBackend(), clock
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        bounded = _within(timeout, self._clock, httpcore.ConnectTimeout)
+        stream = self._inner.connect_tcp(host, port, bounded, local_address, socket_options)
+        return _DeadlineStream(stream, self._clock)
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        bounded = _within(timeout, self._clock, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._inner.connect_unix_socket(path, bounded, socket_options), self._clock)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+_HTTPX_ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.ProxyError, httpx.ProxyError),
+)
+
+
+@contextlib.contextmanager
+def _as_httpx(request: httpx.Request) -> Iterator[None]:
+    """httpcore's errors as the httpx ones every caller (and the Watchdog) already handles."""
+    try:
+        yield
+    except httpcore.TimeoutException as exc:
+        raise _mapped(exc, httpx.TimeoutException)(str(exc) or type(exc).__name__, request=request) from exc
+    except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol, httpcore.ProxyError) as exc:
+        raise _mapped(exc, httpx.TransportError)(str(exc) or type(exc).__name__, request=request) from exc
+
+
+def _mapped(exc: Exception, fallback: type[httpx.TransportError]) -> type[httpx.TransportError]:
+    return next((mine for theirs, mine in _HTTPX_ERRORS if isinstance(exc, theirs)), fallback)
+
+
+def _headers_too_large(exc: BaseException) -> bool:
+    """Whether a protocol error is h11's refusal of a header block over its buffer (hint 431)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if getattr(seen, "error_status_hint", None) == 431:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _inflate(wbits: int) -> Callable[[bytes, int], bytes]:
+    def decode(raw: bytes, limit: int) -> bytes:
+        return zlib.decompressobj(wbits).decompress(raw, limit)
+
+    return decode
+
+
+def _deflate(raw: bytes, limit: int) -> bytes:
+    """``deflate`` as httpx reads it: zlib-wrapped, else a raw deflate stream (servers send both)."""
+    try:
+        return _inflate(zlib.MAX_WBITS)(raw, limit)
+    except zlib.error:
+        return _inflate(-zlib.MAX_WBITS)(raw, limit)
+
+
+def _brotli(raw: bytes, limit: int) -> bytes:
+    """``br`` with the output bounded (brotli 1.2's output_buffer_limit; an older one cannot bound it)."""
+    module: Any = importlib.import_module("brotli")
+    return bytes(module.Decompressor().process(raw, output_buffer_limit=limit))
+
+
+_DECODERS: dict[str, Callable[[bytes, int], bytes]] = {
+    "gzip": _inflate(zlib.MAX_WBITS | 16),
+    "x-gzip": _inflate(zlib.MAX_WBITS | 16),
+    "deflate": _deflate,
+    "br": _brotli,
+}
+
+
+def _decode(raw: bytes, codings: str, cap: int) -> tuple[bytes, str | None, bool]:
+    """The body with its content codings undone (the last applied first), each stage's output at
+    most ``cap`` + 1 bytes; why it is broken (over the cap, or not what its coding says), or None;
+    and whether it was over the cap. A coding the suite does not know is left as httpx leaves it."""
+    for coding in reversed([c.strip().lower() for c in codings.split(",") if c.strip()]):
+        decoder = _DECODERS.get(coding)
+        if coding == "identity":
+            continue
+        if decoder is None:
+            return raw, None, False
+        try:
+            raw = decoder(raw, cap + 1)
+        except (ImportError, TypeError):
+            return raw, None, False  # no brotli that can bound its output: the body stays as sent
+        except Exception as exc:  # zlib.error, brotli.error: what the server sent is not that coding
+            return b"", f"the body does not decode as its Content-Encoding {coding!r} says ({shown(exc, 120)})", False
+        if len(raw) > cap:
+            return b"", f"the response body is over {cap} bytes once decoded ({coding})", True
+    return raw, None, False
+
+
+def _read_capped(stream: Iterable[bytes], cap: int) -> bytes | None:
+    """At most ``cap`` bytes of a body as sent, or None once it is longer: never more in memory."""
+    body = bytearray()
+    for chunk in stream:
+        body += chunk
+        if len(body) > cap:
+            return None
+    return bytes(body)
+
+
+class MalformedJSON(ValueError):
+    """A body that is not JSON the suite can judge: nested too deep, a member named twice in one
+    object, NaN or Infinity. A ValueError, so every reader that takes non-JSON as a broken answer
+    takes this one the same way."""
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        seen: set[str] = set()
+        twice = next(name for name, _ in pairs if name in seen or seen.add(name))  # type: ignore[func-returns-value]
+        raise MalformedJSON(
+            f"the member {shown(twice, 80)!r} appears twice in one object (RFC 8259: names should be unique; "
+            "which one a reader takes is undefined)"
+        )
+    return members
+
+
+def _no_constant(name: str) -> Any:
+    raise MalformedJSON(f"{name} is not a JSON value (RFC 8259 has no NaN or Infinity)")
+
+
+def _depth(value: Any) -> int:
+    """How deep ``value`` nests, walked without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def strict_json(content: bytes | str) -> Any:
+    """A body read as JSON the checks can walk safely, or :class:`MalformedJSON` (a ValueError)
+    saying why not; malformed text is ``json.JSONDecodeError`` as before."""
+    try:
+        value = json.loads(content, object_pairs_hook=_unique_members, parse_constant=_no_constant)
+    except RecursionError:
+        raise MalformedJSON(f"the body nests deeper than the suite reads (at most {MAX_JSON_DEPTH} levels)") from None
+    depth = _depth(value)
+    if depth > MAX_JSON_DEPTH:
+        raise MalformedJSON(f"the body nests {depth} levels deep, over the {MAX_JSON_DEPTH} the suite reads")
+    return value
+
+
+class Answer(httpx.Response):
+    """A response from a target the suite cannot trust: ``json()`` is :func:`strict_json`, and
+    :func:`broken` says when the body is a stand-in for one that could not be read."""
+
+    def json(self, **kwargs: Any) -> Any:
+        return strict_json(self.content)
+
+
+def broken(response: object) -> str | None:
+    """Why ``response`` is not an answer the checks can read (its body over the cap, undecodable,
+    its headers too large), or None."""
+    extensions = getattr(response, "extensions", None)
+    why = extensions.get(BROKEN) if isinstance(extensions, dict) else None
+    return why if isinstance(why, str) else None
+
+
+def too_large(response: object) -> bool:
+    """Whether ``response`` is broken because its body was over the cap (a size rule may name it)."""
+    extensions = getattr(response, "extensions", None)
+    return isinstance(extensions, dict) and extensions.get(TOO_LARGE) is True
+
+
+def _stand_in(
+    request: httpx.Request, status: int, headers: list[tuple[bytes, bytes]], why: str, *, large: bool = False
+) -> Answer:
+    """A response the checks judge as the broken answer it was: the real status (0 when none was
+    read), the real headers, and a body that only says why (never JSON, so no reader takes it for one)."""
+    body = f"knowledge-conformance: {why}; the body was not kept".encode()
+    kept = [(k, v) for k, v in headers if k.lower() not in (b"content-encoding", b"content-length")]
+    return Answer(status, headers=kept, content=body, request=request, extensions={BROKEN: why, TOO_LARGE: large})
+
+
+class BoundedTransport(httpx.BaseTransport):
+    """HTTP/1.1 to a target the suite cannot trust. Each request is over within ``timeout_seconds``
+    as a whole (connect, headers, body: every socket step waits at most until the deadline), its
+    body is read into at most ``max_bytes`` after decoding (a larger one, or one whose header
+    block is over h11's buffer, becomes a stand-in :func:`broken` names), and its answer reads as
+    strict JSON (:class:`Answer`). httpx bounds only each read; a trickling server held a request
+    for as long as it liked, and a 2 MB gzip bomb expanded to gigabytes."""
+
+    def __init__(
+        self,
+        timeout_seconds: float,
+        max_bytes: int = MAX_RESPONSE_BYTES,
+        *,
+        clock: Clock = time.monotonic,
+        socket_options: Iterable[Any] | None = None,
+    ) -> None:
+        self.timeout = timeout_seconds
+        self.max_bytes = max_bytes
+        self._clock = clock
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(),
+            socket_options=socket_options,
+            network_backend=_DeadlineBackend(clock),
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        deadline = self._clock() + self.timeout
+        bound = _DEADLINE.set(deadline)
+        try:
+            with _as_httpx(request):
+                return self._exchange(request, deadline)
+        except httpx.TimeoutException as exc:
+            if self._clock() < deadline:
+                raise  # one step's own timeout, shorter than the whole
+            raise type(exc)(
+                f"no whole answer within {self.timeout:g} s (connect, headers and body)", request=request
+            ) from exc
+        finally:
+            _DEADLINE.reset(bound)
+
+    def _exchange(self, request: httpx.Request, deadline: float) -> httpx.Response:
+        try:
+            sent = self._pool.handle_request(self._core_request(request, deadline))
+        except httpcore.RemoteProtocolError as exc:
+            if not _headers_too_large(exc):
+                raise
+            return _stand_in(request, 0, [], "the response's header block is over the 100 KiB HTTP/1.1 reader's bound")
+        assert isinstance(sent.stream, Iterable)
+        try:
+            raw = _read_capped(sent.stream, self.max_bytes)
+        finally:
+            if hasattr(sent.stream, "close"):
+                sent.stream.close()  # an unfinished body closes its connection: it is never reused
+        status, headers = sent.status, sent.headers
+        if raw is None:
+            return _stand_in(request, status, headers, f"the response body is over {self.max_bytes} bytes", large=True)
+        codings = b",".join(v for k, v in headers if k.lower() == b"content-encoding").decode("latin-1")
+        body, why, large = _decode(raw, codings, self.max_bytes) if codings else (raw, None, False)
+        if why is not None:
+            return _stand_in(request, status, headers, why, large=large)
+        kept = [(k, v) for k, v in headers if k.lower() != b"content-encoding"]  # decoded here, not again
+        return Answer(status, headers=kept, content=body, request=request, extensions=sent.extensions)
+
+    def _core_request(self, request: httpx.Request, deadline: float) -> httpcore.Request:
+        """The request for httpcore, every timeout it names no longer than the time left."""
+        left = max(0.0, deadline - self._clock())
+        asked = request.extensions.get("timeout", {})
+        timeouts = {k: left if asked.get(k) is None else min(float(asked[k]), left) for k in TIMEOUT_KINDS}
+        return httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=request.url.raw_scheme,
+                host=request.url.raw_host,
+                port=request.url.port,
+                target=request.url.raw_path,
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions={**request.extensions, "timeout": timeouts},
+        )
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+TIMEOUT_KINDS = ("connect", "read", "write", "pool")
+
+
+def bounded_client(timeout_seconds: float, max_bytes: int = MAX_RESPONSE_BYTES, **kwargs: Any) -> httpx.Client:
+    """An httpx client whose every request is bounded in time and memory (:class:`BoundedTransport`)."""
+    transport = BoundedTransport(timeout_seconds, max_bytes)
+    return httpx.Client(transport=transport, timeout=timeout_seconds, **kwargs)
+
+
+def bounded_get(
+    url: str | httpx.URL, headers: Mapping[str, str], timeout_seconds: float, max_bytes: int = MAX_RESPONSE_BYTES
+) -> httpx.Response:
+    """One GET through :func:`bounded_client` (a check before the run: its client is closed again)."""
+    with bounded_client(timeout_seconds, max_bytes) as client:
+        return client.get(url, headers=headers)
 
 
 UNREGISTERED = "unregistered"
@@ -94,6 +471,10 @@ def operation_of(path: str, paths: Mapping[str, str]) -> str:
 TIMEOUTS_IN_A_ROW = 3
 """Transport timeouts in a row after which the target is taken to have stopped answering: every
 later request fails at once, and the run stops as a harness error (never hours of waiting)."""
+TIMEOUTS_IN_ALL = 3
+"""Timeouts in one run, answers between them or not, after which it stops the same way: a Core
+that trickles one route's answers costs each test that reads it the whole deadline, and the
+first timeout already made the verdict an error."""
 
 
 class TargetUnresponsive(HarnessError):
@@ -101,18 +482,29 @@ class TargetUnresponsive(HarnessError):
 
 
 class Watchdog(httpx.BaseTransport):
-    """Wraps a transport and counts transport timeouts in a row (any answer resets the count).
+    """Wraps a transport and counts transport timeouts, in a row (any answer resets that count)
+    and in all.
 
-    Once ``limit`` requests in a row have timed out it trips: that request and every later one
-    raise :class:`TargetUnresponsive` at once, with one line saying what happened."""
+    Once ``limit`` requests in a row, or ``in_all`` in the run, have timed out it trips: that
+    request and every later one raise :class:`TargetUnresponsive` at once, with one line saying
+    what happened."""
 
-    def __init__(self, inner: httpx.BaseTransport, timeout_seconds: float, limit: int = TIMEOUTS_IN_A_ROW) -> None:
+    def __init__(
+        self,
+        inner: httpx.BaseTransport,
+        timeout_seconds: float,
+        limit: int = TIMEOUTS_IN_A_ROW,
+        in_all: int = TIMEOUTS_IN_ALL,
+    ) -> None:
         self._inner = inner
         self._timeout = timeout_seconds
         self._limit = limit
+        self._in_all_limit = in_all
         self._lock = threading.Lock()
         self._in_a_row = 0
+        self._in_all = 0
         self._first: str | None = None  # the first request of the streak: where a hang began
+        self._first_ever: str | None = None
         self.tripped: str | None = None
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -122,23 +514,35 @@ class Watchdog(httpx.BaseTransport):
             response = self._inner.handle_request(request)
         except httpx.TimeoutException as exc:
             with self._lock:
-                self._in_a_row += 1
-                if self._first is None:
-                    self._first = f"{request.method} {scrub(request.url.path)}"
-                if self._in_a_row >= self._limit and self.tripped is None:
-                    self.tripped = (
-                        f"the target did not answer {self._in_a_row} requests in a row within {self._timeout:g} s "
-                        f"(first: {self._first}; last: {request.method} {scrub(request.url.path)}, "
-                        f"{type(exc).__name__}); the run stopped. The seeds set no time bound, so this names no "
-                        "rule: the Core hung on the first of them, or the network to it is down"
-                    )
-                tripped = self.tripped
+                tripped = self._count(request, exc)
             if tripped is not None:
                 raise TargetUnresponsive(tripped) from None
             raise
         with self._lock:
             self._in_a_row, self._first = 0, None
         return response
+
+    def _count(self, request: httpx.Request, exc: Exception) -> str | None:
+        """One more timeout; the line that stops the run once a limit is reached (held by ``tripped``)."""
+        this = f"{request.method} {scrub(request.url.path)}"
+        self._in_a_row += 1
+        self._in_all += 1
+        self._first = self._first or this
+        self._first_ever = self._first_ever or this
+        if self.tripped is None and self._in_a_row >= self._limit:
+            self.tripped = (
+                f"the target did not answer {self._in_a_row} requests in a row within {self._timeout:g} s "
+                f"(first: {self._first}; last: {this}, {type(exc).__name__}); the run stopped. The seeds set no "
+                "time bound, so this names no rule: the Core hung on the first of them, or the network to it is down"
+            )
+        elif self.tripped is None and self._in_all >= self._in_all_limit:
+            self.tripped = (
+                f"the target let {self._in_all} requests of this run go unanswered within {self._timeout:g} s each "
+                f"(first: {self._first_ever}; last: {this}, {type(exc).__name__}); the run stopped. The seeds set "
+                "no time bound, so this names no rule: the Core hangs or trickles some answers, or the network to it "
+                "is failing"
+            )
+        return self.tripped
 
     def close(self) -> None:
         self._inner.close()
