@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import Any, TypeVar
 
 import anyio
@@ -91,6 +91,10 @@ class ToolResult:
         return None
 
 
+MAX_PAGES = 100
+"""The most pages of a paginated MCP list the suite reads."""
+
+
 class McpSession:
     """One connected MCP client session; every request is bounded (see :meth:`_ask`)."""
 
@@ -106,8 +110,21 @@ class McpSession:
         self.faults, self.timeout = faults or Faults(), timeout
 
     def tools(self) -> list[types.Tool]:
-        result = self._ask("tools/list", self.client.session.list_tools)
-        return list(result.tools)
+        """Every tool the server lists, following ``nextCursor`` through every page (MCP pagination:
+        a server may list one tool a page). A cursor seen before, or more than ``MAX_PAGES`` pages,
+        ends the walk: a server that pages forever must not hold the run."""
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
+            params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
+            result = self._ask("tools/list", partial(self.client.session.list_tools, params=params))
+            tools += result.tools
+            cursor = result.next_cursor
+            if not cursor or cursor in seen:
+                break
+            seen.add(cursor)
+        return tools
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments))
@@ -219,22 +236,18 @@ def _unwrapped(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return HarnessError(f"the MCP session failed: {type(leaves[0]).__name__}: {shown(leaves[0], 300)}")
 
 
-def _not_served(endpoint: Endpoint, faults: Faults, exc: Exception) -> Exception | None:
+def _not_served(endpoint: Endpoint, faults: Faults, exc: Exception, timeout: float) -> Exception | None:
     """What a failure to open a session is (None: raise it as it is, a command that cannot start)."""
-    fault, error = faults.take(), _answered(exc)
+    error, leaf = _answered(exc), _leaves(exc)[0]
+    fault = faults.take() or (None if error is None else _sdk_fault(error, timeout) or Fault("refused", error.message))
     if fault is not None and fault.kind == "unreachable":
         return HarnessError(f"{endpoint.describe()} cannot be reached: {fault.reason}")
-    if fault is None and error is not None:
-        fault = _sdk_fault(error, 0) or Fault("refused", error.message)
-        if error.code == types.REQUEST_TIMEOUT:
-            fault = Fault("timeout", "no answer in time")
     if fault is not None:
         said = faults.stderr_tail()
         tail = f" (its stderr ends: {said})" if said else ""
-        return NotServing(f"{endpoint.describe()} did not answer initialize: {fault.reason}{tail}")
-    if isinstance(_leaves(exc)[0], OSError) and endpoint.transport == "stdio":
+        return NotServing(f"{endpoint.describe()} did not answer initialize: {shown(fault.reason, 300)}{tail}")
+    if isinstance(leaf, OSError) and endpoint.transport == "stdio":
         return None
-    leaf = _leaves(exc)[0]
     return HarnessError(f"{endpoint.describe()}: no MCP session: {type(leaf).__name__}: {shown(leaf, 300)}")
 
 
@@ -262,7 +275,7 @@ def connect(endpoint: Endpoint, timeout: float = 30.0, *, collect: bool = True) 
             try:
                 stack.enter_context(portal.wrap_async_context_manager(client))
             except Exception as exc:
-                problem = _not_served(endpoint, faults, exc)
+                problem = _not_served(endpoint, faults, exc, timeout)
                 if problem is None:
                     raise
                 raise problem from exc
