@@ -108,6 +108,54 @@ USAGE_PREFIX = {RUN: "ERROR: ", CLIENT: "ERROR: ", LOAD: "knowledge-conformance 
 """How each command starts a usage error (run and client as the suite's own pytest run does)."""
 
 
+PYTEST_OWNS = ("--target", "--run-id", "--rate-limit", "--co", "--collect-only", "--help", "-h")
+"""Extra pytest arguments after which the command line leaves the checks before any test to pytest
+alone: they change what those checks would see (or ask for no network at all)."""
+
+
+def _setup_problem(args: argparse.Namespace) -> tuple[int, str] | None:
+    """A run's configuration and its live target checked before pytest starts, with the light
+    imports only: a setup mistake is one line in about a second, not after the suite, Hypothesis
+    and every plugin were imported. The exit code and the line, or None when the run may start.
+    A pre-flight that passes is not repeated by the session (conformance.plugin.identities)."""
+    import secrets
+
+    from conformance.target.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(args.target_config, target=args.target)
+    except ConfigError as exc:
+        return USAGE_ERROR, f"ERROR: {exc}"
+    if cfg.is_sim or any(a.split("=", 1)[0] in PYTEST_OWNS for a in args.pytest_args):
+        return None
+    args.run_id = args.run_id or secrets.token_hex(4)  # the pre-flight's turn is named under the run's ID
+    return _live_preflight(args, cfg)
+
+
+def _live_preflight(args: argparse.Namespace, cfg: object) -> tuple[int, str] | None:
+    """The pre-flight of a live target (its base URL, identities, routes, probe query and control
+    extension) as the session would run it; a harness stop keeps its own exit code."""
+    import pytest
+
+    from conformance.plugin.identities import check_live_target
+    from conformance.plugin.preflight import RUN_ID, check_control
+    from conformance.target.config import TargetConfig
+    from conformance.target.settings import RunSettings
+
+    assert isinstance(cfg, TargetConfig)
+    if not RUN_ID.match(args.run_id):
+        return None  # the session says what is wrong with it
+    try:
+        check_live_target(cfg, RunSettings(run_id=args.run_id, rate_limit=max(0.0, args.rate_limit)))
+        if cfg.control_url is not None and cfg.control_token is not None:
+            check_control(cfg)
+    except pytest.UsageError as exc:
+        return USAGE_ERROR, f"ERROR: {exc}"
+    except pytest.exit.Exception as exc:
+        return int(exc.returncode if exc.returncode is not None else 7), exc.msg
+    return None
+
+
 def _compare(args: argparse.Namespace) -> int:
     """Exit 1 only for a regression: a file that is not a results.json is a usage error (4), so a
     broken baseline never reads as a worse run."""
@@ -166,6 +214,11 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE_ERROR
     if args.command == LOAD:
         return _load(args)
+    if args.command == RUN and (setup := _setup_problem(args)) is not None:
+        from conformance.target.secrets import scrub
+
+        print(scrub(setup[1]), file=sys.stderr)
+        return setup[0]
     import pytest
 
     if args.command == CLIENT:

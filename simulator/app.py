@@ -226,6 +226,14 @@ async def _read(request: Request, core: Core, caller: Caller) -> Response:
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
+    """An unknown path is 404; a known path asked with another method is 405 with its Allow header
+    (a GET of search or read says which method to use instead of "unknown path")."""
+    if isinstance(exc, HTTPException) and exc.status_code == 405:
+        allow = (exc.headers or {}).get("Allow", "")
+        response = error_response(ApiError(405, "method_not_allowed", f"use {allow or 'another method'}"))
+        if allow:
+            response.headers["Allow"] = allow
+        return response
     return error_response(ApiError(404, "not_found", "unknown path"))
 
 

@@ -109,7 +109,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--write-target",
         metavar="FILE",
-        help="with --route: write a target configuration for knowledge-conformance (URL, identities, workspaces)",
+        help="with --route: write a target configuration for knowledge-conformance (URL, identities, workspaces, "
+        "[control] unless --no-control, its credential by environment variable, and [mcp])",
     )
     serve.add_argument("--no-control", action="store_true", help="do not expose the test-control extension")
     serve.add_argument(
@@ -248,6 +249,53 @@ def _exit_through_python_on_sigterm() -> None:
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, leave)
+
+
+SUITE_AGENT_TOKEN_ENV = "KC_AGENT_TOKEN"
+"""Where knowledge-conformance hands a configured stdio MCP server its session's token (its
+``[mcp].command``): ``knowledge-sim mcp`` reads it when its own variable is not set."""
+
+
+def _control_table(args: argparse.Namespace, url: str) -> list[str]:
+    """``[control]`` of a written target configuration: the URL of the extension's root and its
+    credential by reference, never a secret in the file (the loopback default is no secret)."""
+    if args.no_control:
+        return []
+    env_token = f'{{env = "{CONTROL_TOKEN_ENV}"}}'
+    if args.control_token:
+        why = f"the --control-token given to knowledge-sim serve: set {CONTROL_TOKEN_ENV} to it for the run"
+        token = env_token
+    elif os.environ.get(CONTROL_TOKEN_ENV):
+        why = f"read from {CONTROL_TOKEN_ENV}, as knowledge-sim serve read it"
+        token = env_token
+    else:
+        why = "knowledge-sim serve's loopback default (no credential was given): no secret"
+        token = f'"{SimConfig.control_token}"'
+    return ["", "[control]", f'url = "{url}/_control/v1"', f"token = {token}  # {why}"]
+
+
+def _mcp_table(args: argparse.Namespace, url: str) -> list[str]:
+    """``[mcp]`` of a written target configuration: the Agent Session path as this server mounts it
+    (streamable HTTP, per route) and as ``knowledge-sim mcp`` serves it over stdio against this
+    server, and the Fixed Client Token job path, so a run from the file checks every MCP surface."""
+    quirks = [part for name in args.quirk for part in ("--quirk", name)]
+    base = [sys.executable, "-m", "simulator.cli", "mcp"]
+    agent = [*base, "--core-url", url, "--route", "{route}", *quirks]
+    jobs = [*base, "--path", "jobs", *quirks]
+    return [
+        "",
+        "[mcp]",
+        f'url = "{url}/agent-api/v1/workspaces/{{route}}/mcp"  # the session\'s own token (default)',
+        f"command = {_toml_list(agent)}  # the session's token in {SUITE_AGENT_TOKEN_ENV}",
+        f"jobs_command = {_toml_list(jobs)}",
+    ]
+
+
+def _toml_list(values: list[str]) -> str:
+    """A TOML array of strings (JSON's string escapes are TOML's basic-string escapes)."""
+    import json
+
+    return "[" + ", ".join(json.dumps(v) for v in values) + "]"
 
 
 def _loopback(host: str) -> bool:
@@ -395,7 +443,10 @@ def main(argv: list[str] | None = None) -> int:
         kit = args.corpus is not None and (Path(args.corpus) / KIT_MANIFEST).is_file()
         written = Path(args.write_target)
         written.touch(mode=0o600)
-        written.write_text(target_toml(f"http://{args.host}:{port}", args.route, roles, states, kit=kit), "utf-8")
+        url = f"http://{args.host}:{port}"
+        tables = [*_control_table(args, url), *_mcp_table(args, url)]
+        text = target_toml(url, args.route, roles, states, kit=kit) + "\n".join(tables) + "\n"
+        written.write_text(text, "utf-8")
         print(f"  target configuration written to {written}", file=sys.stderr)
     if not args.no_control:
         credential = "<control token>" if control_token else f"{SimConfig.control_token} (the loopback default)"
@@ -440,7 +491,7 @@ def _run_stdio(
     if path == "jobs":
         server = job_server(job_class(quirks)(time.monotonic, job_seconds))
     else:
-        token = os.environ.get(TOKEN_ENV, "")
+        token = os.environ.get(TOKEN_ENV) or os.environ.get(SUITE_AGENT_TOKEN_ENV, "")
         if core_url:
             client = httpx.AsyncClient(base_url=core_url.rstrip("/"), timeout=30)
         else:

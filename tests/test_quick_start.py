@@ -57,7 +57,7 @@ def _document(name: str) -> str:
 
 @pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")), reason="the quick start needs curl and jq")
 def test_the_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
-    script = _quick_start().replace("8765", str(_free_port()))
+    script = _quick_start().replace("8765", str(_free_port())).replace(".venv/bin/", f"{Path(sys.executable).parent}/")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("KNOWLEDGE_SIM_CONTROL_TOKEN", None)
     proc = subprocess.Popen(

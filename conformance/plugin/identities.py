@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 import httpx
 import pytest
 
-from conformance.plugin.preflight import usage_error
+from conformance.plugin.preflight import PREFLIGHT, plain_http_problem, usage_error
 from conformance.target.config import TargetConfig, redact_url
 from conformance.target.secrets import scrub
 from conformance.target.settings import RunSettings
@@ -67,6 +67,7 @@ class Preflight:
         self.http = bounded_client(min(cfg.timeout_seconds, PREFLIGHT_TIMEOUT), cfg.max_response_bytes, base_url=url)
         self._gap = 1.0 / settings.rate_limit if settings.rate_limit > 0 else 0.0
         self._last = 0.0
+        self.base_status = 0
 
     def close(self) -> None:
         self.http.close()
@@ -77,6 +78,7 @@ class Preflight:
             self._last = time.monotonic()
         auth = self.cfg.wire["auth"]
         headers = {auth["header"]: f"{auth['scheme']} {token}".strip()} if token else {}
+        PREFLIGHT.requests += 1
         try:
             return self.http.request(method, path, headers=headers, **kw)
         except httpx.TimeoutException as exc:
@@ -85,10 +87,12 @@ class Preflight:
                 f"{self.http.timeout.read:g} s ({type(exc).__name__}); is the Core up and answering?"
             )
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            usage_error(f"{self.where}: cannot reach it ({type(exc).__name__}: {exc})")
+            problem = plain_http_problem(self.where, self.http.base_url, exc)
+            usage_error(problem or f"{self.where}: cannot reach it ({type(exc).__name__}: {exc})")
 
     def run(self) -> None:
         base = self.request("GET", "/")
+        self.base_status = base.status_code
         if self.cfg.control_url is not None:
             return  # worlds are provisioned and identities minted through control: none configured is used
         html_base = broken(base) is None and not _is_json(base) and base.status_code < 500
@@ -96,21 +100,32 @@ class Preflight:
             self.identity(name, who.token, who.route, html_base=html_base)
         primary = self.cfg.identities.get("primary")
         if primary is not None:
+            self.target_route(primary, html_base=html_base)
             self.probe(primary.token, primary.route)
 
-    def identity(self, name: str, token: str, route: str, *, html_base: bool) -> None:
+    def target_route(self, primary: Any, *, html_base: bool) -> None:
+        """``[target] route`` checked like an identity's (with the primary token) when no identity
+        is on it: the tests use it for the shared world, so a typo there would fail them one by one
+        on 404 route_unavailable instead of stopping here."""
+        route = self.cfg.route
+        if route and route not in {who.route for who in self.cfg.identities.values()}:
+            fix = f"[target] route {route!r} (tried with [identities.{primary.name}])"
+            self.identity(primary.name, primary.token, route, html_base=html_base, fix=fix, key="[target] route")
+
+    def identity(self, name: str, token: str, route: str, *, html_base: bool, fix: str = "", key: str = "") -> None:
         """One capabilities call with the identity's token on its route: a refusal or an unknown
-        route is setup; every other answer (even a wrong one) is for the tests to judge."""
+        route is setup; every other answer (even a wrong one) is for the tests to judge.
+        ``fix`` and ``key`` name the setting at fault when it is not the identity's own."""
         response = self.request("GET", self.cfg.path("capabilities", route), token)
         if broken(response) is not None:
             return  # an answer too large or undecodable is for the tests to judge, not setup
         status, code = response.status_code, _code(response)
-        fix = f"[identities.{name}] (route {route!r})"
+        fix = fix or f"[identities.{name}] (route {route!r})"
         if html_base and status < 500 and not _is_json(response):
             what = "a web page (HTML)" if _looks_like_html(response) else "no JSON"
             usage_error(
-                f"{self.where}: serves {what}, not the Agent API: GET / and the capabilities endpoint of "
-                f"route {route!r} both answer HTTP {status} without JSON; give the Core's base URL, "
+                f"{self.where}: serves {what}, not the Agent API: GET / answered HTTP {self.base_status} and the "
+                f"capabilities endpoint of route {route!r} HTTP {status}, both without JSON; give the Core's base URL, "
                 f"below which {self.cfg.path('capabilities', '{route}')} is served"
             )
         if status in REFUSED:
@@ -121,7 +136,7 @@ class Preflight:
         if code in ROUTE_UNKNOWN.get(status, frozenset()):
             usage_error(
                 f"{fix}: the Core knows no workspace at route {route!r} (HTTP {status} {code}); "
-                f"check the route in [target] or [identities.{name}]"
+                f"check {key or f'the route in [target] or [identities.{name}]'}"
             )
 
     def probe(self, token: str, route: str) -> None:
@@ -155,10 +170,22 @@ class Preflight:
             )
 
 
+def _fingerprint(cfg: TargetConfig) -> tuple[Any, ...]:
+    """What a pre-flight's verdict depends on: the same configuration passes the same way."""
+    who = tuple(sorted((n, str(i.token), i.route) for n, i in cfg.identities.items()))
+    return ("target", cfg.target, cfg.route, cfg.probe_query, cfg.control_url, who)
+
+
 def check_live_target(cfg: TargetConfig, settings: RunSettings) -> None:
-    """The whole pre-flight of a live target (see the module's docstring)."""
+    """The whole pre-flight of a live target (see the module's docstring), once a process: the
+    command line runs it before pytest starts (a setup mistake in a second, not after the imports),
+    and the session's own call then finds it passed."""
+    key = _fingerprint(cfg)
+    if key in PREFLIGHT.passed:
+        return
     preflight = Preflight(cfg, settings)
     try:
         preflight.run()
     finally:
         preflight.close()
+    PREFLIGHT.passed.add(key)

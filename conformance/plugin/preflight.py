@@ -159,29 +159,107 @@ def _check_report_dir(directory: Path) -> None:
                 made.rmdir()
 
 
-def check_control(cfg: Any) -> None:
-    """One read of the control extension (GET /clock) with the configured credential: a wrong
-    control token is a usage error now, not a harness error in every test that provisions."""
+class Tally:
+    """The requests the pre-flight sent to the target: a run's request count includes them, and a
+    pre-flight that passed in this process (the command line's, before pytest started) is not repeated."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.passed: set[tuple[Any, ...]] = set()
+
+
+PREFLIGHT = Tally()
+
+
+def speaks_plain_http(url: Any) -> bool:
+    """Whether an ``https://`` URL whose TLS handshake failed is served by plain HTTP: the one
+    setup mistake a raw SSL error hides ("wrong version number"). Asked once, headers only."""
+    import httpx
+
+    if url.scheme != "https":
+        return False
+    try:
+        with httpx.stream("GET", url.copy_with(scheme="http"), timeout=3.0) as answer:
+            return answer.status_code > 0
+    except httpx.HTTPError:
+        return False
+
+
+def plain_http_problem(where: str, url: Any, exc: Exception) -> str | None:
+    """The usage error of an https URL to a plain-HTTP server, or None when that is not the cause."""
     import httpx
 
     from conformance.target.config import redact_url
-    from conformance.target.transport import bounded_get
 
+    if not isinstance(exc, httpx.ConnectError) or not speaks_plain_http(url):
+        return None
+    plain = redact_url(str(url.copy_with(scheme="http")))
+    return f"{where}: the TLS handshake failed and the server there answers plain HTTP; use http:// ({plain})"
+
+
+CONTROL_MISSING = (404, 405)
+"""How a server says nothing answers at that path: the control URL then points elsewhere."""
+
+
+def check_control(cfg: Any) -> None:
+    """One read of the control extension (GET /clock) with the configured credential: a wrong
+    control token, a URL without the extension's root (``…/_control/v1``) or https to a plain-HTTP
+    server is a usage error now, not a harness error in every test that provisions."""
+    import httpx
+
+    from conformance.target.config import redact_url
+
+    key = ("control", cfg.control_url, str(cfg.control_token))
+    if key in PREFLIGHT.passed:
+        return
     where = f"[control] url {redact_url(cfg.control_url)}"
-    url = httpx.URL(cfg.control_url.rstrip("/") + "/clock").copy_with(username=None, password=None)
+    root = httpx.URL(cfg.control_url.rstrip("/")).copy_with(username=None, password=None)
     try:
-        response = bounded_get(
-            url,
-            {"Authorization": f"Bearer {cfg.control_token}"},
-            min(cfg.timeout_seconds, 10.0),
-            cfg.max_response_bytes,
-        )
-    except httpx.HTTPError:
+        response = _control_get(cfg, root)
+    except httpx.HTTPError as exc:
+        if (problem := plain_http_problem(where, root, exc)) is not None:
+            usage_error(problem)
         return  # control that cannot be reached stays a harness error of the tests that need it (exit 7), as documented
     if response.status_code in (401, 403):
         usage_error(
             f"{where}: the control extension refused the [control] token ({response.status_code}); check that credential"
         )
+    if response.status_code in CONTROL_MISSING:
+        _control_elsewhere(cfg, root, where, response.status_code)
+    PREFLIGHT.passed.add(key)
+
+
+def _control_get(cfg: Any, root: Any) -> Any:
+    """GET of the control extension's clock below ``root``, counted with the pre-flight's requests."""
+    from conformance.target.transport import bounded_get
+
+    PREFLIGHT.requests += 1
+    return bounded_get(
+        root.copy_with(path=root.path.rstrip("/") + "/clock"),
+        {"Authorization": f"Bearer {cfg.control_token}"},
+        min(cfg.timeout_seconds, 10.0),
+        cfg.max_response_bytes,
+    )
+
+
+def _control_elsewhere(cfg: Any, root: Any, where: str, status: int) -> NoReturn:
+    """Nothing of the control extension answers at ``root``: say where it does, when it is one
+    ``/_control/v1`` further (the usual slip: the Core's base URL given as the control URL)."""
+    import httpx
+
+    base = str(cfg.wire["paths"].get("control_base", "/_control/v1"))
+    found = None
+    if not root.path.rstrip("/").endswith(base.rstrip("/")):
+        with contextlib.suppress(httpx.HTTPError):
+            found = _control_get(cfg, root.copy_with(path=root.path.rstrip("/") + base)).status_code
+    if found is not None and found not in CONTROL_MISSING:
+        usage_error(
+            f"{where}: no control extension there (GET …/clock answered {status}), but {base} below it answers: add {base} to [control] url"
+        )
+    usage_error(
+        f"{where}: no control extension there (GET …/clock answered {status}); give the URL of its root, "
+        f"the one ending in {base} where the Core serves it"
+    )
 
 
 def check_harness_core(config: pytest.Config) -> None:

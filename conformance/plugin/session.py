@@ -16,7 +16,7 @@ import pytest
 
 from conformance import __version__
 from conformance.plugin.options import option
-from conformance.plugin.preflight import check_control, check_harness_core, usage_error
+from conformance.plugin.preflight import PREFLIGHT, check_control, check_harness_core, usage_error
 from conformance.plugin.state import LEDGER, MARKER, STATE, is_worker
 from conformance.report.incomplete import first_reason
 from conformance.target.outcomes import NotVerified
@@ -401,7 +401,7 @@ class SuiteSession:
             hypothesis=_hypothesis(config),
             started=dt.datetime.fromtimestamp(state.started, dt.UTC).isoformat(timespec="seconds"),
             duration_seconds=time.time() - state.started,
-            requests=sum(state.worker_requests.values()) + (recorder.count if recorder else 0),
+            requests=sum(state.worker_requests.values()) + (recorder.count if recorder else 0) + PREFLIGHT.requests,
             fail_on=option(config, "--fail-on"),
             run_id=state.settings.run_id,
             interrupted=state.keyboard_interrupted or (exitstatus == pytest.ExitCode.INTERRUPTED and not errored),

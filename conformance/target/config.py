@@ -155,6 +155,42 @@ def check_http_url(url: str, what: str) -> None:
         raise ConfigError(f"{what} {redact_url(url)!r}: not a valid URL ({type(exc).__name__})") from None
 
 
+API_PATHS = ("capabilities", "search", "read", "turns")
+"""The Agent API's paths of ``[wire.paths]``: what the suite appends to the base URL."""
+
+
+def api_prefix(paths: dict[str, Any]) -> list[str]:
+    """The path segments every Agent API path starts with before its route (``agent-api``, ``v1``,
+    ``workspaces`` by default): the part of a request's path the suite adds itself."""
+    heads = [str(paths[name]).split("{route}", 1)[0].strip("/").split("/") for name in API_PATHS if name in paths]
+    common: list[str] = []
+    for parts in zip(*heads, strict=False):
+        if len(set(parts)) != 1 or not parts[0]:
+            break
+        common.append(parts[0])
+    return common
+
+
+def api_prefix_problem(url: str, paths: dict[str, Any]) -> str | None:
+    """What to remove from a base URL that already carries the API prefix (``…/agent-api/v1``), or
+    None: the suite appends the whole path itself, so such a URL doubles the prefix and every
+    request misses (a wall of 404 failures that read as the Core's)."""
+    prefix = api_prefix(paths)
+    parts = urlsplit_checked(url)
+    if not prefix or parts is None:
+        return None
+    segments = [s for s in parts.path.split("/") if s]
+    for at, segment in enumerate(segments):
+        tail = segments[at:]
+        if segment == prefix[0] and all(a == b for a, b in zip(tail, prefix, strict=False)):
+            base = urlunsplit((parts.scheme, parts.netloc, "/".join(["", *segments[:at]]), "", ""))
+            return (
+                f"the base URL already carries the API prefix; remove {'/' + '/'.join(tail)!r} from it "
+                f"(give {redact_url(base)}): the suite adds {'/' + '/'.join(prefix)}/{{route}}/… itself"
+            )
+    return None
+
+
 def _overlay(base: dict[str, Any], extra: dict[str, Any], where: str, prefix: str = "") -> None:
     """Overlay ``extra`` on the defaults, table by table and key by key (nested tables such
     as ``[names.limits]`` key by key too); an unknown table or key is an error."""
@@ -481,6 +517,7 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
         tgt = data.get("target", {})
+        url_given = "url" in tgt
         cfg.target = tgt.get("url", cfg.target)
         source = f"{path} [target].url"
         cfg.route = tgt.get("route", "")
@@ -505,6 +542,11 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
                 name, token, ident.get("route", cfg.route), ident.get("account", ""), ident.get("session", "")
             )
         _kit_and_workspaces(cfg, tgt, where)
+        if cfg.identities and not url_given and not target:
+            raise ConfigError(
+                f"{where}: identities are configured but [target] has no url, so the run would test the bundled "
+                "simulator with them; add url, or remove the identities to test the bundled simulator"
+            )
     if target:
         cfg.target, source = target, "--target"
     SECRETS.add_url(cfg.target)
@@ -512,6 +554,9 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
         if not cfg.target.startswith(("http://", "https://")):
             raise ConfigError(f"{source} {redact_url(cfg.target)!r}: expected sim, sim+http or an http(s):// URL")
         check_http_url(cfg.target, source)
+        prefix_problem = api_prefix_problem(cfg.target, cfg.wire["paths"])
+        if prefix_problem is not None:
+            raise ConfigError(f"{source} {redact_url(cfg.target)!r}: {prefix_problem}")
         if "primary" not in cfg.identities and cfg.control_url is None:
             raise ConfigError(
                 "a live target needs [identities.primary] (token and route) or a [control] url to mint identities"
