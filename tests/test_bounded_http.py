@@ -382,6 +382,7 @@ class HostileCore:
     def __init__(self, app: Any, scenario: Scenario, suffix: str = "/knowledge/read") -> None:
         self.app, self.scenario, self.suffix = app, scenario, suffix
         self.attacks = 0
+        self.first: float | None = None  # when the first attack began (time.monotonic)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or not scope["path"].endswith(self.suffix):
@@ -398,6 +399,7 @@ class HostileCore:
 
         await self.app(scope, receive, capture)
         self.attacks += 1
+        self.first = self.first or time.monotonic()
         try:
             await self.scenario(send, start, b"".join(chunks))
         except Exception:  # the suite hung up: the bound held
@@ -499,6 +501,7 @@ def run_suite(url: str, root: Path, *args: str, timeout_seconds: float = 30, lim
     return {
         "exit": proc.returncode,
         "seconds": took,
+        "ended": time.monotonic(),
         "peak_mib": usage.ru_maxrss / 1024,
         "out": out,
         "verdict": json.loads(results.read_text("utf-8"))["verdict"] if results.is_file() else None,
@@ -508,7 +511,7 @@ def run_suite(url: str, root: Path, *args: str, timeout_seconds: float = 30, lim
 
 def test_a_core_that_trickles_its_reads_ends_the_run_as_a_harness_error(tmp_path: Path) -> None:
     """Every read answered a byte every 5 s: each read ends at the deadline, and three of them end
-    the run (exit 7) with every report written, well within 2 x timeout_seconds + 30 s."""
+    the run (exit 7) with every report written, within 2 x timeout_seconds + 30 s of the first."""
     url, hostile, stop = serve_hostile(trickling)
     try:
         run = run_suite(url, tmp_path, timeout_seconds=3, limit=300)
@@ -518,9 +521,12 @@ def test_a_core_that_trickles_its_reads_ends_the_run_as_a_harness_error(tmp_path
     assert "go unanswered within 3 s each" in run["out"] or "in a row within 3 s" in run["out"], run["out"][-3000:]
     assert run["reports"] == ["junit.xml", "report.html", "report.md", "results.json"]
     assert "INTERNALERROR" not in run["out"] and "Traceback" not in run["out"]
-    assert run["seconds"] < 2 * 3 + 30, f"took {run['seconds']:.0f} s"
+    held = run["ended"] - (hostile.first or 0)
+    assert held < 2 * 3 + 30, f"the trickle held the run {held:.0f} s"  # from its first trickled read
+    assert run["seconds"] < 180, f"took {run['seconds']:.0f} s"  # the suite's own start counted, on a loaded machine
     print(
-        f"\ntrickle: exit {run['exit']} in {run['seconds']:.1f} s, peak {run['peak_mib']:.0f} MiB, {hostile.attacks} reads"
+        f"\ntrickle: exit {run['exit']} in {run['seconds']:.1f} s ({held:.1f} s from the first trickled read), "
+        f"peak {run['peak_mib']:.0f} MiB, {hostile.attacks} reads"
     )
 
 
