@@ -57,6 +57,26 @@ class MaxBytesUnchecked(BodyRewrite):
         return body
 
 
+class ReadDefault4096(Core):
+    """The default page is the smallest allowed one: every page within 16384 bytes, none near it."""
+
+    def read(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        return super().read(caller, {"max_bytes": READ_MIN_BYTES, **body})
+
+
+class MaxBytesOfOtherTypeIgnored(BodyRewrite):
+    """A max_bytes that is not an integer (``"8192"``, ``8192.5``) is dropped, as a loosely typed
+    handler does (``typeof x === "number" && Number.isInteger(x) ? x : default``): the read is
+    served with the default page instead of refused or bounded by the number sent."""
+
+    operations = frozenset({"read"})
+
+    def rewrite(self, body: dict[str, Any]) -> dict[str, Any]:
+        if "max_bytes" in body and type(body["max_bytes"]) is not int:
+            del body["max_bytes"]
+        return body
+
+
 class MaxBytesOutOfRangeCrashes(Wrapper):
     """A read whose max_bytes is outside 4096..32768 crashes the handler (500) instead of being
     refused or clamped; every other read is the clean Core's."""
@@ -325,6 +345,8 @@ class SplitCharacters(Core):
 
 
 MINIATURES: dict[str, Miniature] = {
+    "read_default_4096": ReadDefault4096,
+    "max_bytes_of_other_type_ignored": MaxBytesOfOtherTypeIgnored,
     "read_missing": ReadMissing,
     "read_new_ref": ReadNewRef,
     "read_default_32k": ReadDefault32k,

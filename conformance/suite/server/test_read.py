@@ -14,6 +14,7 @@ from conformance.server import checks, corpus
 from conformance.server.rules import (
     READ_002,
     READ_004,
+    READ_005,
     READ_006,
     READ_008,
     READ_009,
@@ -24,6 +25,7 @@ from conformance.server.rules import (
     READ_016,
     READ_019,
     READ_020,
+    WIRE_001,
 )
 from conformance.server.world import World, chain_ended
 from conformance.target import contract as C
@@ -148,11 +150,7 @@ def test_out_of_range_max_bytes_is_refused_or_clamped(world: World, max_bytes: i
     honours a bound above 32768 has the content to show it; without the corpus, whatever the
     probe query finds."""
     run_id = world.start_run()
-    big = world.docs.get("big")
-    try:
-        ref = world.ref_for(run_id, big) if big is not None else world.ref_for(run_id)
-    except NotVerified:  # search did not find the large document: the probe query's still shows the rest
-        ref = world.ref_for(run_id)
+    ref = _big_ref(world, run_id)
     response = world.read(ref, run_id, max_bytes=max_bytes)
     strict = world.cfg.strict_codes
     if strict or response.status_code != 200:
@@ -168,6 +166,74 @@ def test_out_of_range_max_bytes_is_refused_or_clamped(world: World, max_bytes: i
         return
     clamped = C.READ_MIN_MAX_BYTES if max_bytes < C.READ_MIN_MAX_BYTES else C.READ_MAX_MAX_BYTES
     checks.page(response, ref=ref, max_bytes=clamped, requirement_bound=READ_006)
+
+
+def _big_ref(world: World, run_id: str) -> str:
+    """A reference to the corpus's largest document (several pages of any bound), or to whatever
+    the probe query finds when the Core has no suite corpus."""
+    big = world.docs.get("big")
+    try:
+        return world.ref_for(run_id, big) if big is not None else world.ref_for(run_id)
+    except NotVerified:  # search did not find the large document: the probe query's still shows the rest
+        return world.ref_for(run_id)
+
+
+@R("READ-005", "WIRE-001")
+@pytest.mark.parametrize("max_bytes", ["8192", 8192.5, "5000"])
+def test_a_max_bytes_that_is_no_integer_is_refused_or_bounds_the_page_as_its_number(
+    world: World, max_bytes: Any
+) -> None:
+    """A byte count sent as a string or with a fraction: the seed gives only the range, so a Core
+    may refuse it (a 4xx error envelope) or read it as its number, but a page bigger than that
+    number means the request was silently ignored (a default page instead of the one asked for).
+    Strict expects this project's 400 invalid_request (the request schema says integer)."""
+    run_id = world.start_run()
+    ref = _big_ref(world, run_id)
+    response = world.read(ref, run_id, max_bytes=max_bytes)
+    strict = world.cfg.strict_codes
+    if strict or response.status_code != 200:
+        envelope = checks.error_envelope(response, WIRE_001, strict=strict)
+        if strict:
+            expect(
+                response.status_code == world.cfg.status("invalid_request")
+                and envelope["error"] == world.cfg.code("invalid_request"),
+                WIRE_001,
+                f"strict: max_bytes {max_bytes!r} answered HTTP {response.status_code} {envelope['error']!r}, "
+                f"configured {world.cfg.status('invalid_request')} {world.cfg.code('invalid_request')!r}",
+            )
+        return
+    checks.page(response, ref=ref, max_bytes=int(float(max_bytes)), requirement_bound=READ_005)
+
+
+@R("READ-004")
+def test_the_default_page_is_the_page_of_16384_bytes(world: World) -> None:
+    """ "Read complete JSON defaults to 16384 bytes": a read without max_bytes is the read that asks
+    for 16384, so its page carries as much of a long document as the explicit one does (less only
+    by what a cursor that records the page size may take). A Core whose default is smaller bounds
+    every default page by the wrong number."""
+    big = world.need_doc("big")
+    run_id = world.start_run()
+    ref = world.ref_for(run_id, big)
+    default = checks.page(world.read(ref, run_id), ref=ref, max_bytes=None, requirement_bound=READ_004)
+    explicit = checks.page(
+        world.read(ref, run_id, max_bytes=C.READ_DEFAULT_MAX_BYTES),
+        ref=ref,
+        max_bytes=C.READ_DEFAULT_MAX_BYTES,
+        requirement_bound=READ_005,
+    )
+    got, asked = C.utf8_size(str(default["content"])), C.utf8_size(str(explicit["content"]))
+    expect(
+        got >= asked - DEFAULT_SLACK,
+        READ_004,
+        f"a default page carries {got} content bytes, a page asked for with max_bytes 16384 carries {asked}: "
+        "the default is not 16384",
+    )
+
+
+DEFAULT_SLACK = 512
+"""Content bytes a default page may carry fewer than an explicit 16384 one: a cursor or reference
+that records the page size it was issued with may be that much longer (a reference is at most 4096
+bytes, but no Core needs more than a few hundred to say a size)."""
 
 
 def _budget_chain(world: World, key: str) -> tuple[str, list[dict[str, Any]]]:
