@@ -56,7 +56,8 @@ class SearchCachedByQuery(Core):
         query = str(body.get("query", ""))
         if query not in self._cached:
             self._cached[query] = super().search(caller, body)
-        return json.loads(json.dumps(self._cached[query]))
+        copy: dict[str, Any] = json.loads(json.dumps(self._cached[query]))
+        return copy
 
 
 class SearchHintWithoutSummary(Core):

@@ -204,10 +204,11 @@ def test_a_disabled_workspace_accepts_an_on_demand_turn(in_state: Callable[[str]
 
 
 @R("CAP-006")
-@pytest.mark.parametrize("delivery", ["inline", "unset"])
+@pytest.mark.parametrize("delivery", ["inline", "unset", "on_demand"])
 def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(in_state: Callable[[str], Stated], delivery: str) -> None:
-    """enabled false means knowledge is disabled: a turn that asks for inline delivery, or for
-    none, carries no document text either (an error answer carries none by construction)."""
+    """enabled false means knowledge is disabled: a turn that asks for inline delivery, on_demand
+    delivery (a Core may fall back to inline text when it cannot search), or none carries no
+    document text either (an error answer carries none by construction)."""
     world = in_state("disabled").world
     if not world.docs:
         pytest.skip("not verified: no document text is known to look for (no control, no corpus kit)")
