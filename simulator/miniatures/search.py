@@ -222,6 +222,14 @@ class SearchFitsBeforeEnvelope(FillsTheBound):
         return len(dumps({k: v for k, v in body.items() if k not in ("status", "trust")}))
 
 
+class SearchFitsWithoutMessage(FillsTheBound):
+    """Fits the hints to 4096 bytes without the ``message`` a partial (or unavailable) answer
+    carries: right in normal mode, over the bound by the message in partial mode."""
+
+    def measure(self, body: dict[str, Any]) -> int:
+        return len(dumps({k: v for k, v in body.items() if k != "message"}))
+
+
 class UnavailableAsEmptyOk(Core):
     def search(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
         found = super().search(caller, body)
@@ -265,6 +273,7 @@ MINIATURES: dict[str, Miniature] = {
     "search_escape_counted_as_one_byte": SearchEscapeCountedAsOneByte,
     "search_counts_bytes_before_escaping": SearchCountsBytesBeforeEscaping,
     "search_fits_before_envelope": SearchFitsBeforeEnvelope,
+    "search_fits_without_message": SearchFitsWithoutMessage,
     "unavailable_as_empty_ok": UnavailableAsEmptyOk,
     "partial_as_ok": PartialAsOk,
 }
