@@ -48,6 +48,12 @@ def shown(text: str, finder: Finder | None = None, at: int = 0) -> str:
     return ascii(masked[max(0, at - begin - 30) : at - begin + SHOWN])[:SHOWN]
 
 
+def quoted(text: str) -> str:
+    """Several lines of a run's output, each behind ``| `` with its control characters as escapes:
+    no line of it can start a CI command or move a terminal."""
+    return "\n".join("  | " + ascii(line)[1:-1] for line in re.split(r"\r\n|\r|\n", text))
+
+
 def _capped(output: str, problems: list[str]) -> list[str]:
     if len(problems) <= MOST:
         return [f"{output}: {p}" for p in problems]
@@ -83,9 +89,9 @@ def chromium_runs_scripts(chromium: str, folder: Path) -> bool:
     return pwned(dump_dom(chromium, page)) == ["canary"]
 
 
-def html_problems(chromium: str, page: Path) -> list[str]:
-    """Scripts a server injected that ran when report.html was opened."""
-    ran = pwned(dump_dom(chromium, page))
+def html_problems(dom: str) -> list[str]:
+    """Scripts a server injected that ran when report.html was opened (``dom``: as Chromium left it)."""
+    ran = pwned(dom)
     return [
         f"report.html: an injected script ran in Chromium (payload: {how}); <body> got {PWNED_ATTRIBUTE}-{how}"
         for how in ran

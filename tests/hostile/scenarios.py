@@ -123,6 +123,11 @@ def in_json(tag: str) -> tuple[str, str]:
     return "application/json", _lone_surrogate(error_body(payloads.tagged(tag, payloads.GROUPS[tag])))
 
 
+SCRUBBER_SPELLINGS = (
+    "the scrubber masks no per-byte URL escape (%62%68...) and no HTML numeric character reference "
+    "(&#98;&#104;...) of a secret"
+)
+
 GATEWAY_PAGE = (
     f"<!doctype html><html><body><h1>{payloads.MARKER}:gateway 502 Bad Gateway</h1>"
     + "".join(payloads.HTML[1:])
@@ -182,12 +187,16 @@ SCENARIOS: tuple[Scenario, ...] = (
         Answer("echo", 400),
         frozenset({1}),
         reaches=("echo",),
-        pending=MappingProxyType(
-            {
-                "secrets": "the scrubber masks no per-byte URL escape (%62%68...) and no HTML numeric character "
-                "reference (&#98;&#104;...) of a secret"
-            }
-        ),
+        pending=MappingProxyType({"secrets": SCRUBBER_SPELLINGS}),
+    ),
+    Scenario(
+        "secrets-as-wrong-types-in-200",
+        "secrets: every spelling as the members of a 200 capabilities answer (quoted by schema checks)",
+        "capabilities",
+        Answer("rewrite", transform="secret_types"),
+        frozenset({1}),
+        select=CAPABILITIES_TEST,
+        pending=MappingProxyType({"secrets": SCRUBBER_SPELLINGS}),
     ),
     Scenario(
         "redirect-to-another-host",

@@ -16,7 +16,7 @@ import re
 import struct
 import threading
 import zlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,7 +224,8 @@ async def _rewrite(server: HostileServer, request: Request, writer: asyncio.Stre
         data = json.loads(raw)
     except ValueError:
         data = None
-    text = TRANSFORMS[server.answer.transform](data) if isinstance(data, dict) else raw.decode("utf-8", "replace")
+    transform = TRANSFORMS[server.answer.transform]
+    text = transform(data, server.spelled(request)) if isinstance(data, dict) else raw.decode("utf-8", "replace")
     body = text.encode("utf-8", "surrogatepass")
     await _send(writer, _json_head(status, len(body)) + body)
 
@@ -257,31 +258,42 @@ def _wrong(value: Any) -> Any:
     return [value] if isinstance(value, dict) else {"items": value}
 
 
-def duplicate_keys(data: dict[str, Any]) -> str:
+def duplicate_keys(data: dict[str, Any], spelled: Sequence[str]) -> str:
     """Every member twice, a wrong value first: a last-wins reader sees the right answer."""
     members = [f"{json.dumps(k)}: {json.dumps(_wrong(v))}, {json.dumps(k)}: {json.dumps(v)}" for k, v in data.items()]
     return "{" + ", ".join(members) + "}"
 
 
-def wrong_types(data: dict[str, Any]) -> str:
+def wrong_types(data: dict[str, Any], spelled: Sequence[str]) -> str:
     return json.dumps({k: _wrong(v) for k, v in data.items()})
 
 
-def payload_types(data: dict[str, Any]) -> str:
-    """Every member (and every member of a nested object) replaced by a payload string."""
-    lines = payloads.everything().split("\n")
+def _filled(data: dict[str, Any], texts: Sequence[str]) -> str:
+    """Every member (and every member of a nested object) replaced by the next of ``texts``."""
 
     def swap(obj: dict[str, Any]) -> dict[str, Any]:
-        return {k: swap(v) if isinstance(v, dict) else lines[i % len(lines)] for i, (k, v) in enumerate(obj.items())}
+        return {k: swap(v) if isinstance(v, dict) else texts[i % len(texts)] for i, (k, v) in enumerate(obj.items())}
 
     return json.dumps(swap(data))
 
 
-TRANSFORMS: Mapping[str, Callable[[dict[str, Any]], str]] = {
+def payload_types(data: dict[str, Any], spelled: Sequence[str]) -> str:
+    """Every member a payload string: a schema check that quotes the value shows the payload."""
+    return _filled(data, payloads.everything().split("\n"))
+
+
+def secret_types(data: dict[str, Any], spelled: Sequence[str]) -> str:
+    """Every member a spelling of a secret: a schema check that quotes the value shows the spelling."""
+    return _filled(data, spelled)
+
+
+TRANSFORMS: Mapping[str, Callable[[dict[str, Any], Sequence[str]], str]] = {
     "duplicate_keys": duplicate_keys,
     "wrong_types": wrong_types,
     "payload_types": payload_types,
+    "secret_types": secret_types,
 }
+"""The simulator's JSON object in, the body to send out; each also given every spelling of the secrets."""
 
 
 def _tokens_in(data: Any) -> list[str]:
@@ -338,6 +350,11 @@ class HostileServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def spelled(self, request: Request) -> list[str]:
+        """Every spelling of the request's token and of every secret the run was issued."""
+        tokens = dict.fromkeys(t for t in [request.token, *self.seen.secrets] if t)
+        return [text for token in tokens for text in forms.echoes(token).values()]
 
     def attacks(self, request: Request) -> bool:
         """Whether the request is on the attacked route (counted), and there is an attack to answer it with."""
