@@ -81,6 +81,16 @@ class TurnBodiesOnDemand(Core):
         return context
 
 
+class DisabledOnDemandFallsBackInline(Core):
+    """A disabled workspace cannot search, so an on_demand turn falls back to the inline bodies a
+    legacy Core would send (a plausible "better something than nothing" fallback)."""
+
+    def _turn_context(self, caller: Caller, run: Run, user_input: str, delivery: str, mode: str) -> dict[str, Any]:
+        if delivery == "on_demand" and mode == "disabled":
+            return super()._turn_context(caller, run, user_input, "inline", "normal")
+        return super()._turn_context(caller, run, user_input, delivery, mode)
+
+
 class TurnMissingRefsArray(Core):
     def _turn_context(self, caller: Caller, run: Run, user_input: str, delivery: str, mode: str) -> dict[str, Any]:
         context = super()._turn_context(caller, run, user_input, delivery, mode)
@@ -157,6 +167,7 @@ class TurnKeyWithoutSession(Core):
 
 
 MINIATURES: dict[str, Miniature] = {
+    "disabled_on_demand_falls_back_inline": DisabledOnDemandFallsBackInline,
     "turn_ignores_delivery": TurnIgnoresDelivery,
     "turn_no_pinning": TurnNoPinning,
     "lost_turn_recommitted": LostTurnRecommitted,
