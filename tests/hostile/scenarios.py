@@ -18,7 +18,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 from tests.hostile import payloads
 
@@ -98,9 +97,9 @@ class Scenario:
     pending: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
-def error_body(message: str, **members: Any) -> str:
+def error_body(message: str) -> str:
     """A JSON error envelope carrying ``message`` (first, so a cut display still shows it)."""
-    return json.dumps({"message": message, "error": "invalid_request", **members})
+    return json.dumps({"message": message, "error": "invalid_request"})
 
 
 def _lone_surrogate(body: str) -> str:
