@@ -158,6 +158,7 @@ class World:
         )
         for hint in candidates:
             page = ok(self.read(hint["ref"], run_id, who), READ_001, "read of a hint the search just returned")
+            checks.schema("read-response", page, names=self.cfg.names)  # a page no reader can use is no "not found"
             content = page.get("content") if isinstance(page, dict) else None
             if isinstance(content, str) and doc.token in content:
                 if self.kit and not doc.content.startswith(content[:-1]):  # the last character may be a split one

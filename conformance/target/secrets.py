@@ -19,7 +19,7 @@ import html
 import json
 import threading
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
 
 import ahocorasick_rs
 
@@ -46,8 +46,8 @@ def _stable_base64(data: bytes, before: int, secret_from: int) -> list[str]:
 
 
 def spellings(value: str) -> set[str]:
-    """Every way the suite may meet ``value`` in a Core's answer: raw; URL-, JSON- and HTML-escaped;
-    hex; base64 and base64url of it and of it after an auth scheme, at each of the three byte
+    """Every way the suite may meet ``value`` in a Core's answer: raw; URL-escaped (also every byte),
+    form-encoded, JSON-escaped, HTML-escaped (also as numeric character references); hex; base64 and base64url of it and of it after an auth scheme, at each of the three byte
     alignments a longer encoded text can give it."""
     raw = value.encode("utf-8")
     found = {
@@ -59,6 +59,12 @@ def spellings(value: str) -> set[str]:
         html.escape(value, quote=False),
         binascii.hexlify(raw).decode("ascii"),
         binascii.hexlify(raw).decode("ascii").upper(),
+        quote_plus(value, safe=""),
+        "".join(f"%{b:02X}" for b in raw),  # every byte percent-encoded
+        "".join(f"%{b:02x}" for b in raw),
+        "".join(f"&#{ord(c)};" for c in value),  # HTML numeric character references
+        "".join(f"&#x{ord(c):x};" for c in value),
+        "".join(f"&#x{ord(c):X};" for c in value),
     }
     for scheme in ("", *SCHEMES):
         prefix = scheme.encode("ascii")

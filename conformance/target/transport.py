@@ -183,6 +183,24 @@ def _headers_too_large(exc: BaseException) -> bool:
     return False
 
 
+def _cut_json(headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
+    """A body its Content-Type calls JSON that does not parse."""
+    kind = b",".join(v for k, v in headers if k.lower() == b"content-type").lower()
+    if b"json" not in kind or not body:
+        return False
+    try:
+        json.loads(body)
+    except (ValueError, RecursionError):
+        return True
+    return False
+
+
+def _lost(exc: BaseException) -> bool:
+    """The server closed the connection without an answer: a lost response (a fault the control
+    extension can inject on purpose), never read again; garbage in place of an answer is not."""
+    return "disconnected" in str(exc).lower()
+
+
 def _inflate(wbits: int) -> Callable[[bytes, int], bytes]:
     def decode(raw: bytes, limit: int) -> bytes:
         return zlib.decompressobj(wbits).decompress(raw, limit)
@@ -363,11 +381,15 @@ class BoundedTransport(httpx.BaseTransport):
 
     def _exchange(self, request: httpx.Request, deadline: float) -> httpx.Response:
         try:
-            sent = self._pool.handle_request(self._core_request(request, deadline))
+            sent = self._send(request, deadline)
         except httpcore.RemoteProtocolError as exc:
-            if not _headers_too_large(exc):
+            if _headers_too_large(exc):
+                why = "the response's header block is over the 100 KiB HTTP/1.1 reader's bound"
+            elif _lost(exc):
                 raise
-            return _stand_in(request, 0, [], "the response's header block is over the 100 KiB HTTP/1.1 reader's bound")
+            else:
+                why = f"the response is not HTTP/1.1 (twice, the second time on a new connection): {exc}"
+            return _stand_in(request, 0, [], why)
         assert isinstance(sent.stream, Iterable)
         try:
             raw = _read_capped(sent.stream, self.max_bytes)
@@ -378,11 +400,34 @@ class BoundedTransport(httpx.BaseTransport):
         if raw is None:
             return _stand_in(request, status, headers, f"the response body is over {self.max_bytes} bytes", large=True)
         codings = b",".join(v for k, v in headers if k.lower() == b"content-encoding").decode("latin-1")
-        body, why, large = _decode(raw, codings, self.max_bytes) if codings else (raw, None, False)
-        if why is not None:
-            return _stand_in(request, status, headers, why, large=large)
+        body, undecoded, large = _decode(raw, codings, self.max_bytes) if codings else (raw, None, False)
+        if undecoded is not None:
+            return _stand_in(request, status, headers, undecoded, large=large)
         kept = [(k, v) for k, v in headers if k.lower() != b"content-encoding"]  # decoded here, not again
+        if _cut_json(kept, body):
+            self._drop_idle()
         return Answer(status, headers=kept, content=body, request=request, extensions=sent.extensions)
+
+    def _drop_idle(self) -> None:
+        """Close the pool's idle connections: an answer that is JSON by its type but not whole JSON
+        may have been cut short by a Content-Length that undercounts it, its rest left on the
+        kept-alive connection to be read as the next request's answer."""
+        for connection in self._pool.connections:
+            if connection.is_idle():
+                connection.close()
+
+    def _send(self, request: httpx.Request, deadline: float) -> httpcore.Response:
+        """One request, tried again once on a new connection when the answer broke HTTP/1.1: a Core
+        whose earlier answer overran its Content-Length left bytes on the kept-alive connection
+        that the next request then reads as its answer. The earlier answer failed its own check;
+        this one gets a fair reading (the broken connection was dropped). Twice broken is this
+        answer's own fault, judged by the check that reads it."""
+        try:
+            return self._pool.handle_request(self._core_request(request, deadline))
+        except httpcore.RemoteProtocolError as exc:
+            if _headers_too_large(exc) or _lost(exc):
+                raise
+            return self._pool.handle_request(self._core_request(request, deadline))
 
     def _core_request(self, request: httpx.Request, deadline: float) -> httpcore.Request:
         """The request for httpcore, every timeout it names no longer than the time left."""
