@@ -201,6 +201,9 @@ def _load(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from conformance.target.untrusted import guard_streams
+
+    guard_streams()  # whatever a command prints from a target or a file is defanged (conformance.target.untrusted)
     args = _parser().parse_args(argv)
     if args.command == "compare":
         return _compare(args)
@@ -208,16 +211,16 @@ def main(argv: list[str] | None = None) -> int:
         return _corpus(args)
     problem = _usage_problem(args)
     if problem is not None:
-        from conformance.target.secrets import scrub
+        from conformance.target.untrusted import shown
 
-        print(f"{USAGE_PREFIX[args.command]}{scrub(problem)}", file=sys.stderr)
+        print(f"{USAGE_PREFIX[args.command]}{shown(problem)}", file=sys.stderr)
         return USAGE_ERROR
     if args.command == LOAD:
         return _load(args)
     if args.command == RUN and (setup := _setup_problem(args)) is not None:
-        from conformance.target.secrets import scrub
+        from conformance.target.untrusted import shown
 
-        print(scrub(setup[1]), file=sys.stderr)
+        print(shown(setup[1]), file=sys.stderr)
         return setup[0]
     import pytest
 
