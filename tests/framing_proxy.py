@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
+
+from tests.loopback_proxy import LoopbackProxy
 
 
 def utf16_units(body: bytes) -> int:
@@ -35,36 +36,9 @@ def _miscounted(head: bytes, body: bytes) -> bytes:
     return b"\r\n".join(lines)
 
 
-class Utf16FramingProxy:
-    """Forwards ``127.0.0.1:port`` to ``upstream_port``, one upstream connection per client connection."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self.port = 0
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Utf16FramingProxy:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("the framing proxy did not start")
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(asyncio.start_server(self._client, "127.0.0.1", 0))
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        self._loop.run_forever()
+class Utf16FramingProxy(LoopbackProxy):
+    """Forwards to ``upstream_port``, one upstream connection per client connection, every answer's
+    Content-Length miscounted."""
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)

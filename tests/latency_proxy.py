@@ -5,44 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 import time
 from collections.abc import Iterator
 
+from tests.loopback_proxy import LoopbackProxy
 
-class LatencyProxy:
-    """Forwards ``127.0.0.1:port`` to ``upstream`` with ``delay`` seconds added in each direction
-    (order kept: each chunk leaves ``delay`` after it arrived, not after the one before it left)."""
+
+class LatencyProxy(LoopbackProxy):
+    """Forwards to ``upstream_port`` with ``delay`` seconds added in each direction (order kept:
+    each chunk leaves ``delay`` after it arrived, not after the one before it left)."""
 
     def __init__(self, upstream_port: int, delay: float) -> None:
-        self.upstream_port = upstream_port
+        super().__init__(upstream_port)
         self.delay = delay
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._server: asyncio.AbstractServer | None = None
-        self.port = 0
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> LatencyProxy:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("the latency proxy did not start")
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        self._server = self._loop.run_until_complete(asyncio.start_server(self._client, "127.0.0.1", 0))
-        self.port = self._server.sockets[0].getsockname()[1]
-        self._ready.set()
-        self._loop.run_forever()
 
     async def _client(self, down_reader: asyncio.StreamReader, down_writer: asyncio.StreamWriter) -> None:
         try:

@@ -8,24 +8,15 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.browser import CHROMIUM, OFFLINE_FLAGS
 from tests.suite_command import SUITE
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+FLAGS = list(OFFLINE_FLAGS)
 
 
 @pytest.fixture(scope="module")

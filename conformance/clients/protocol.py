@@ -31,6 +31,7 @@ from typing import IO, Any
 from jsonschema import Draft202012Validator
 
 from conformance.clients import PROTOCOL
+from conformance.target.groups import signal_group
 from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import clip
 from conformance.target.untrusted import shown
@@ -279,9 +280,9 @@ class Harness:
                 pass
             _wait(lambda: self.process.poll() is not None, GRACE)
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            if not _signal_group(self.process.pid, sig):
+            if not signal_group(self.process.pid, sig):
                 break
-            if _wait(lambda: self.process.poll() is not None and not _signal_group(self.process.pid, 0), GRACE):
+            if _wait(lambda: self.process.poll() is not None and not signal_group(self.process.pid, 0), GRACE):
                 break
         self.process.poll()
         for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
@@ -310,13 +311,4 @@ def _wait(done: Callable[[], bool], seconds: float) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.02)
-    return True
-
-
-def _signal_group(pgid: int, sig: int) -> bool:
-    """Send ``sig`` to the harness's process group (0: ask whether any of it is left); False when none is."""
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        return False
     return True

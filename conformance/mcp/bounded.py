@@ -13,7 +13,6 @@ is unbounded and nothing raises inside the SDK's tasks.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import zlib
@@ -31,6 +30,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from conformance.target.groups import signal_group
 from conformance.target.untrusted import shown
 
 MESSAGE_CAP = 4 * 1024 * 1024
@@ -366,7 +366,7 @@ async def end_group(process: Process) -> None:
             await process.stdin.aclose()
     await _gone(process, EXIT_GRACE, group=False)
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        if not _signal_group(process.pid, sig) or await _gone(process, EXIT_GRACE, group=True):
+        if not signal_group(process.pid, sig) or await _gone(process, EXIT_GRACE, group=True):
             break
     for stream in (process.stdout, process.stderr):
         if stream is not None:
@@ -378,16 +378,7 @@ async def _gone(process: Process, seconds: float, *, group: bool) -> bool:
     """Whether the process (with ``group``, every process of its group) ended within ``seconds``.
     Polled: waiting on the process also waits for its pipes, which a child may hold open."""
     with anyio.move_on_after(seconds):
-        while process.returncode is None or (group and _signal_group(process.pid, 0)):
+        while process.returncode is None or (group and signal_group(process.pid, 0)):
             await anyio.sleep(0.02)
         return True
     return False
-
-
-def _signal_group(pgid: int, sig: int) -> bool:
-    """Send ``sig`` to the process group (0: only ask whether it is there); False when none of it is left."""
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True

@@ -15,20 +15,11 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from tests.browser import OFFLINE_FLAGS
 from tests.hostile.forms import Finder
 from tests.hostile.payloads import MARKER, PWNED_ATTRIBUTE
 
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--virtual-time-budget=3000",
-)
+CHROMIUM_FLAGS = ("--headless", *OFFLINE_FLAGS, "--virtual-time-budget=3000")
 """Headless, offline, and with virtual time so timers and load events fire before the DOM is dumped."""
 CI_PREFIXES = ("##vso[", "##[", "##teamcity[")
 """Command prefixes of Azure Pipelines and TeamCity, anywhere in a line (GitHub's ``::`` starts one)."""

@@ -103,17 +103,19 @@ def test_capabilities_need_a_valid_token(world: World, token: str | None) -> Non
 
 
 @R("AUTH-001")
+@pytest.mark.parametrize("token", [None, "bha_" + "0" * 44], ids=["no-token", "unknown-token"])
 @pytest.mark.parametrize("operation", ["search", "read"])
-def test_knowledge_calls_need_a_valid_token(world: World, operation: str) -> None:
+def test_knowledge_calls_need_a_valid_token(world: World, operation: str, token: str | None) -> None:
+    """Without a token, and with one no identity holds (a Core that checks only that a token is
+    there lets the second through), with the run and reference of a real caller."""
     run_id = world.start_run()
     body = (
         {"query": "binding", "run_id": run_id}
         if operation == "search"
         else {"ref": world.ref_for(run_id), "run_id": run_id}
     )
-    _refused_for_its_token(
-        world, getattr(world.core, operation)(None, world.route, body), AUTH_001, f"{operation} without a token"
-    )
+    what = f"{operation} {'without a token' if token is None else 'with a token no identity holds'}"
+    _refused_for_its_token(world, getattr(world.core, operation)(token, world.route, body), AUTH_001, what)
 
 
 def _refused_for_its_token(world: World, response: Any, requirement: Rule, what: str) -> None:

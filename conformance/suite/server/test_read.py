@@ -152,20 +152,28 @@ def test_out_of_range_max_bytes_is_refused_or_clamped(world: World, max_bytes: i
     run_id = world.start_run()
     ref = _big_ref(world, run_id)
     response = world.read(ref, run_id, max_bytes=max_bytes)
-    strict = world.cfg.strict_codes
-    if strict or response.status_code != 200:
-        envelope = checks.error_envelope(response, READ_006, strict=strict)
-        if strict:
-            expect(
-                response.status_code == world.cfg.status("invalid_request")
-                and envelope["error"] == world.cfg.code("invalid_request"),
-                READ_006,
-                f"strict: max_bytes {max_bytes} answered HTTP {response.status_code} {envelope['error']!r}, "
-                f"configured {world.cfg.status('invalid_request')} {world.cfg.code('invalid_request')!r}",
-            )
+    if _refused(world, response, READ_006, max_bytes):
         return
     clamped = C.READ_MIN_MAX_BYTES if max_bytes < C.READ_MIN_MAX_BYTES else C.READ_MAX_MAX_BYTES
     checks.page(response, ref=ref, max_bytes=clamped, requirement_bound=READ_006)
+
+
+def _refused(world: World, response: httpx.Response, rule: Rule, max_bytes: object) -> bool:
+    """A read refused for its max_bytes (a 4xx error envelope, judged as such; strict: this
+    project's 400 invalid_request), or False for a page, left to the caller to judge."""
+    strict = world.cfg.strict_codes
+    if not strict and response.status_code == 200:
+        return False
+    envelope = checks.error_envelope(response, rule, strict=strict)
+    if strict:
+        expect(
+            response.status_code == world.cfg.status("invalid_request")
+            and envelope["error"] == world.cfg.code("invalid_request"),
+            rule,
+            f"strict: max_bytes {max_bytes!r} answered HTTP {response.status_code} {envelope['error']!r}, "
+            f"configured {world.cfg.status('invalid_request')} {world.cfg.code('invalid_request')!r}",
+        )
+    return True
 
 
 def _big_ref(world: World, run_id: str) -> str:
@@ -190,17 +198,7 @@ def test_a_max_bytes_that_is_no_integer_is_refused_or_bounds_the_page_as_its_num
     run_id = world.start_run()
     ref = _big_ref(world, run_id)
     response = world.read(ref, run_id, max_bytes=max_bytes)
-    strict = world.cfg.strict_codes
-    if strict or response.status_code != 200:
-        envelope = checks.error_envelope(response, WIRE_001, strict=strict)
-        if strict:
-            expect(
-                response.status_code == world.cfg.status("invalid_request")
-                and envelope["error"] == world.cfg.code("invalid_request"),
-                WIRE_001,
-                f"strict: max_bytes {max_bytes!r} answered HTTP {response.status_code} {envelope['error']!r}, "
-                f"configured {world.cfg.status('invalid_request')} {world.cfg.code('invalid_request')!r}",
-            )
+    if _refused(world, response, WIRE_001, max_bytes):
         return
     checks.page(response, ref=ref, max_bytes=int(float(max_bytes)), requirement_bound=READ_005)
 
