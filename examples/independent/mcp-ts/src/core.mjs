@@ -414,6 +414,7 @@ export class Core {
 
   // ------------------------------------------------- seed 003: search_knowledge
   searchKnowledge(w, id, args) {
+    if (process.env.MCPTS_LOG_TOOL) console.error('search_knowledge', JSON.stringify(args).slice(0, 300));
     const kerr = (status, error, message, type = 'knowledge_error') => ({ status, body: { type, error, message } });
     const scopes = w.kscopes.get(id.account) || ['knowledge:read'];
     if (!scopes.includes('knowledge:read')) return kerr(403, 'insufficient_scope', 'knowledge:read is required.');
@@ -421,6 +422,7 @@ export class Core {
     const strs = ['query', 'knowledge_base_id', 'knowledge_item_id', 'knowledge_revision_id', 'mode'];
     for (const k of strs) if (a[k] !== undefined && a[k] !== null && typeof a[k] !== 'string') return kerr(400, 'invalid_arguments', `${k} must be a string.`);
     if (broken('sk_limit_chars_string') && typeof a.limit_chars === 'string' && /^\s*-?\d+\s*$/.test(a.limit_chars)) a.limit_chars = parseInt(a.limit_chars, 10);
+    if (broken('sk_numeric_strings')) for (const k of ['offset', 'limit_chars', 'max_results']) if (typeof a[k] === 'string' && a[k].trim() !== '' && Number.isFinite(Number(a[k]))) a[k] = Number(a[k]);
     for (const k of ['offset', 'limit_chars', 'max_results']) if (a[k] !== undefined && a[k] !== null && !isInt(a[k])) return kerr(400, 'invalid_arguments', `${k} must be an integer.`);
     if (a.alpha !== undefined && a.alpha !== null && (typeof a.alpha !== 'number' || !Number.isFinite(a.alpha))) return kerr(400, 'invalid_arguments', 'alpha must be a number.');
     const query = a.query ?? '', baseId = a.knowledge_base_id ?? '', itemId = a.knowledge_item_id ?? '', revId = a.knowledge_revision_id ?? '';
@@ -460,6 +462,8 @@ export class Core {
     }
     let addressed = itemId;
     if (!itemId && revId && broken('sk_revision_without_item')) {
+      // the item is resolved from the revision; an unknown revision is then "unavailable"
+      addressed = '\u0000no-item';
       for (const it of w.items.values()) if (it.revisions.some((r) => r.id === revId)) addressed = it.id;
     }
     if (!addressed) {

@@ -104,6 +104,25 @@ export const TOOLS = {
 };
 const LISTED = ['start_business_turn', 'search_business_knowledge', 'read_business_knowledge'];
 
+// The TypeScript SDK's Client (1.32) validates structuredContent against outputSchema even on
+// isError results, so each outputSchema admits the success shape or the failure shape
+// ({feedback, error?} plus the two flags).
+const failureShape = {
+  type: 'object', required: ['feedback', 'dispatch', 'business_operation_performed'],
+  properties: {
+    feedback: {
+      type: 'object', required: ['schema_version', 'category', 'code', 'origin', 'operation', 'dispatch', 'retryable', 'next_action', 'message'],
+      properties: { schema_version: { const: 'bailing.agent-feedback.v1' }, code: { type: 'string' }, next_action: { type: ['string', 'null'] }, retryable: { type: 'boolean' } },
+    },
+    error: { type: 'object' },
+    ...flagProps,
+  },
+};
+for (const n of LISTED) {
+  const ok = TOOLS[n].outputSchema;
+  TOOLS[n].outputSchema = { type: 'object', anyOf: [ok, failureShape] };
+}
+
 export function feedback({ code, message, operation, origin = 'core', category }) {
   const ref = REF_ERROR_FAMILY.test(code);
   let next = null, cat = category, retryable = false;
