@@ -32,7 +32,7 @@ EOT
 MCPTS_BROKEN="$VARIANT" node "$HERE/bin/knowledge-mcp-ts.mjs" serve --port "$PORT" > "$REPORTS/server.log" 2>&1 &
 SERVER=$!
 for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.2; done
-cd "$SUITE_DIR" && "$KC" run --target-config "$CFG" --reports "$REPORTS" > "$REPORTS/suite.log" 2>&1
+cd "$SUITE_DIR" && "$KC" run --target-config "$CFG" --reports "$REPORTS" ${KC_ARGS:-} > "$REPORTS/suite.log" 2>&1
 STATUS=$?
 kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null
 grep -E "^VERDICT|^  FAILED" "$REPORTS/suite.log"
