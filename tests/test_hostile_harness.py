@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -19,6 +17,7 @@ import pytest
 
 from conformance.clients.protocol import LINE_CAP, Harness, HarnessProtocolError
 from conformance.target.served import ServedSimulator
+from tests.measured import run_measured
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = str(Path(sys.executable).parent / "knowledge-conformance")
@@ -118,16 +117,8 @@ def core() -> Iterator[ServedSimulator]:
 
 def _client_run(harness: str, core: ServedSimulator, tmp: Path) -> tuple[int, str, float, int]:
     run = [CLI, "client", "--harness", harness, "--core", core.url, "--control-token", core.control_token]
-    started = time.monotonic()
-    done = subprocess.run(
-        [*run, "--report-dir", str(tmp / "reports"), "--timeout", "20"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
-    return done.returncode, done.stdout + done.stderr, time.monotonic() - started, peak
+    done = run_measured([*run, "--report-dir", str(tmp / "reports"), "--timeout", "20"], 600, cwd=ROOT)
+    return done.returncode, done.output, done.seconds, done.peak_mb
 
 
 def test_a_whole_run_against_an_endless_line_is_one_harness_error_in_bounded_memory(

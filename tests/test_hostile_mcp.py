@@ -12,8 +12,6 @@ import asyncio
 import json
 import os
 import re
-import resource
-import subprocess
 import sys
 import time
 import zlib
@@ -27,6 +25,7 @@ from conformance.mcp.bounded import MESSAGE_CAP
 from conformance.mcp.session import Endpoint, NotServing, connect
 from conformance.target.open import serve_over_loopback
 from conformance.target.outcomes import ContractViolation, HarnessError
+from tests.measured import run_measured
 from tests.suite_command import SUITE
 
 TOOL = "search_business_knowledge"
@@ -330,19 +329,14 @@ def test_a_well_behaved_server_still_answers(tmp_path: Path, hostile_url: str) -
 
 def _suite_run(tmp_path: Path, mcp_target: str) -> tuple[dict[str, Any], str, float, int]:
     """A suite run of the MCP-001 checks against ``mcp_target``: its results, output, wall time and
-    peak RSS (of the biggest child process so far, in MB: the run is this test's only big one)."""
+    peak RSS (of its own process, in MB)."""
     reports = tmp_path / "reports"
-    started = time.monotonic()
-    done = subprocess.run(
+    run = run_measured(
         [*SUITE, "--no-shrink", "--mcp-target", mcp_target, "--report-dir", str(reports), "--requirement", "MCP-001"],
-        capture_output=True,
-        text=True,
-        timeout=600,
+        600,
     )
-    took = time.monotonic() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
     results = json.loads((reports / "results.json").read_text("utf-8"))
-    return results, done.stdout + done.stderr, took, peak
+    return results, run.output, run.seconds, run.peak_mb
 
 
 def test_a_whole_run_against_a_200_mb_answer_is_a_judged_failure_in_bounded_memory(
