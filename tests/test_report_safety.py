@@ -12,13 +12,17 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from conformance.report.results import RunResult, TestResult
 from conformance.report.writers import FILTER_SCRIPT, code, content_policy, fence, write_all
+from conformance.target.secrets import Scrubber
 from tests.test_report_markdown import CATALOGUE, OBSERVABLE, _exchange, _run
 
 MARK = "kcpwn"
+SECRET_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=8, max_size=30)
 PAYLOAD = (
     f'<img src=x onerror="document.body.dataset.{MARK}=1"></script><script>{MARK}()</script>'
     f"<svg onload={MARK}()> ``` closes a fence\n@{MARK}-team [{MARK}](https://evil.test/{MARK}) | {MARK} | table |\n"
@@ -137,3 +141,23 @@ def test_a_code_span_or_fence_outlasts_every_backtick_run_inside() -> None:
     assert code("`x`") == "`` `x` ``"
     assert fence("x\n````\ny", "sh").startswith("`````sh\n") and fence("x").startswith("```\n")
     assert code("x" * 500, 10).startswith("`" + "x" * 10 + "… [490 more")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(max_size=40), min_size=1, max_size=6), st.lists(SECRET_TEXT, min_size=1, max_size=3))
+def test_machine_read_reports_parse_whatever_the_text_and_the_secrets(
+    tmp_path: Path, texts: list[str], secrets: list[str]
+) -> None:
+    """Masks never fall across JSON or XML syntax: results.json and junit.xml parse after the
+    secrets pass, whatever a target's text holds and wherever a secret stands in it."""
+    scrubber = Scrubber()
+    for secret in secrets:
+        scrubber.add(secret)
+    spliced = [f"{t}{secrets[i % len(secrets)]}{t[::-1]}" for i, t in enumerate(texts)]
+    run = dataclasses.replace(_run([]), warnings=spliced + texts, target="".join(spliced)[:200])
+    paths = write_all(run, tmp_path / "r", scrubber.text)
+    data = json.loads(paths["json"].read_text("utf-8"))
+    ET.fromstring(paths["junit"].read_bytes())
+    for warning in data["warnings"]:
+        for secret in secrets:
+            assert secret not in warning

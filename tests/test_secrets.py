@@ -109,3 +109,9 @@ def test_a_clip_keeps_what_a_cut_of_the_whole_scrubbed_text_keeps(
         assert module.clip(text, limit) == (whole[limit:] if limit < 0 else whole[:limit])
     finally:
         module.SECRETS = saved
+
+
+def test_a_text_with_a_lone_surrogate_is_scrubbed_not_crashed() -> None:
+    scrubber = Scrubber()
+    scrubber.add("kc-surrogate-secret")
+    assert scrubber.text("\ud800 kc-surrogate-secret \udfff") == f"\ud800 {MASK} \udfff"

@@ -61,8 +61,22 @@ def json_text(data: Any) -> str:
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def write_json(run: RunResult, path: Path) -> None:
-    _replace(path, json_text(run.to_dict()))
+def _strings(node: Any, change: Callable[[str], str]) -> Any:
+    """A copy of a JSON-like value with ``change`` applied to every string, keys included."""
+    if isinstance(node, str):
+        return change(node)
+    if isinstance(node, dict):
+        return {change(str(k)): _strings(v, change) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_strings(v, change) for v in node]
+    return node
+
+
+def write_json(run: RunResult, path: Path, scrub: Callable[[str], str] | None = None) -> None:
+    """results.json; ``scrub`` masks every string of the data before it is serialised, so a mask
+    can never fall across JSON's own syntax."""
+    data = run.to_dict()
+    _replace(path, json_text(data if scrub is None else _strings(data, scrub)))
 
 
 def _shown(value: Any) -> Any:
@@ -213,12 +227,15 @@ def write_html(run: RunResult, path: Path) -> None:
     _replace(path, page)
 
 
-def _xml(text: object) -> str:
-    """A value for junit.xml: defanged, so only characters XML 1.0 allows remain."""
-    return defang(str(text))
 
 
-def write_junit(run: RunResult, path: Path) -> None:
+def write_junit(run: RunResult, path: Path, scrub: Callable[[str], str] | None = None) -> None:
+    """junit.xml; ``scrub`` masks every value before it becomes XML (so no mask falls across markup)."""
+
+    def _xml(text: object) -> str:
+        shown = defang(str(text))
+        return shown if scrub is None else scrub(shown)
+
     suite = ET.Element(
         "testsuite",
         name="knowledge-conformance",
@@ -271,14 +288,28 @@ def write_all(run: RunResult, directory: Path, scrub: Callable[[str], str] | Non
         if planted.is_symlink():
             planted.unlink()
     paths = {kind: directory / name for kind, name in FILES.items()}
-    write_json(run, paths["json"])
+    write_json(run, paths["json"], scrub)
     write_markdown(run, paths["markdown"])
     write_html(run, paths["html"])
-    write_junit(run, paths["junit"])
+    write_junit(run, paths["junit"], scrub)
     if scrub is not None:
-        for path in paths.values():
+        for kind, path in paths.items():
             text = path.read_text("utf-8")
             clean = scrub(text)
-            if clean != text:
+            if clean != text and _still_parses(kind, clean):
                 _replace(path, clean)
     return paths
+
+
+def _still_parses(kind: str, text: str) -> bool:
+    """Whether a text-level mask left a machine-read report readable. results.json's strings were
+    masked one by one before it was written, so a mask the whole text still needs would only fall
+    across its syntax; junit.xml must stay well-formed for the reporters that read it."""
+    try:
+        if kind == "json":
+            json.loads(text)
+        elif kind == "junit":
+            ET.fromstring(text.encode("utf-8"))
+    except (ValueError, ET.ParseError):
+        return False
+    return True

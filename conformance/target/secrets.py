@@ -17,6 +17,7 @@ import base64
 import binascii
 import html
 import json
+import re
 import threading
 from typing import Any
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
@@ -24,6 +25,7 @@ from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
 import ahocorasick_rs
 
 MASK = "***"
+_LONE = re.compile("[\ud800-\udfff]")
 MIN_LENGTH = 6  # shorter values are too likely to be ordinary words to mask safely
 FRAGMENT = 8  # any run of this many consecutive characters of a secret's spelling is masked on its own
 SCHEMES = ("Bearer ", "Basic ", "Token ")
@@ -161,7 +163,11 @@ class Scrubber:
 
 def _mask(text: str, automaton: ahocorasick_rs.AhoCorasick) -> str:
     """Every stretch of ``text`` covered by overlapping windows of a secret replaced by one mask."""
-    spans = sorted((start, end) for _, start, end in automaton.find_matches_as_indexes(text, overlapping=True))
+    try:
+        found = automaton.find_matches_as_indexes(text, overlapping=True)
+    except UnicodeEncodeError:  # a lone surrogate (a target's invalid UTF-16): searched as U+FFFD, one for one
+        found = automaton.find_matches_as_indexes(_LONE.sub("\ufffd", text), overlapping=True)
+    spans = sorted((start, end) for _, start, end in found)
     if not spans:
         return text
     kept: list[str] = []
