@@ -46,6 +46,7 @@ from conformance.target.config import TargetConfig
 from conformance.target.open import Target
 from conformance.target.outcomes import ContractViolation, NotVerified
 from conformance.target.rules import Rule, expect
+from conformance.target.secrets import clip
 from knowledge_schemas import load_registry
 from knowledge_schemas.mcp import CHOSEN_ARGUMENTS, JOB_TOOLS, KNOWLEDGE_TOOLS
 
@@ -182,10 +183,10 @@ def _success(agent: Agent, name: str, result: ToolResult, stem: str) -> dict[str
     declared = _tool(agent, name).output_schema
     expect(isinstance(declared, dict), MCP_009, f"{name} declares no outputSchema")
     try:
-        errors = sorted(e.message for e in Draft202012Validator(declared).iter_errors(result.structured))
+        errors = sorted(_reason(e) for e in Draft202012Validator(declared).iter_errors(result.structured))
     except SchemaError as exc:
         errors = [f"the outputSchema itself is invalid: {exc.message}"]
-    expect(not errors, MCP_009, f"{name} structuredContent does not match its outputSchema: {errors[:3]}")
+    expect(not errors, MCP_009, f"{name} structuredContent does not match its outputSchema: {'; '.join(errors[:3])}")
     missing = [
         m for m in SEED_MEMBERS.get(stem, ()) if not isinstance(result.structured, dict) or m not in result.structured
     ]
@@ -195,6 +196,13 @@ def _success(agent: Agent, name: str, result: ToolResult, stem: str) -> dict[str
         expect(not errors, MCP_009, f"strict: {name} structuredContent is not a {stem}: {errors[:3]} (CHOICES.md)")
     expect(result.text_json() == result.structured, MCP_009, f"{name} has no text block carrying the same JSON")
     return body
+
+
+def _reason(error: Any) -> str:
+    """One schema error as where and why, on one short line: jsonschema's message repeats the whole
+    instance, which for a page is kilobytes of escaped text."""
+    where = "/".join(map(str, error.absolute_path)) or "(the result)"
+    return f"at {where}: {error.validator} {clip(repr(error.validator_value), 80)} failed"
 
 
 def _failure(name: str, result: ToolResult, *, reference: bool = False) -> dict[str, Any]:
