@@ -51,6 +51,7 @@ from conformance.target.config import TargetConfig
 from conformance.target.outcomes import ContractViolation
 from conformance.target.rules import expect
 from conformance.target.secrets import clip
+from conformance.target.transport import judged
 
 FORMAT = "knowledge-conformance.server.transcript.v1"
 
@@ -222,6 +223,7 @@ class Checker:
         if predicted.legacy:
             self._legacy(response, "read")
             return None
+        judged(response)  # a failure below is this answer's: the report shows this exchange
         if response.status_code != 200:
             aged = f"{predicted.age:g}" + (f"-{predicted.age + predicted.slack:.3f}" if predicted.slack else "")
             expect(
