@@ -311,10 +311,14 @@ def test_malformed_values_fail_validation(sk: SkWorld) -> None:
         {"query": "x", "max_results": "5"},
         {"query": "x", "max_results": 2.5},
         {"query": "x", "alpha": "high"},
+        {"query": "x", "alpha": "0.5"},
         {"knowledge_item_id": "sk-window", "offset": "3"},
+        {"knowledge_item_id": "sk-window", "offset": 1.5},
         {"knowledge_item_id": "sk-window", "limit_chars": True},
+        {"knowledge_item_id": "sk-window", "limit_chars": "4000"},
+        {"knowledge_item_id": "sk-window", "limit_chars": 40.5},
         {"query": 42},
-    ):
+    ):  # each numeric field as a string, a fraction or a boolean, one field at a time
         answer = sk.ask(arguments)
         expect(
             not answer.ok and (answer.is_error or answer.codes),

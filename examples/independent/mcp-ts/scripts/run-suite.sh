@@ -2,13 +2,13 @@
 # Run the conformance suite against knowledge-mcp-ts.
 #   scripts/run-suite.sh [VARIANT] [PORT] [REPORT_DIR]
 # VARIANT "" or "clean" = the clean server; otherwise a name of variants.json (MCPTS_BROKEN).
-# Needs the suite installed at $KC (default /work/main/.venv/bin/knowledge-conformance).
+# Needs the suite installed at $KC (default: knowledge-conformance on PATH).
 set -u
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 VARIANT=${1:-clean}; [ "$VARIANT" = clean ] && VARIANT=""
 PORT=${2:-8790}
 REPORTS=${3:-$HERE/reports/${VARIANT:-clean}}
-KC=${KC:-/work/main/.venv/bin/knowledge-conformance}
+KC=${KC:-knowledge-conformance}
 SUITE_DIR=${SUITE_DIR:-$(cd "$HERE/../../.." && pwd)}
 export MCPTS_CONTROL_TOKEN=${MCPTS_CONTROL_TOKEN:-mcpts-control-token-$$}
 mkdir -p "$REPORTS"
