@@ -14,14 +14,13 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from knowledge_schemas import load_catalogue
+from tests.serving import wait_until_it_answers
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "examples" / "independent" / "core"
@@ -51,15 +50,9 @@ def independent_core(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(url + "/agent-api/v1/workspaces/x/knowledge/capabilities", timeout=2)
-                break
-            except httpx.HTTPError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the independent Core did not start: {log.read_text()[-2000:]}") from None
-                time.sleep(0.1)
+        wait_until_it_answers(
+            url + "/agent-api/v1/workspaces/x/knowledge/capabilities", process, log, "the independent Core"
+        )
         yield url, token
     finally:
         process.terminate()

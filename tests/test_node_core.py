@@ -16,14 +16,14 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+
+from tests.serving import wait_until_it_answers
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "examples" / "independent" / "core-node"
@@ -59,15 +59,7 @@ def _served(variant: str, log: Path) -> Iterator[tuple[str, str]]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(url + "/", timeout=2)
-                break
-            except httpx.HTTPError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the Node Core did not start: {log.read_text()[-2000:]}") from None
-                time.sleep(0.1)
+        wait_until_it_answers(url + "/", process, log, "the Node Core")
         yield url, token
     finally:
         process.terminate()
