@@ -227,8 +227,6 @@ def write_html(run: RunResult, path: Path) -> None:
     _replace(path, page)
 
 
-
-
 def write_junit(run: RunResult, path: Path, scrub: Callable[[str], str] | None = None) -> None:
     """junit.xml; ``scrub`` masks every value before it becomes XML (so no mask falls across markup)."""
 
