@@ -200,6 +200,18 @@ def _load(args: argparse.Namespace) -> int:
     return run_load(args)
 
 
+def _checked_setup(args: argparse.Namespace) -> tuple[int, str] | None:
+    """:func:`_setup_problem`, where a value HTTP cannot carry (a token with a non-ASCII character)
+    is the usage error it is, not a traceback."""
+    try:
+        return _setup_problem(args)
+    except UnicodeEncodeError as exc:
+        return USAGE_ERROR, (
+            f"ERROR: a configured token or URL holds {exc.object[exc.start : exc.end]!r}, which an HTTP header "
+            "cannot carry: tokens are ASCII"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     from conformance.target.untrusted import guard_streams
 
@@ -211,16 +223,16 @@ def main(argv: list[str] | None = None) -> int:
         return _corpus(args)
     problem = _usage_problem(args)
     if problem is not None:
-        from conformance.target.untrusted import shown
+        from conformance.target.untrusted import one_line
 
-        print(f"{USAGE_PREFIX[args.command]}{shown(problem)}", file=sys.stderr)
+        print(f"{USAGE_PREFIX[args.command]}{one_line(problem)}", file=sys.stderr)
         return USAGE_ERROR
     if args.command == LOAD:
         return _load(args)
-    if args.command == RUN and (setup := _setup_problem(args)) is not None:
-        from conformance.target.untrusted import shown
+    if args.command == RUN and (setup := _checked_setup(args)) is not None:
+        from conformance.target.untrusted import one_line
 
-        print(shown(setup[1]), file=sys.stderr)
+        print(one_line(setup[1]), file=sys.stderr)
         return setup[0]
     import pytest
 

@@ -15,9 +15,9 @@ import pytest
 
 from conformance.plugin.preflight import PREFLIGHT, plain_http_problem, usage_error
 from conformance.target.config import TargetConfig, redact_url
-from conformance.target.secrets import scrub
 from conformance.target.settings import RunSettings
 from conformance.target.transport import bounded_client, broken
+from conformance.target.untrusted import one_line
 
 HARNESS_EXIT = 7
 """The verdict ``error``'s exit code (conformance.report.results.VERDICT_EXIT)."""
@@ -30,7 +30,7 @@ REFUSED = (401, 403)
 
 def stop(message: str) -> NoReturn:
     """The run stops before any test as a harness error: one line, exit 7."""
-    pytest.exit(scrub(f"harness error: {message}"), returncode=HARNESS_EXIT)
+    pytest.exit(one_line(f"harness error: {message}"), returncode=HARNESS_EXIT)
 
 
 def _is_json(response: httpx.Response) -> bool:

@@ -15,13 +15,14 @@ import pytest
 
 from conformance.plugin.options import BY_NAME, option
 from conformance.plugin.state import SessionState, is_worker
-from conformance.target.secrets import SECRETS, scrub
+from conformance.target.secrets import SECRETS
+from conformance.target.untrusted import one_line
 
 RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 
 
 def usage_error(message: str) -> NoReturn:
-    raise pytest.UsageError(scrub(message))
+    raise pytest.UsageError(one_line(message))
 
 
 RULES = (

@@ -114,7 +114,13 @@ class World:
     def start_run(self, who: Who | None = None, delivery: str | None = "on_demand", text: str = "binding") -> str:
         who = who or self.primary
         body = ok(self.core.turn(who.token, who.route, self.core.turn_body(text, delivery)), TURN_003, "turn")
-        return str(body["run_id"])
+        run_id = body.get("run_id") if isinstance(body, dict) else None
+        expect(
+            isinstance(run_id, str) and run_id != "",
+            TURN_003,
+            f"the turn answer has no run_id: {checks.describe(body)}",
+        )
+        return str(run_id)
 
     def search(self, query: str, run_id: str, who: Who | None = None, **extra: Any) -> Any:
         who = who or self.primary

@@ -48,9 +48,11 @@ def _stable_base64(data: bytes, before: int, secret_from: int) -> list[str]:
 
 
 def spellings(value: str) -> set[str]:
-    """Every way the suite may meet ``value`` in a Core's answer: raw; URL-escaped (also every byte),
-    form-encoded, JSON-escaped, HTML-escaped (also as numeric character references); hex; base64 and base64url of it and of it after an auth scheme, at each of the three byte
-    alignments a longer encoded text can give it."""
+    """Every way the suite may meet ``value`` in a Core's answer: raw, upper-, lower-cased and
+    reversed; URL-escaped (also every byte), form-encoded, JSON-escaped (also every character as
+    ``\\uXXXX`` text), HTML-escaped (also as numeric character references); hex of UTF-8 and of
+    UTF-16; base64 and base64url of it and of it after an auth scheme, at each of the three byte
+    alignments a longer encoded text can give it, also percent-encoded byte by byte."""
     raw = value.encode("utf-8")
     found = {
         value,
@@ -67,12 +69,33 @@ def spellings(value: str) -> set[str]:
         "".join(f"&#{ord(c)};" for c in value),  # HTML numeric character references
         "".join(f"&#x{ord(c):x};" for c in value),
         "".join(f"&#x{ord(c):X};" for c in value),
+        "".join(f"\\u{ord(c):04x}" for c in value),  # JSON escapes of every character, arriving as text
+        value.upper(),
+        value.lower(),
+        value[::-1],
+        binascii.hexlify(value.encode("utf-16-le")).decode("ascii"),
+        binascii.hexlify(value.encode("utf-16-be")).decode("ascii"),
+        binascii.hexlify(value.encode("utf-16-le")).decode("ascii").upper(),
+        binascii.hexlify(value.encode("utf-16-be")).decode("ascii").upper(),
     }
     for scheme in ("", *SCHEMES):
         prefix = scheme.encode("ascii")
         for before in range(3):
             found.update(_stable_base64(prefix + raw, before, len(prefix)))
+    found |= {form for b64 in list(found) if _is_base64(b64) for form in (_percent(b64, "X"), _percent(b64, "x"))}
     return {s for s in found if len(s) >= MIN_LENGTH}
+
+
+_BASE64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_=")
+
+
+def _is_base64(text: str) -> bool:
+    return bool(text) and set(text) <= _BASE64
+
+
+def _percent(text: str, case: str) -> str:
+    """Every byte of ``text`` percent-encoded, hex digits in ``case`` (``X`` or ``x``)."""
+    return "".join(f"%{b:02{case}}" for b in text.encode("ascii"))
 
 
 def _windows(spelling: str) -> set[str]:

@@ -66,6 +66,15 @@ def shown(text: object, limit: int | None = None) -> str:
     return clean if limit is None else cut(clean, limit)
 
 
+ONE_LINE = 600
+"""How long a usage or harness line may be: one line saying what to fix, whatever a target put in it."""
+
+
+def one_line(text: object, limit: int = ONE_LINE) -> str:
+    """:func:`shown`, on one line (a newline shown as ``\\n``) and cut: for the single line of an exit 4 or 7."""
+    return cut(shown(text).replace("\n", "\\n"), limit)
+
+
 _SGR = re.compile(r"(\x1b\[[0-9;]*m)")
 """A colour or style change, pytest's own terminal markup: the one escape a guarded stream keeps."""
 
