@@ -98,3 +98,7 @@ def tool_schema(stem: str, pointer: str = "") -> dict[str, Any]:
 
 def job_input_schema(tool: str) -> dict[str, Any]:
     return tool_schema("mcp-job-input", f"$defs/{tool}")
+
+
+TRANSPORTS = ("http", "stdio")
+"""The Agent Session path's transports: streamable HTTP and stdio."""

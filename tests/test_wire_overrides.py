@@ -161,7 +161,7 @@ def test_renamed_wire_with_the_same_names_configured_is_conformant(serve_sim: An
     assert results["verdict"] == "conformant"
     assert results["summary"]["server_must_verified"] == results["summary"]["server_must_total"] > 50
     mcp = (
-        "conformance/suite/mcp/test_mcp.py",
+        "conformance/suite/mcp/",
         "conformance/suite/search_knowledge/test_search_knowledge.py",  # no [mcp] table here: skipped, said so
         "conformance/suite/search_knowledge/test_stateful.py",
     )

@@ -9,8 +9,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from conformance.plugin.state import STATE
+from knowledge_schemas.mcp import TRANSPORTS
 
 if TYPE_CHECKING:
+    from conformance.mcp.results import Agent
+    from conformance.mcp.session import NotServing
     from conformance.server.expiry import Clock, ExpiryProbes
     from conformance.server.wire import CoreWire
     from conformance.server.world import Stated, World
@@ -133,3 +136,64 @@ def in_state(
     from conformance.server.world import in_state as stated
 
     return lambda state: stated(kc_config, core, control, state, realtime=kc_settings.realtime)
+
+
+@pytest.fixture(scope="session")
+def mcp_agents(
+    world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
+) -> Iterator[dict[str, Agent | NotServing]]:
+    """One warm session per transport for the run (a stdio server is a process: spawning one per
+    test would cost seconds each). Its first calls, made before any turn, are kept to judge
+    turn-first ordering; a session counts as fresh only when nothing else can have started a
+    turn for it (a new process, or an Agent Session minted for the MCP checks alone)."""
+    from conformance.mcp.endpoints import agent_endpoints
+    from conformance.mcp.results import READ, SEARCH, Agent
+    from conformance.mcp.session import NotServing, connect_each
+    from conformance.plugin.options import option
+    from conformance.server.world import Who
+
+    who, fresh_http = world.primary, False
+    if world.control is not None:  # an Agent Session of its own, so nothing else started a turn for it
+        minted = world.control.mint("alice", world.route)
+        who, fresh_http = Who(minted["token"], minted["route"], minted["account"], minted["session_id"]), True
+    endpoints = agent_endpoints(kc_config, kc_target, option(pytestconfig, "--mcp-target"), str(who.token), who.route)
+    agents: dict[str, Agent | NotServing] = {}
+    with connect_each(list(endpoints.values()), kc_config.timeout_seconds) as sessions:
+        for transport, session in zip(endpoints, sessions, strict=True):
+            if isinstance(session, NotServing):
+                agents[transport] = session
+                continue
+            tools = session.tools()
+            before_search = session.call(SEARCH, {"query": kc_config.probe_query})
+            before_read = session.call(READ, {"ref": "kc-before-any-turn"})
+            agents[transport] = Agent(
+                transport,
+                session,
+                transport == "stdio" or fresh_http,
+                tools,
+                before_search,
+                before_read,
+                who=who,
+                strict=kc_config.strict_codes,
+            )
+        yield agents
+
+
+@pytest.fixture(params=TRANSPORTS)
+def agent(request: pytest.FixtureRequest, mcp_agents: dict[str, Agent | NotServing]) -> Agent:
+    """The warm Agent Session MCP session of one transport, after its first turn."""
+    from conformance.mcp.endpoints import skipped
+    from conformance.mcp.rules import MCP_001
+    from conformance.mcp.session import NotServing
+    from conformance.plugin.options import option
+
+    found = mcp_agents.get(str(request.param))
+    if found is None:
+        if skipped(option(request.config, "--mcp-target")):
+            pytest.skip("not verified: MCP checks skipped: --mcp-target none")
+        pytest.skip(f"not verified: no Agent Session MCP server over {request.param} (--mcp-target or [mcp])")
+    if isinstance(found, NotServing):
+        MCP_001.fail(f"the Agent Session MCP server {found}")
+    if found.turn is None:
+        found.turn = found.start_turn("knowledge")
+    return found

@@ -246,6 +246,7 @@ class SuiteSession:
 
                 catalogue = load_catalogue()
                 via = catalogue[violated].via if violated is not None and violated in catalogue else None
+                via = getattr(exc, "via", None) or via
                 exchanges = recorder.evidence(self.state.base_url, self.state.config.wire["auth"], via)
                 report.user_properties.append(("exchanges", json.dumps(exchanges)))
             from conformance.mcp import evidence

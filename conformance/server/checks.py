@@ -132,6 +132,15 @@ def search_response(response: httpx.Response, *, what: str = "search") -> dict[s
     """Shape rules first (the most specific violation is reported), then the byte bound."""
     read(response, SRCH_001, bound=SRCH_008)
     body = ok(response, SRCH_001, what)
+    search_body(body, len(response.content))
+    schema("search-response", body)
+    return dict(body)
+
+
+def search_body(body: Any, size: int, *, relayed: bool = False) -> None:
+    """The search rules on one answer's JSON of ``size`` bytes. ``relayed``: as a tool relays the
+    Core's answer (MCP), where the seed names only hints and a status, so ``trust`` is judged when
+    it is there."""
     with shaped("search-response", body):
         hints = body.get("hints")
         if not isinstance(hints, list):  # the hint rules are verified by the hints themselves, below
@@ -155,15 +164,13 @@ def search_response(response: httpx.Response, *, what: str = "search") -> dict[s
             SRCH_005,
             f"status {body.get('status')!r} is not one of {sorted(C.SEARCH_STATUSES)}",
         )
-        expect(
-            body.get("trust") == "reference_only",
-            SRCH_007,
-            f"trust is {body.get('trust')!r}, expected 'reference_only'",
-        )
-        size = len(response.content)
+        if not relayed or "trust" in body:
+            expect(
+                body.get("trust") == "reference_only",
+                SRCH_007,
+                f"trust is {body.get('trust')!r}, expected 'reference_only'",
+            )
         expect(size <= C.SEARCH_MAX_BYTES, SRCH_008, f"search JSON is {size} bytes, over {C.SEARCH_MAX_BYTES}")
-        schema("search-response", body)
-        return dict(body)
 
 
 def page(
@@ -191,13 +198,28 @@ def page(
                 "a character was cut between its bytes",
             ) from None
     body = ok(response, accepted, "read")
+    page_body(
+        body, len(response.content), ref=ref, max_bytes=max_bytes, requirement_bound=requirement_bound, strict=strict
+    )
+    schema("read-response", body)
+    return dict(body)
+
+
+def page_body(
+    body: Any,
+    size: int,
+    *,
+    ref: str,
+    max_bytes: int | None,
+    requirement_bound: Rule,
+    strict: bool = False,
+    relayed: bool = False,
+) -> None:
+    """The page rules on one page's JSON of ``size`` bytes. ``relayed``: as a tool relays the
+    Core's page (MCP), where ``trust`` is judged when it is there."""
     with shaped("read-response", body):
         limit = max_bytes or C.READ_DEFAULT_MAX_BYTES
-        expect(
-            len(response.content) <= limit,
-            requirement_bound,
-            f"read JSON is {len(response.content)} bytes, over max_bytes {limit}",
-        )
+        expect(size <= limit, requirement_bound, f"read JSON is {size} bytes, over max_bytes {limit}")
         required = {"ref", "revision", "content", "next_cursor"} | ({"truncated"} if strict else set())
         missing = required - set(body)
         expect(
@@ -210,11 +232,12 @@ def page(
                 READ_002,
                 f"strict: revision {body['revision']!r} is not a string (CHOICES.md)",
             )
-        expect(
-            body.get("trust") == "reference_only",
-            READ_003,
-            f"trust is {body.get('trust')!r}, expected 'reference_only'",
-        )
+        if not relayed or "trust" in body:
+            expect(
+                body.get("trust") == "reference_only",
+                READ_003,
+                f"trust is {body.get('trust')!r}, expected 'reference_only'",
+            )
         content = body.get("content")
         if isinstance(content, str):  # what shows a split without knowing the document: half of an astral character
             lone = next((ch for ch in content if "\ud800" <= ch <= "\udfff"), None)
@@ -246,8 +269,6 @@ def page(
                 READ_014,
                 f"read_chain_max_bytes {body['read_chain_max_bytes']} exceeds {C.READ_CHAIN_MAX_BYTES}",
             )
-        schema("read-response", body)
-        return dict(body)
 
 
 def says_complete(page: dict[str, Any]) -> bool:

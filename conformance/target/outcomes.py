@@ -21,6 +21,10 @@ answers differently on a replay, is still known by the rule it broke."""
 class ContractViolation(AssertionError):
     """A target's answer broke one requirement of the catalogue."""
 
+    via: str | None = None
+    """Where it was seen, when not where the catalogue says the rule shows ("mcp": a tool relayed
+    the Core's answer), so the report shows the tool calls, not an HTTP exchange."""
+
     def __init__(self, requirement: str, message: str) -> None:
         super().__init__(f"[{requirement}] {message}")
         self.requirement = requirement

@@ -257,10 +257,17 @@ class AgentTools:
             return False
         if status != 200 or not isinstance(answer, dict):
             raise core_error(status, answer)
+        schemas = (answer.get("schema_version"), answer.get("knowledge_schema_version"))
+        if schemas != (CAPABILITIES_SCHEMA, KNOWLEDGE_SCHEMA):  # seed 000: an unknown schema is an error, no old Core
+            raise ToolError(
+                "knowledge_unknown_schema",
+                f"the Core's capabilities name schemas this adapter does not know: {schemas}",
+                category="unsupported",
+                origin="core",
+                core_body=answer,
+            )
         return (
-            answer.get("schema_version") == CAPABILITIES_SCHEMA
-            and answer.get("knowledge_schema_version") == KNOWLEDGE_SCHEMA
-            and answer.get("route") == session.route
+            answer.get("route") == session.route
             and set(answer.get("delivery_modes") or []) >= {"inline", "on_demand"}
         )
 

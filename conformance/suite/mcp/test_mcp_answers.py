@@ -1,0 +1,105 @@
+"""The Core's answers as the Agent Session tools relay them: a search or a page that reaches a
+model over MCP keeps every rule the Core's HTTP answer keeps (hint count and members, no full
+document, 4096 bytes of search JSON, page members and flags, the chain budget and its flags).
+Each violation names the seed's rule and says it was seen over MCP (:mod:`conformance.mcp.relayed`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.mcp import relayed
+from conformance.mcp.results import READ, SEARCH, Agent, ref_of, success
+from conformance.mcp.rules import MCP_011
+from conformance.server import checks, corpus
+from conformance.server.rules import READ_010, READ_011, SRCH_006
+from conformance.server.world import World
+from conformance.target import contract as C
+from conformance.target.rules import expect
+
+R = pytest.mark.requirement
+
+QUERIES = {
+    "broad": "binding",  # more documents match than three hints may show, with distinct titles
+    "worst": corpus.WORST_WORD,  # the three worst-case hints at once: the 4096-byte bound at its edge
+}
+
+
+@R("SRCH-003", "SRCH-004", "SRCH-005", "SRCH-006", "SRCH-007", "SRCH-008", "READ-007", "MCP-009")
+@pytest.mark.parametrize("query", sorted(QUERIES))
+def test_searches_over_mcp_keep_the_search_rules(agent: Agent, world: World, query: str) -> None:
+    """At most three hints with title, summary and ref, a contract status, ``trust`` when the
+    result carries it, at most 4096 bytes of the Core's members, and no hint carrying a document
+    the run seeded whole, in any member at any depth."""
+    if not world.docs:
+        pytest.skip("not verified: needs the suite's own corpus, seeded through control")
+    body = success(agent, SEARCH, agent.session.call(SEARCH, {"query": QUERIES[query]}), "mcp-search-result")
+    relayed.search(body, agent.transport, SEARCH)
+    seeded = world.document_text()
+    with relayed.over_mcp(agent.transport, SEARCH):
+        for i, hint in enumerate(body.get("hints") or []):
+            whole = seeded.whole(hint)
+            expect(whole is None, SRCH_006, f"hint {i} carries a seeded document whole ({len(whole or '')} characters)")
+
+
+@R("SRCH-006")
+def test_a_summary_that_is_the_whole_document_is_never_relayed_whole(agent: Agent, world: World) -> None:
+    """The document whose author summary is its whole content (corpus.SUMMARISED): its hint over
+    MCP may quote it, never carry all of it."""
+    doc = world.need_doc(corpus.SUMMARISED)
+    body = success(agent, SEARCH, agent.session.call(SEARCH, {"query": doc.token}), "mcp-search-result")
+    hints = [h for h in body.get("hints") or [] if doc.token in str(h)]
+    if not hints:
+        world.not_found(f"no MCP hint for {doc.token!r} names document {doc.key!r}", doc)
+    with relayed.over_mcp(agent.transport, SEARCH):
+        for hint in hints:
+            expect(
+                doc.content.strip() not in " ".join(C.strings_in(hint)),
+                SRCH_006,
+                f"the hint of {doc.key!r} carries its whole content ({len(doc.content)} characters)",
+            )
+
+
+EMPTY_PAGES = 8  # pages without content a chain may offer before it ends (a server that never ends it is cut here)
+
+
+@R("READ-002", "READ-003", "READ-007", "READ-009", "READ-010", "READ-011", "READ-014", "MCP-011")
+@pytest.mark.parametrize("key", ["big", "over"])
+def test_a_read_chain_over_mcp_stops_at_its_budget(agent: Agent, world: World, key: str) -> None:
+    """A revision far past the chain budget, and one a byte past it, read over MCP in the largest
+    pages: every page keeps the page rules, the chain carries at most its budget, and where it
+    stops short of the revision its last page says ``budget_exhausted: true`` and never that the
+    read is complete (seed: "Never describe that as a full read")."""
+    doc = world.need_doc(key)
+    ref = ref_of(agent, doc.token)
+    if ref is None:
+        world.not_found(f"no MCP hint for {doc.token!r} reads as the document", doc)
+    assert ref is not None
+    pages: list[dict[str, object]] = []
+    cursor, delivered, empty = None, 0, 0
+    while delivered <= C.READ_CHAIN_MAX_BYTES and empty < EMPTY_PAGES:
+        args = {"ref": ref, "max_bytes": C.READ_MAX_MAX_BYTES, **({"cursor": cursor} if cursor else {})}
+        body = success(agent, READ, agent.session.call(READ, args), "mcp-read-result")
+        relayed.page(body, agent.transport, READ, ref=ref, max_bytes=C.READ_MAX_MAX_BYTES, bound=MCP_011)
+        pages.append(body)
+        size = C.utf8_size(str(body.get("content", "")))
+        delivered, empty = delivered + size, 0 if size else empty + 1
+        cursor = body.get("next_cursor")
+        if not cursor:
+            break
+    budget = world.chain_budget([dict(p) for p in pages])
+    last = pages[-1]
+    with relayed.over_mcp(agent.transport, READ):
+        expect(
+            delivered <= budget,
+            READ_010,
+            f"the chain delivered {delivered} content bytes of a {C.utf8_size(doc.content)}-byte revision, "
+            f"over its {budget}-byte budget",
+        )
+        if cursor:
+            return  # cut here: more than the budget, judged above
+        expect(
+            last.get("budget_exhausted") is True and not checks.says_complete(dict(last)),
+            READ_011,
+            f"the chain stopped after {delivered} content bytes of {C.utf8_size(doc.content)} "
+            f"with {checks.describe({k: last.get(k) for k in ('truncated', 'next_cursor', 'budget_exhausted')})}",
+        )
