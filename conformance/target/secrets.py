@@ -110,9 +110,12 @@ class Scrubber:
 
     def __init__(self) -> None:
         self._values: set[str] = set()
+        self._patterns: set[str] = set()  # every window of every value
+        self._recent: set[str] = set()  # the windows added since the main automaton was built
         self._lock = threading.Lock()
         self._size = 0  # how many values there are: values are only ever added, so it names the set's state
-        self._sweep: tuple[int, ahocorasick_rs.AhoCorasick | None, int] | None = None
+        self._sweep: tuple[int, tuple[ahocorasick_rs.AhoCorasick, ...], int] | None = None
+        self._main: tuple[ahocorasick_rs.AhoCorasick, int] | None = None  # the automaton and its pattern count
 
     def add(self, value: object) -> None:
         """Remember a secret with all its spellings (:func:`spellings`)."""
@@ -120,7 +123,13 @@ class Scrubber:
             return
         found = spellings(value)
         with self._lock:
-            self._values.update(found)
+            new = found - self._values
+            if not new:
+                return
+            self._values.update(new)
+            windows = {w for v in new for w in _windows(v)} - self._patterns
+            self._patterns.update(windows)
+            self._recent.update(windows)
             self._size = len(self._values)
 
     def add_url(self, url: str | None) -> None:
@@ -153,25 +162,34 @@ class Scrubber:
         """How far from its first character a mask can reach: the longest value and a fragment."""
         return self._prepared()[1]
 
-    def _prepared(self) -> tuple[ahocorasick_rs.AhoCorasick | None, int]:
-        """One automaton of every window of every spelling, and the reach: a run scrubs some ten
-        thousand texts, nearly all of them clean, so one pass decides each (rebuilt only when a
-        value was added)."""
+    def _prepared(self) -> tuple[tuple[ahocorasick_rs.AhoCorasick, ...], int]:
+        """The automata of every window of every spelling, and the reach: a run scrubs some ten
+        thousand texts, nearly all of them clean, so one pass decides each. Secrets arrive one at
+        a time between scrubs (each minted token), so the windows added since the main automaton
+        was built get a small one of their own, and the main one is built again only once those
+        reach a quarter of it: adding a secret costs its own windows, not every secret's."""
         sweep = self._sweep
-        if sweep is None or sweep[0] != self._size:
-            with self._lock:
-                size, values = self._size, list(self._values)
-            patterns = sorted({w for v in values for w in _windows(v)})
-            automaton = ahocorasick_rs.AhoCorasick(patterns) if patterns else None
-            reach = max((len(v) for v in values), default=0) + FRAGMENT
-            sweep = self._sweep = (size, automaton, reach)
-        return sweep[1], sweep[2]
+        if sweep is not None and sweep[0] == self._size:
+            return sweep[1], sweep[2]
+        with self._lock:
+            size = self._size
+            if self._main is None or len(self._recent) * 4 > self._main[1]:
+                everything = sorted(self._patterns)
+                self._main = (ahocorasick_rs.AhoCorasick(everything), len(everything)) if everything else None
+                self._recent = set()
+            recent = sorted(self._recent)
+            reach = max((len(v) for v in self._values), default=0) + FRAGMENT
+        automata = tuple(a for a in (self._main[0] if self._main else None,) if a is not None)
+        if recent:
+            automata += (ahocorasick_rs.AhoCorasick(recent),)
+        self._sweep = (size, automata, reach)
+        return automata, reach
 
     def text(self, text: str) -> str:
-        automaton, _ = self._prepared()
-        if automaton is None:
+        automata, _ = self._prepared()
+        if not automata:
             return text
-        return _mask(text, automaton)
+        return _mask(text, automata)
 
     def data(self, node: Any) -> Any:
         """A copy of a JSON-like value with every string scrubbed."""
@@ -184,12 +202,14 @@ class Scrubber:
         return node
 
 
-def _mask(text: str, automaton: ahocorasick_rs.AhoCorasick) -> str:
+def _mask(text: str, automata: tuple[ahocorasick_rs.AhoCorasick, ...]) -> str:
     """Every stretch of ``text`` covered by overlapping windows of a secret replaced by one mask."""
-    try:
-        found = automaton.find_matches_as_indexes(text, overlapping=True)
-    except UnicodeEncodeError:  # a lone surrogate (a target's invalid UTF-16): searched as U+FFFD, one for one
-        found = automaton.find_matches_as_indexes(_LONE.sub("\ufffd", text), overlapping=True)
+    found: list[tuple[int, int, int]] = []
+    for automaton in automata:
+        try:
+            found += automaton.find_matches_as_indexes(text, overlapping=True)
+        except UnicodeEncodeError:  # a lone surrogate (a target's invalid UTF-16): searched as U+FFFD, one for one
+            found += automaton.find_matches_as_indexes(_LONE.sub("\ufffd", text), overlapping=True)
     spans = sorted((start, end) for _, start, end in found)
     if not spans:
         return text
