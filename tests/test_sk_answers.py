@@ -1,13 +1,26 @@
 """How the suite's search_knowledge profile reads an answer: codes wherever a server puts
-them, protocol errors as refusals, and UTF-16 windows for servers that count in units."""
+them, protocol errors as refusals, a success as JSON text with bounded excerpts, and UTF-16
+windows for servers that count in units."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import pytest
+
 from conformance.mcp.session import ToolResult
-from conformance.search_knowledge.answers import call, envelope_types, message_of, utf16_len, utf16_slice
+from conformance.search_knowledge.answers import (
+    EXCERPT_BOUND,
+    Corpus,
+    call,
+    envelope_types,
+    message_of,
+    utf16_len,
+    utf16_slice,
+)
+from conformance.target.outcomes import ContractViolation
+from conformance.target.rules import recording
 
 
 class _Session:
@@ -62,3 +75,72 @@ def test_utf16_windows() -> None:
     assert utf16_len(text) == 5 and len(text) == 4
     assert utf16_slice(text, 1, 2) == "\U0001f600" and utf16_slice(text, 3, 2) == "e\u0301"
     assert utf16_slice(text, 1, 1) == "\ud83d"  # a cut pair is a lone surrogate, as JSON can carry it
+
+
+SEARCH = {"type": "knowledge_search", "results": [{"knowledge_item_id": "a", "title": "T", "excerpt": "x"}]}
+READ = {"type": "knowledge", "knowledge_item_id": "a", "content": "abc", "content_truncated": False}
+
+
+def _texts(body: Any, *texts: str, structured: bool = True, judge: bool = True) -> Any:
+    result = ToolResult(False, body if structured else None, structured, texts)
+    return call(_Session(result), {"query": "x"}, judge=judge)  # type: ignore[arg-type]
+
+
+def _violated(body: Any, *texts: str, structured: bool = True) -> ContractViolation:
+    with pytest.raises(ContractViolation) as info:
+        _texts(body, *texts, structured=structured)
+    return info.value
+
+
+def test_a_success_is_the_same_json_as_text() -> None:
+    with recording() as ledger:
+        assert _texts(SEARCH, json.dumps(SEARCH)).ok
+        assert _texts(READ, json.dumps(READ, indent=2)).ok
+        assert _texts(SEARCH, json.dumps(SEARCH), structured=False).ok  # the text alone is the result
+        assert _texts(SEARCH, "Found 1 result:", json.dumps(SEARCH)).ok  # a summary beside the JSON text
+        assert _texts({"type": "knowledge", "n": 1}, '{"type": "knowledge", "n": 1.0}').ok  # one JSON number
+    assert ledger.passed == {"SK-017", "SK-018"}
+
+
+def test_a_success_whose_text_is_not_its_json_breaks_the_result_shape() -> None:
+    """The seed: "Query returns JSON text ...", "Addressed read returns JSON text ..."."""
+    summary = _violated(SEARCH, "Found 1 result:\n1. T (a)")
+    assert summary.requirement == "SK-017" and "not a JSON object" in str(summary) and "Found 1 result" in str(summary)
+    assert _violated(READ).requirement == "SK-018"  # no text block at all
+    assert "no text content block" in str(_violated(READ))
+    other = _violated(READ, json.dumps({**READ, "content": "abd"}))
+    assert other.requirement == "SK-018" and "not the same JSON as its structuredContent" in str(other)
+    assert _violated(READ, json.dumps({**READ, "type": "knowledge_search"})).requirement == "SK-018"
+    assert _violated(READ, json.dumps({**READ, "content_truncated": 0})).requirement == "SK-018"  # false is not 0
+    assert _violated(SEARCH, json.dumps([SEARCH])).requirement == "SK-017"  # JSON, but not an object
+
+
+def test_the_text_shown_is_cut() -> None:
+    message = str(_violated(SEARCH, "Found " + "many " * 10_000 + "results"))
+    assert len(message) < 600 and "results" not in message.split("Found", 1)[1]
+
+
+def test_refusals_and_probes_are_not_judged_as_successes() -> None:
+    refusal = ToolResult(True, {"type": "knowledge_error", "error": "e"}, True, ("refused",))
+    assert not call(_Session(refusal), {}).ok  # type: ignore[arg-type]
+    assert _texts(SEARCH, "Found 1 result", judge=False).ok
+
+
+def test_every_query_result_has_a_bounded_excerpt() -> None:
+    """By default one addressed window (CHOICES.md; strict holds it to 2000 in the tests)."""
+    at_bound = {**SEARCH, "results": [{"knowledge_item_id": "a", "excerpt": "e" * EXCERPT_BOUND}]}
+    assert _texts(at_bound, json.dumps(at_bound)).ok
+    whole = {**SEARCH, "results": [{"knowledge_item_id": "a", "excerpt": "e" * (EXCERPT_BOUND + 1)}]}
+    broken = _violated(whole, json.dumps(whole))
+    assert broken.requirement == "SK-017" and f"an excerpt of {EXCERPT_BOUND + 1} characters" in str(broken)
+    long_read = {**READ, "content": "e" * (EXCERPT_BOUND + 1)}  # an addressed read's window is bounded elsewhere
+    assert _texts(long_read, json.dumps(long_read)).ok
+
+
+def test_the_corpus_holds_a_document_longer_than_the_excerpt_bound_that_its_token_finds() -> None:
+    corpus = Corpus()
+    corpus.build()
+    text = corpus.texts["sk-long"]
+    assert len(text) > EXCERPT_BOUND and utf16_len(text) > EXCERPT_BOUND
+    holders = [item for item, content in corpus.texts.items() if corpus.token("long") in content]
+    assert holders == ["sk-long"]

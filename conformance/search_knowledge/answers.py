@@ -10,14 +10,17 @@ other forms of it), and the checks compare a server's own orders with each other
 from __future__ import annotations
 
 import gc
+import json
+import math
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.mcp.session import McpSession, NotServing, connect
-from conformance.search_knowledge.rules import SK_009
+from conformance.mcp.session import McpSession, NotServing, ToolResult, connect
+from conformance.search_knowledge.rules import SK_009, SK_017, SK_018
+from conformance.target.rules import expect
 from conformance.target.secrets import clip
 
 TOOL = "search_knowledge"
@@ -76,7 +79,10 @@ def _codes(body: Any) -> set[str]:
     return found
 
 
-def call(session: McpSession, arguments: dict[str, Any]) -> Answer:
+def call(session: McpSession, arguments: dict[str, Any], *, judge: bool = True) -> Answer:
+    """One call, read as an :class:`Answer`. A success is judged here, for every check that asks
+    (``judge``; a probe that only asks whether the tool is offered does not): it is JSON text
+    (:func:`judge_success`). Checks of one test's own rules come after, on the answer."""
     result = session.call(TOOL, arguments)
     if result.protocol_error is not None:  # e.g. invalid params: a refusal without a tool result
         code = result.protocol_error.removeprefix("JSON-RPC error ").split(":", 1)[0]
@@ -88,7 +94,78 @@ def call(session: McpSession, arguments: dict[str, Any]) -> Answer:
         not result.is_error and body is not None and not codes and body.get("type") in ("knowledge_search", "knowledge")
     )
     raw = clip(str(body if body is not None else list(result.texts)), 400)
+    if good and judge:
+        assert body is not None
+        judge_success(result, body)
     return Answer(good, body, frozenset(codes), result.is_error, raw)
+
+
+EXCERPT_BOUND = 10_000
+"""Characters a query result's excerpt may hold by default: one addressed window (the seed says
+"bounded excerpt"; CHOICES.md; strict holds it to 2000). Counted in code points, so a server that
+counts UTF-16 units is held to no more than its own count."""
+
+
+def judge_success(result: ToolResult, body: dict[str, Any]) -> None:
+    """What every success of the tool holds, whichever check asked for it (seed 003): "Query returns
+    JSON text with {"type":"knowledge_search",...}", "Addressed read returns JSON text with
+    type='knowledge'". A text block's text is a JSON object of the answer's type, the same JSON value
+    as ``structuredContent`` when that is there too; a query result's excerpts are bounded."""
+    kind = str(body.get("type"))
+    requirement = SK_017 if kind == "knowledge_search" else SK_018
+    objects = [value for text in result.texts if isinstance(value := _json_object(text), dict)]
+    expect(
+        result.texts,
+        requirement,
+        f"a successful {kind} answer has no text content block: the seed's result is JSON text",
+    )
+    expect(
+        objects,
+        requirement,
+        f"the text of a successful {kind} answer is not a JSON object: {clip(result.texts[0], 200)!r}",
+    )
+    if result.has_structured:
+        expect(
+            any(_same_json(value, body) for value in objects),
+            requirement,
+            f"the text of a successful {kind} answer is not the same JSON as its structuredContent: the text "
+            f"says {clip(json.dumps(objects[0], ensure_ascii=False), 200)!r}, structuredContent "
+            f"{clip(json.dumps(body, ensure_ascii=False), 200)!r}",
+        )
+    if kind != "knowledge_search":
+        return
+    found = body.get("results")
+    for hit in found if isinstance(found, list) else ():
+        excerpt = hit.get("excerpt") if isinstance(hit, dict) else None
+        if isinstance(excerpt, str):
+            expect(
+                len(excerpt) <= EXCERPT_BOUND,
+                SK_017,
+                f"the result for {clip(str(hit.get('knowledge_item_id')), 80)!r} has an excerpt of {len(excerpt)} "
+                f"characters; a bounded excerpt runs to one addressed window ({EXCERPT_BOUND}) at most: "
+                f"{clip(excerpt, 120)!r}",
+            )
+
+
+def _json_object(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether two parsed JSON values are the same JSON value: a number is a number whatever its
+    spelling (1 and 1.0), but true is not 1 (Python's ``==`` says it is)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and bool(a == b)
 
 
 def open_sessions(
@@ -205,7 +282,9 @@ class Corpus:
                 "photographer photographic photographed photographs photograph photographers photographing",
             ),
             "sk-window": (MAIN, "Window text", "".join(WINDOW_PIECES * 24)),
-            "sk-long": (MAIN, "Long text", "".join(WINDOW_PIECES * 500)),
+            # longer than one addressed window (EXCERPT_BOUND) in code points and in UTF-16 units, and
+            # found by its token: a query result's excerpt of it must be cut
+            "sk-long": (MAIN, "Long text", f"{self.token('long')} " + "".join(WINDOW_PIECES * 700)),
             "sk-evolving": (MAIN, "Evolving", f"first revision {self.token('first')} of an item that changes"),
             "sk-archived": (MAIN, "Archived", f"archived item {self.token('hidden')}"),
             "sk-unpublished": (MAIN, "Unpublished", f"unpublished item {self.token('hidden')}"),

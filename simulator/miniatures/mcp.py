@@ -296,6 +296,30 @@ class McpSearchKnowledgeListed(AgentTools):
         return [*super().tools(), listed]
 
 
+class McpSearchKnowledgeTextSummary(AgentTools):
+    """A search_knowledge success carries a summary for a human as its text block ("Found 3
+    results: ..."), not the JSON; structuredContent still carries the result."""
+
+    async def search_knowledge(self, session: Session, arguments: dict[str, Any]) -> types.CallToolResult:
+        result = await super().search_knowledge(session, arguments)
+        body = result.structured_content
+        if result.is_error or not isinstance(body, dict):
+            return result
+        if body.get("type") == "knowledge_search":
+            hits = [h for h in body.get("results", []) if isinstance(h, dict)]
+            lines = [f"Found {len(hits)} results:"]
+            lines += [f"{n}. {h.get('title')} ({h.get('knowledge_item_id')})" for n, h in enumerate(hits, 1)]
+        else:
+            lines = [
+                f"{body.get('title')} ({body.get('knowledge_item_id')}, revision {body.get('knowledge_revision_id')}), "
+                f"characters {body.get('content_offset')} of {body.get('content_total_chars')}:",
+                str(body.get("content", "")),
+            ]
+        return types.CallToolResult(
+            content=[types.TextContent(text="\n".join(lines))], structured_content=body, is_error=result.is_error
+        )
+
+
 AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_no_rebinding_protection": McpNoRebindingProtection,
     "mcp_origin_checked_by_prefix": McpOriginCheckedByPrefix,
@@ -316,6 +340,7 @@ AGENT_MINIATURES: dict[str, type[AgentTools]] = {
     "mcp_own_page_size": McpOwnPageSize,
     "mcp_ignores_max_bytes": McpIgnoresMaxBytes,
     "mcp_search_knowledge_listed": McpSearchKnowledgeListed,
+    "mcp_search_knowledge_text_summary": McpSearchKnowledgeTextSummary,
     "mcp_scope_change_no_search_again": McpScopeChangeNoSearchAgain,
     "mcp_turn_retry_new_identity": McpTurnRetryNewIdentity,
 }

@@ -128,6 +128,13 @@ class SkOtherChoices(SearchKnowledge):
         return out
 
 
+class SkExcerptWholeContent(SearchKnowledge):
+    """A query result's excerpt is the revision's whole content, however long."""
+
+    def hit(self, rev: Revision, scored: Any, mode: str) -> dict[str, Any]:
+        return {**super().hit(rev, scored, mode), "excerpt": rev.content}
+
+
 class SkScoresRounded(SearchKnowledge):
     """Seed-allowed: every score rounded to six decimals (modes are judged by rank)."""
 
@@ -333,6 +340,7 @@ MINIATURES: dict[str, type[SearchKnowledge]] = {
     "sk_audit_written": SkAuditWritten,
     "sk_other_choices": SkOtherChoices,
     "sk_scores_rounded": SkScoresRounded,
+    "sk_excerpt_whole_content": SkExcerptWholeContent,
     "sk_semantic_is_lexical": SkSemanticIsLexical,
     "sk_lexical_is_semantic": SkLexicalIsSemantic,
     "sk_hybrid_lexical_only": SkHybridLexicalOnly,

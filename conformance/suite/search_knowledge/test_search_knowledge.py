@@ -193,7 +193,7 @@ def sk(world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: p
                 if skipped(chosen)
                 else "not verified: no Agent Session MCP server (--mcp-target or [mcp])"
             )
-        probe = call(sessions["alice"], {"query": "knowledge"})
+        probe = call(sessions["alice"], {"query": "knowledge"}, judge=False)  # offered at all: judged by the tests
         if not_offered(probe):
             pytest.skip(f"not verified: the MCP server does not offer search_knowledge ({probe.raw[:120]})")
         yield SkWorld(corpus, control, sessions, kc_config.strict_codes, revisions)
@@ -355,6 +355,23 @@ def test_a_query_without_searchable_terms_is_still_answered(sk: SkWorld) -> None
             _typed(answer, "knowledge_search", SK_017)
             errors = load_registry().errors("search-knowledge-search-result", answer.body)
             expect(not errors, SK_017, f"query {query!r} in {mode} mode: not a knowledge_search result: {errors[:3]}")
+
+
+@R("SK-017")
+def test_an_excerpt_is_bounded_however_long_the_document(sk: SkWorld) -> None:
+    """sk-long runs past one addressed window (10000 characters), and its token finds it: in each
+    mode a result for it must carry a bounded excerpt, not the document (every query result's
+    excerpt is held to the bound where the answer is read, strict to 2000)."""
+    sk.need_control()
+    reached = []
+    for mode in ("lexical", "hybrid", "semantic", "rrf"):
+        hits = sk.search(sk.corpus.token("long"), mode=mode).hits()
+        reached += [mode for h in hits if h.get("knowledge_item_id") == "sk-long"]
+    if not reached:
+        pytest.skip(
+            "not verified: no query for sk-long's own token finds it, so no excerpt of a document longer than "
+            "one addressed window shows"
+        )
 
 
 @R("SK-014", "SK-015", "SK-016")

@@ -37,7 +37,7 @@ def test_search_knowledge_model_agrees_with_the_target(
     with model_world(kc_config, kc_target, control, chosen) as world:
         if world is None:
             pytest.skip("not verified: no Agent Session MCP server acting as the identities the model mints")
-        probe = call(world.sessions["alice"], {"query": "knowledge"})
+        probe = call(world.sessions["alice"], {"query": "knowledge"}, judge=False)  # offered at all: the walk judges
         if not_offered(probe):
             pytest.skip(f"not verified: the MCP server does not offer search_knowledge ({probe.raw[:120]})")
         reach = Reach()
