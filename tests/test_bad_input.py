@@ -118,6 +118,8 @@ def test_the_sane_configuration_still_loads(tmp_path: Path) -> None:
         (["--stateful-examples", "-3"], "--stateful-examples must be a number from 0 to 100000, not -3"),
         (["--stateful-steps", "999999999"], "--stateful-steps must be a number from 0 to 10000"),
         (["--stateful-seed", "9" * 40], "--stateful-seed must be a number from"),
+        (["--concurrency", "0"], "--concurrency must be a number from 1 to 64, not 0"),
+        (["--concurrency", "500"], "--concurrency must be a number from 1 to 64, not 500"),
     ],
 )
 def test_a_numeric_option_out_of_range_is_exit_4(tmp_path: Path, args: list[str], expected: str) -> None:

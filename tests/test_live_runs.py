@@ -162,7 +162,8 @@ def test_two_concurrent_runs_against_one_core_do_not_interfere(served: Served, t
     )
 
 
-def test_serial_and_xdist_runs_give_the_same_verdict_and_reports(tmp_path: Path) -> None:
+def test_serial_and_concurrent_runs_give_the_same_verdict_and_reports(tmp_path: Path) -> None:
+    """``--concurrency 2``: two pytest-xdist workers, each in a world of its own."""
     base = [
         *SUITE,
         "--no-shrink",
@@ -171,7 +172,7 @@ def test_serial_and_xdist_runs_give_the_same_verdict_and_reports(tmp_path: Path)
         [*base, "--report-dir", str(tmp_path / "serial")], capture_output=True, text=True, timeout=300
     )
     parallel = subprocess.run(
-        [*base, "-n", "2", "--report-dir", str(tmp_path / "xdist")], capture_output=True, text=True, timeout=300
+        [*base, "--concurrency", "2", "--report-dir", str(tmp_path / "xdist")], capture_output=True, text=True, timeout=300
     )
     one, two = _results(tmp_path, "serial"), _results(tmp_path, "xdist")
     assert serial.returncode == parallel.returncode == 0, parallel.stdout[-1500:]

@@ -70,13 +70,24 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 
 @pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """A suite session's console shows a target's text defanged (conformance.target.untrusted):
-    the streams are guarded before the terminal reporter takes hold of them."""
+    the streams are guarded before the terminal reporter takes hold of them. ``--concurrency N``
+    becomes N pytest-xdist workers (before xdist reads its own options), unless ``-n`` says otherwise."""
     if wants_suite(config):
         from conformance.target.untrusted import guard_streams
 
         guard_streams()
+        workers = option(config, "--concurrency")
+        if (
+            isinstance(workers, int)
+            and 1 < workers <= 64  # out of range: a usage error once the run is prepared
+            and not is_worker(config)
+            and getattr(config.option, "numprocesses", None) is None
+            and config.pluginmanager.hasplugin("xdist")
+        ):
+            config.option.numprocesses = workers
 
 
 def pytest_configure(config: pytest.Config) -> None:

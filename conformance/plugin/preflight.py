@@ -71,6 +71,8 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
     if mcp_target and str(mcp_target).startswith(("http://", "https://")):
         SECRETS.add_url(mcp_target)  # its user-info and query values never reach a report
     quirks, rate_limit = tuple(option(config, "--sim-quirk")), option(config, "--rate-limit")
+    if is_worker(config):  # the run's limit is shared among its workers
+        rate_limit /= max(1, int(config.workerinput.get("workercount", 1)))  # type: ignore[attr-defined]
     if rate_limit < 0:
         usage_error(
             f"--rate-limit must be 0 (no limit) or a positive number of requests per second, not {rate_limit:g}"

@@ -438,6 +438,7 @@ OPTION_RANGES: dict[str, tuple[float, float, bool]] = {
     "--users": (1, 100_000, False),
     "--spawn-rate": (0, 100_000, True),
     "--identities": (1, 100_000, False),
+    "--concurrency": (1, 64, False),
 }
 """Each numeric option's least value, greatest value, and whether the least is excluded. argparse
 reads ``nan`` and ``inf`` as floats, and a number out of every sane range would surface as a

@@ -124,6 +124,14 @@ OPTIONS: tuple[Opt, ...] = (
     ),
     Opt("--rate-limit", "at most this many requests per second to the target", SUITE, default=0.0, type=float),
     Opt(
+        "--concurrency",
+        "tests run at once against the target, each worker in a world of its own (1: one at a time); "
+        "the same verdict and reports as a serial run; a --rate-limit is shared among them",
+        SUITE,
+        default=1,
+        type=int,
+    ),
+    Opt(
         "--reports",
         "folder for results.json, report.md, report.html, junit.xml",
         (*SUITE, CLIENT, LOAD, LOCUST),
