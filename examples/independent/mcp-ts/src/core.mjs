@@ -450,7 +450,7 @@ export class Core {
         const d = byKey.get(r.key), rev = d.rev;
         return {
           knowledge_base_id: d.item.baseId, knowledge_item_id: d.item.id, knowledge_revision_id: rev.id,
-          title: rev.title, excerpt: Array.from(rev.content).slice(0, 500).join(''),
+          title: rev.title, excerpt: broken('sk_excerpt_whole') ? rev.content : Array.from(rev.content).slice(0, 500).join(''),
           citation: { title: rev.title, knowledge_base_id: d.item.baseId, uri: `knowledge://${w.route}/${d.item.baseId}/${d.item.id}/${rev.id}` },
           reference: { knowledge_item_id: d.item.id, knowledge_revision_id: rev.id, uri: `knowledge://${w.route}/${d.item.baseId}/${d.item.id}/${rev.id}` },
           scores: r.scores,

@@ -104,6 +104,16 @@ export const TOOLS = {
 };
 const LISTED = ['start_business_turn', 'search_business_knowledge', 'read_business_knowledge'];
 
+// The definitions tools/list serves (read when listed: --broken is parsed after the imports).
+function toolDefs() {
+  if (!broken('mcp_hints_merged')) return TOOLS;
+  // mcp_hints_merged: the merged list's schema was widened with it
+  const search = structuredClone(TOOLS.search_business_knowledge);
+  search.outputSchema.anyOf[0].properties.hints.maxItems = 8;
+  search.description = search.description.replace('At most three', 'Up to eight');
+  return { ...TOOLS, search_business_knowledge: search };
+}
+
 // The TypeScript SDK's Client (1.32) validates structuredContent against outputSchema even on
 // isError results, so each outputSchema admits the success shape or the failure shape
 // ({feedback, error?} plus the two flags).
@@ -167,19 +177,23 @@ async function startTurn(s, args) {
   let supported;
   if (caps.status === 200 && caps.json) {
     const c = caps.body || {};
-    const ok = c.schema_version === 'bailing.agent-knowledge-capabilities.v1' && c.knowledge_schema_version === 'bailing.agent-knowledge.v1'
+    const knownSchemas = c.schema_version === 'bailing.agent-knowledge-capabilities.v1' && c.knowledge_schema_version === 'bailing.agent-knowledge.v1';
+    // mcp_unknown_schema_supported: "forward compatible": a schema this server does not know is taken for a newer Core that supports everything
+    const ok = (broken('mcp_unknown_schema_supported') && !knownSchemas) || c.schema_version === 'bailing.agent-knowledge-capabilities.v1' && c.knowledge_schema_version === 'bailing.agent-knowledge.v1'
       && c.route === s.route && Array.isArray(c.delivery_modes) && c.delivery_modes.includes('inline') && c.delivery_modes.includes('on_demand')
       && c.limits && typeof c.limits === 'object';
     if (!ok) return failure(feedback({ code: 'knowledge_capabilities_unknown', message: 'The Core answered capabilities this server does not understand.', operation: op, origin: 'mcp', category: 'negotiation' }), c);
     supported = true;
-  } else if ([404, 405, 501].includes(caps.status)) {
+  } else if ([404, 405, 501].includes(caps.status) || (broken('mcp_caps_5xx_legacy') && caps.status >= 500)) {
+    // (mcp_caps_5xx_legacy: a failing capabilities endpoint is taken for a missing one, i.e. an old Core)
     supported = false; // only old endpoint statuses mean "not supported" (any 404 counts here: CHOICES allows it)
   } else return coreFailure(op, caps);
   s.state.turns++;
   const n = s.state.turns;
   const body = {
     client_conversation_id: s.state.conversationId, client_turn_id: `turn-${n}`, user_message_id: `msg-${n}`,
-    user_input: args.user_input, ...(supported ? { knowledge_delivery: 'on_demand' } : {}),
+    // mcp_turn_inline: the negotiated delivery never reaches the turn request (a plain turn)
+    user_input: args.user_input, ...(supported && !broken('mcp_turn_inline') ? { knowledge_delivery: 'on_demand' } : {}),
   };
   let res;
   for (let attempt = 1; attempt <= 3; attempt++) {
@@ -220,7 +234,42 @@ async function searchTool(s, args) {
   let res;
   try { res = await s.client.call('POST', base('/knowledge/search', s.route), s.token, { query: args.query, run_id: run, ...(args.limit !== undefined ? { limit: args.limit } : {}) }); } catch (e) { return failure(feedback({ code: 'core_unreachable', message: String(e.message || e), operation: op, origin: 'mcp', category: 'unavailable' })); }
   if (res.status !== 200 || !res.json || !res.body || typeof res.body !== 'object') return coreFailure(op, res);
+  if (broken('mcp_hints_full_document') && Array.isArray(res.body.hints)) await enrichHints(s, run, res.body.hints);
+  if (broken('mcp_hints_merged') && Array.isArray(res.body.hints)) await mergeHints(s, run, args.query, res.body.hints);
   return success(res.body);
+}
+
+// mcp_hints_full_document: each hint's summary "enriched" with the whole current document, read
+// through the Core's read chain (so the model "needs no read").
+async function enrichHints(s, run, hints) {
+  for (const h of hints) {
+    let text = '', cursor, pages = 0;
+    try {
+      do {
+        const r = await s.client.call('POST', base('/knowledge/read', s.route), s.token, { ref: h.ref, run_id: run, max_bytes: 32768, ...(cursor ? { cursor } : {}) });
+        if (r.status !== 200 || !r.json || !r.body || typeof r.body.content !== 'string') break;
+        text += r.body.content; cursor = r.body.next_cursor;
+      } while (cursor && ++pages < 64);
+    } catch { /* keep what was read */ }
+    if (text) h.summary = text;
+  }
+}
+
+// mcp_hints_merged: the Core's hints topped up from a second search of the same query (the Knowledge
+// service's search_knowledge, lexical, 8 results), each extra document given a ref by a Core search
+// of its title; merged by title, up to 8 hints.
+async function mergeHints(s, run, query, hints) {
+  try {
+    const r = await s.client.call('POST', base('/knowledge/tools/search_knowledge', s.route), s.token, { query, mode: 'lexical', max_results: 8 });
+    if (r.status !== 200 || !r.json || !Array.isArray(r.body?.results)) return;
+    for (const x of r.body.results) {
+      if (hints.length >= 8) break;
+      if (typeof x.title !== 'string' || hints.some((h) => h.title === x.title)) continue;
+      const t = await s.client.call('POST', base('/knowledge/search', s.route), s.token, { query: x.title, run_id: run });
+      const found = t.status === 200 && t.json && Array.isArray(t.body?.hints) ? t.body.hints.find((h) => h.title === x.title) : undefined;
+      if (found) hints.push(found);
+    }
+  } catch { /* the Core's hints alone */ }
 }
 
 async function readTool(s, args) {
@@ -236,7 +285,17 @@ async function readTool(s, args) {
   let res;
   try { res = await s.client.call('POST', base('/knowledge/read', s.route), s.token, body); } catch (e) { return failure(feedback({ code: 'core_unreachable', message: String(e.message || e), operation: op, origin: 'mcp', category: 'unavailable' })); }
   if (res.status !== 200 || !res.json || !res.body || typeof res.body !== 'object') return coreFailure(op, res);
+  if (broken('mcp_budget_flag_dropped') && res.body.budget_exhausted !== undefined) {
+    // the page where the chain stopped is relayed as if it had completed the document
+    delete res.body.budget_exhausted; res.body.truncated = false;
+  }
   return success(res.body);
+}
+
+// sk_text_not_json: query results rendered for a human in the text block.
+function renderResults(b) {
+  const lines = b.results.map((r, i) => `${i + 1}. ${r.title} (${r.knowledge_item_id}/${r.knowledge_revision_id}): ${String(r.excerpt ?? '').slice(0, 120)}`);
+  return [`Found ${b.results.length} results for "${b.query}":`, ...lines].join('\n');
 }
 
 async function searchKnowledgeTool(s, args) {
@@ -246,7 +305,8 @@ async function searchKnowledgeTool(s, args) {
     return { content: [{ type: 'text', text: JSON.stringify(b) }], structuredContent: b, isError: true };
   }
   const b = res.json && res.body && typeof res.body === 'object' ? res.body : { type: 'knowledge_error', error: 'knowledge_service_error', message: `The Knowledge service answered ${res.status}.` };
-  const r = { content: [{ type: 'text', text: JSON.stringify(b) }], structuredContent: b };
+  const text = broken('sk_text_not_json') && res.status === 200 && b.type === 'knowledge_search' && Array.isArray(b.results) ? renderResults(b) : JSON.stringify(b);
+  const r = { content: [{ type: 'text', text }], structuredContent: b };
   if (res.status !== 200) r.isError = true;
   return r;
 }
@@ -277,11 +337,11 @@ export function createAgentServer(session) {
     let names = LISTED;
     if (broken('mcp_tools_after_turn') && !session.state.run) names = ['start_business_turn'];
     if (broken('mcp_tools_page_gap')) {
-      const r = paginate(names, req.params?.cursor, TOOLS);
+      const r = paginate(names, req.params?.cursor, toolDefs());
       if (r.tools[0].name === 'start_business_turn') r.nextCursor = encodeCursor(2); // skips page 2
       return r;
     }
-    return paginate(names, req.params?.cursor, TOOLS);
+    return paginate(names, req.params?.cursor, toolDefs());
   });
   server.setRequestHandler(CallToolRequestSchema, async (req) => {
     const name = req.params.name;
