@@ -172,7 +172,10 @@ def test_serial_and_concurrent_runs_give_the_same_verdict_and_reports(tmp_path: 
         [*base, "--report-dir", str(tmp_path / "serial")], capture_output=True, text=True, timeout=300
     )
     parallel = subprocess.run(
-        [*base, "--concurrency", "2", "--report-dir", str(tmp_path / "xdist")], capture_output=True, text=True, timeout=300
+        [*base, "--concurrency", "2", "--report-dir", str(tmp_path / "xdist")],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     one, two = _results(tmp_path, "serial"), _results(tmp_path, "xdist")
     assert serial.returncode == parallel.returncode == 0, parallel.stdout[-1500:]
