@@ -106,3 +106,9 @@ def run_suite(
     if not results_file.is_file():
         raise AssertionError(f"the suite wrote no results (exit {done.returncode}): {output}")
     return SuiteRun(done.returncode, json.loads(results_file.read_text("utf-8")), output)
+
+
+def assert_node_tests_pass(node: str, folder: Path) -> None:
+    """A package's own ``node --test test/`` passes."""
+    done = subprocess.run([node, "--test", "test/"], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

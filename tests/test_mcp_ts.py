@@ -16,12 +16,11 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.serving import SuiteRun, choose_variants, free_port, run_suite, served
+from tests.serving import SuiteRun, assert_node_tests_pass, choose_variants, free_port, run_suite, served
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "examples" / "independent" / "mcp-ts"
@@ -72,8 +71,7 @@ def _run(variant: str, tmp_path: Path) -> SuiteRun:
 
 def test_the_mcp_ts_server_passes_its_own_tests() -> None:
     assert NODE is not None
-    done = subprocess.run([NODE, "--test", "test/"], cwd=PACKAGE, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert_node_tests_pass(NODE, PACKAGE)
 
 
 def test_the_suite_calls_the_mcp_ts_server_conformant(tmp_path: Path) -> None:

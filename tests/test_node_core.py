@@ -13,14 +13,13 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.serving import SuiteRun, choose_variants, free_port, run_suite, served
+from tests.serving import SuiteRun, assert_node_tests_pass, choose_variants, free_port, run_suite, served
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "examples" / "independent" / "core-node"
@@ -63,8 +62,7 @@ def _run(variant: str, tmp_path: Path) -> SuiteRun:
 
 def test_the_node_core_passes_its_own_tests() -> None:
     assert NODE is not None
-    done = subprocess.run([NODE, "--test", "test/"], cwd=CORE, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert_node_tests_pass(NODE, CORE)
 
 
 def test_the_suite_calls_the_node_core_conformant(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ must be (MCP-006, MCP-009, MCP-010), shared by every area of the MCP surface's t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -242,3 +242,7 @@ def ref_of(agent: Agent, token: str) -> str | None:
         if not page.is_error and token in str((said(page) or {}).get("content", "")):
             return str(hint["ref"])
     return None
+
+
+McpFor = Callable[[Who, tuple[str, ...], str], Endpoint]
+"""The ``mcp_for`` fixture: ``route_endpoint`` with the run's configuration and ``--mcp-target``."""

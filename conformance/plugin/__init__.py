@@ -96,6 +96,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not wants_suite(config):
         return
     from conformance.plugin import fixtures
+    from conformance.plugin.ast_guard import guard_ast_parse
+
+    config.add_cleanup(guard_ast_parse())  # no collection inside ast.parse (CPython 3.11), see there
 
     config.stash[STATE] = prepare(config, started=time.time())
     config.pluginmanager.register(fixtures, "knowledge-conformance-fixtures")

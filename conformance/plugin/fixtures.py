@@ -12,7 +12,7 @@ from conformance.plugin.state import STATE
 from knowledge_schemas.mcp import TRANSPORTS
 
 if TYPE_CHECKING:
-    from conformance.mcp.results import Agent
+    from conformance.mcp.results import Agent, McpFor
     from conformance.mcp.session import NotServing
     from conformance.server.expiry import Clock, ExpiryProbes
     from conformance.server.wire import CoreWire
@@ -197,3 +197,14 @@ def agent(request: pytest.FixtureRequest, mcp_agents: dict[str, Agent | NotServi
     if found.turn is None:
         found.turn = found.start_turn("knowledge")
     return found
+
+
+@pytest.fixture
+def mcp_for(kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config) -> McpFor:
+    """The Agent Session MCP server for an identity on its own (fresh) route, over the first of the
+    transports given that is offered (:func:`conformance.mcp.results.route_endpoint`)."""
+    from conformance.mcp.results import route_endpoint
+    from conformance.plugin.options import option
+
+    chosen = option(pytestconfig, "--mcp-target")
+    return lambda who, transports, why: route_endpoint(chosen, kc_config, kc_target, who, transports, why)

@@ -23,13 +23,13 @@ from conformance.mcp.results import (
     SEARCH,
     TURN,
     Agent,
+    McpFor,
     call,
     clipped,
     failure,
     flags,
     hits,
     refused,
-    route_endpoint,
     said,
     serving,
     success,
@@ -361,7 +361,7 @@ def test_mcp_pages_keep_a_requested_max_bytes(agent: Agent, world: World, max_by
 @R("MCP-010")
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_expired_and_changed_references_over_mcp_say_search_knowledge(
-    transport: str, fresh_world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
+    transport: str, fresh_world: World, kc_config: TargetConfig, mcp_for: McpFor
 ) -> None:
     """Each reference-error family the control extension can produce, over MCP: a reference read
     after 300 s, after a new revision of its document, and after the account's scope dropped its
@@ -371,14 +371,7 @@ def test_expired_and_changed_references_over_mcp_say_search_knowledge(
     (An invalid reference and a previous run's or another session's reference are judged elsewhere.)"""
     world = fresh_world
     control = world.need_control("age, rewrite and re-scope references")
-    endpoint = route_endpoint(
-        option(pytestconfig, "--mcp-target"),
-        kc_config,
-        kc_target,
-        world.primary,
-        (transport,),
-        "a changed scope or revision",
-    )
+    endpoint = mcp_for(world.primary, (transport,), "a changed scope or revision")
     doc = world.docs["alpha"]
     changes = (
         ("read 300 s after its issue", lambda: control.advance(ages(world.cfg.clock_skew_seconds)["after"])),

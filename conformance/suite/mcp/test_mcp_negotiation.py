@@ -17,21 +17,19 @@ from conformance.mcp.results import (
     SEARCH,
     TURN,
     Agent,
+    McpFor,
     call,
     clipped,
     failure,
     refused,
-    route_endpoint,
     serving,
     turn_mode,
 )
 from conformance.mcp.rules import MCP_001, MCP_005, MCP_010
 from conformance.mcp.session import ToolResult
-from conformance.plugin.options import option
 from conformance.server import checks
 from conformance.server.world import World
 from conformance.target.config import TargetConfig
-from conformance.target.open import Target
 from conformance.target.outcomes import NotVerified
 from conformance.target.rules import expect
 from knowledge_schemas.mcp import KNOWLEDGE_TOOLS, TRANSPORTS
@@ -84,7 +82,7 @@ def _canned(world: World, failure_kind: str) -> tuple[int, Any]:
 @R("NEG-002", "NEG-003", "MCP-010")
 @pytest.mark.parametrize("failure_kind", ["500", "503", "unknown_schema"])
 def test_a_capabilities_failure_is_no_old_core_and_no_support_over_mcp(
-    failure_kind: str, fresh_world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
+    failure_kind: str, fresh_world: World, kc_config: TargetConfig, mcp_for: McpFor
 ) -> None:
     """Seed 000: "authorization, service failures and unknown schemas are not a successful empty
     knowledge result". Capabilities answers a 5xx, or 200 with an unknown schema identifier, to a
@@ -96,9 +94,7 @@ def test_a_capabilities_failure_is_no_old_core_and_no_support_over_mcp(
     control = world.need_control("make capabilities fail")
     if not checks.advertises_on_demand(world):
         pytest.skip("not verified: the route's capabilities do not offer on_demand with knowledge enabled")
-    endpoint = route_endpoint(
-        option(pytestconfig, "--mcp-target"), kc_config, kc_target, world.primary, TRANSPORTS, "a failing capabilities"
-    )
+    endpoint = mcp_for(world.primary, TRANSPORTS, "a failing capabilities")
     status, body = _canned(world, failure_kind)
     for _ in range(ARMED):
         control.respond_next(world.route, "capabilities", status, body)
@@ -129,7 +125,7 @@ def test_a_capabilities_failure_is_no_old_core_and_no_support_over_mcp(
 @R("MCP-005", "MCP-006", "MCP-007", "MCP-010")
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_legacy_core_behind_the_tools_is_not_supported(
-    transport: str, fresh_world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
+    transport: str, fresh_world: World, kc_config: TargetConfig, mcp_for: McpFor
 ) -> None:
     """The tools stay listed in front of a Core that does not speak the knowledge protocol, and
     their presence proves nothing: a search or read is a clear failure with feedback, never a
@@ -137,14 +133,7 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
     this test alone, so the check needs an MCP server that can act on any route (the bundled
     simulator's); a configured server is bound to its own route and identity."""
     who = fresh_world.primary
-    endpoint = route_endpoint(
-        option(pytestconfig, "--mcp-target"),
-        kc_config,
-        kc_target,
-        fresh_world.primary,
-        (transport,),
-        "a legacy workspace",
-    )
+    endpoint = mcp_for(fresh_world.primary, (transport,), "a legacy workspace")
     fresh_world.need_control("set the workspace's mode").set_mode(fresh_world.route, "legacy")
     legacy = fresh_world.core.capabilities(who.token, fresh_world.route).status_code
     if legacy not in kc_config.wire["legacy"]["unsupported_statuses"]:  # the precondition, not a rule of the Core
@@ -186,7 +175,7 @@ OLD_CODES = {405: "method_not_allowed", 501: "not_implemented"}
 @R("MCP-007", "MCP-010")
 @pytest.mark.parametrize("status", sorted(OLD_CODES))
 def test_every_old_core_status_gets_a_plain_turn_over_mcp(
-    status: int, fresh_world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
+    status: int, fresh_world: World, kc_config: TargetConfig, mcp_for: McpFor
 ) -> None:
     """Seed 000: "Only old endpoint statuses 404/405/501 become supported: false". The legacy test
     above sees the status the control extension's legacy mode answers (404 for the bundled
@@ -196,14 +185,7 @@ def test_every_old_core_status_gets_a_plain_turn_over_mcp(
     depend on it): streamable HTTP when there is one."""
     world = fresh_world
     control = world.need_control("make capabilities answer an old status")
-    endpoint = route_endpoint(
-        option(pytestconfig, "--mcp-target"),
-        kc_config,
-        kc_target,
-        world.primary,
-        ("http", "stdio"),
-        "an old Core's status",
-    )
+    endpoint = mcp_for(world.primary, ("http", "stdio"), "an old Core's status")
     control.set_mode(world.route, "legacy")
     # no specific error code, as an old server's framework answers (CONVENTIONS: "404/405/501 (with no
     # specific error code) mean not supported"); a specific code would be a new Core's error
@@ -222,7 +204,7 @@ def test_every_old_core_status_gets_a_plain_turn_over_mcp(
 
 @R("MCP-007", "MCP-010")
 def test_a_route_error_on_capabilities_is_no_old_core_over_mcp(
-    fresh_world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
+    fresh_world: World, kc_config: TargetConfig, mcp_for: McpFor
 ) -> None:
     """Strict (CHOICES.md): a 404 carrying a specific code (``route_unavailable``) is a new Core's
     error, never an old Core (CONVENTIONS), so ``start_business_turn`` fails with it rather than
@@ -230,9 +212,7 @@ def test_a_route_error_on_capabilities_is_no_old_core_over_mcp(
     either reading, so a default run judges only that the tool answers (MCP-010)."""
     world = fresh_world
     control = world.need_control("make capabilities answer a route error")
-    endpoint = route_endpoint(
-        option(pytestconfig, "--mcp-target"), kc_config, kc_target, world.primary, ("http", "stdio"), "a route error"
-    )
+    endpoint = mcp_for(world.primary, ("http", "stdio"), "a route error")
     control.respond_next(world.route, "capabilities", 404, {"error": "route_unavailable"})
     with serving(MCP_001, [endpoint], kc_config.timeout_seconds) as (session,):
         result = call(session, TURN, {"user_input": "knowledge"})
