@@ -54,9 +54,10 @@ def _schema(served: tuple[tuple[str, str], ...]) -> Any:
 
 
 def _warm_up() -> None:
-    """Every module schemathesis imports lazily, imported now, at collection, on a shallow stack:
-    imported (and assertion-rewritten) inside a deep test they can trip CPython 3.11's AST
-    recursion check ("AST constructor recursion depth mismatch"), a harness error of no target's."""
+    """Every module schemathesis imports lazily, imported now, at collection, and each strategy
+    built once, so that no test pays for the first. (It was once thought to keep CPython 3.11's
+    "AST constructor recursion depth mismatch" away, as if a deep stack raised it; a collection
+    inside ``ast.parse`` does, whatever the depth, and conformance.plugin.ast_guard prevents it.)"""
     import schemathesis.specs.openapi.checks  # noqa: F401
     from schemathesis.generation import GenerationMode
 
