@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import re
 from urllib.parse import quote
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -115,3 +117,24 @@ def test_a_text_with_a_lone_surrogate_is_scrubbed_not_crashed() -> None:
     scrubber = Scrubber()
     scrubber.add("kc-surrogate-secret")
     assert scrubber.text("\ud800 kc-surrogate-secret \udfff") == f"\ud800 {MASK} \udfff"
+
+
+def test_a_json_property_stays_json_when_a_secret_in_it_is_masked() -> None:
+    """A mask laid over JSON text can end on the backslash of an escape and leave a bare quote; the
+    properties a test carries as JSON are scrubbed value by value, so they stay JSON."""
+    from conformance.plugin.session import _scrubbed
+    from conformance.target.secrets import SECRETS, scrub
+
+    secret = 'kc-quoted"secret-value-0123456789'
+    SECRETS.add(secret)
+    # the secret whole, and its start before a backslash: masking that start as text ends the mask
+    # on the first backslash of the escaped one and leaves an escaped quote where the string ended
+    text = json.dumps([{"body": f"prefix {secret} suffix", "cut": secret[:9] + "\\"}])
+    assert secret.replace('"', '\\"') in text
+    for key in ("exchanges", "timings", "tool_calls", "sequence"):
+        kept = json.loads(_scrubbed(key, text))
+        assert secret not in json.dumps(kept) and "kc-quoted" not in json.dumps(kept)
+    with pytest.raises(ValueError):  # what the text-level mask did to it
+        broken = scrub(text)
+        json.loads(broken)
+        raise AssertionError(f"the text-level mask left JSON after all: {broken}")

@@ -287,7 +287,7 @@ class SuiteSession:
                     report.longrepr = clean
         report.sections = [(title, shown(content)) for title, content in report.sections]
         if SECRETS.values:
-            report.user_properties = [(k, scrub(v) if isinstance(v, str) else v) for k, v in report.user_properties]
+            report.user_properties = [(k, _scrubbed(k, v)) for k, v in report.user_properties]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from conformance.report.results import TestResult
@@ -545,3 +545,19 @@ def _hypothesis(config: pytest.Config) -> dict[str, Any]:
     """Generated tests are derandomized: the same suite version and target replay the same cases."""
     seed = config.getoption("hypothesis_seed", None)
     return {"derandomize": True, "seed": None if seed is None else str(seed)}
+
+
+JSON_PROPERTIES = frozenset({"requirements", "exercised", "timings", "sequence", "exchanges", "tool_calls"})
+"""The properties a test carries as JSON text: scrubbed value by value, since a mask laid over the
+text could cut an escape (``\\"``, ``\\u00e9``) in two and leave text no reader can parse."""
+
+
+def _scrubbed(key: str, value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    if key in JSON_PROPERTIES:
+        try:
+            return json.dumps(SECRETS.data(json.loads(value)))
+        except ValueError:
+            pass
+    return scrub(value)

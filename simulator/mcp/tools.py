@@ -266,10 +266,10 @@ class AgentTools:
                 origin="core",
                 core_body=answer,
             )
-        return (
-            answer.get("route") == session.route
-            and set(answer.get("delivery_modes") or []) >= {"inline", "on_demand"}
-        )
+        return answer.get("route") == session.route and set(answer.get("delivery_modes") or []) >= {
+            "inline",
+            "on_demand",
+        }
 
     async def start_turn(self, session: Session, arguments: dict[str, Any]) -> dict[str, Any]:
         if session.supported is None:
