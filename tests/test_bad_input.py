@@ -54,7 +54,8 @@ def _suite_with(tmp_path: Path, *args: str) -> str:
         ("[target]\ntimeout_seconds = 1e400\n", "target.timeout_seconds: must be a finite number, not inf"),
         ("[target]\ntimeout_seconds = 86400\n", "target.timeout_seconds: must be at most 3600 seconds"),
         ("[tolerances]\nclock_skew_seconds = -inf\n", "tolerances.clock_skew_seconds: must be a finite number"),
-        ("[tolerances]\nclock_skew_seconds = 1e300\n", "tolerances.clock_skew_seconds: must be at most 3600"),
+        ("[tolerances]\nclock_skew_seconds = 1e300\n", "tolerances.clock_skew_seconds: must be at most 60"),
+        ("[tolerances]\nclock_skew_seconds = 150\n", "tolerances.clock_skew_seconds: must be at most 60 seconds"),
         ("[wire.statuses]\nunauthorized = " + "9" * 30 + "\n", "wire.statuses.unauthorized: a number too large"),
         ("[target]\nroute = " + "[" * DEEP + "]" * DEEP + "\n", "nested too deeply"),
         ("[target]\nroute = " + "{a = " * DEEP + "1" + "}" * DEEP + "\n", "nested too deeply"),
@@ -70,6 +71,7 @@ def _suite_with(tmp_path: Path, *args: str) -> str:
         "a-day",
         "minus-inf",
         "huge-skew",
+        "skew-past-a-minute",
         "huge-int",
         "deep-array",
         "deep-inline-table",
@@ -124,6 +126,18 @@ def test_the_sane_configuration_still_loads(tmp_path: Path) -> None:
 )
 def test_a_numeric_option_out_of_range_is_exit_4(tmp_path: Path, args: list[str], expected: str) -> None:
     assert expected in _suite_with(tmp_path, *args)
+
+
+@pytest.mark.parametrize("config", [None, '[target]\nurl = ""\n'])
+def test_an_empty_target_is_exit_4_never_the_bundled_simulator(tmp_path: Path, config: str | None) -> None:
+    """An unset CI variable (``--target "$CORE_URL"``) must not turn a gate into a run against the
+    bundled simulator, which passes."""
+    if config is None:
+        line = _suite_with(tmp_path, "--target", "")
+    else:
+        (tmp_path / "target.toml").write_text(config, "utf-8")
+        line = _suite_with(tmp_path, "--target-config", str(tmp_path / "target.toml"))
+    assert "empty" in line, line
 
 
 def test_the_pytest_plugin_refuses_the_same_numbers(tmp_path: Path) -> None:

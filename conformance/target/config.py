@@ -413,10 +413,12 @@ def _shown_key(path: list[str | int]) -> str:
 
 SECONDS_MAXIMA: dict[tuple[str, ...], float] = {
     ("target", "timeout_seconds"): 3600.0,
-    ("tolerances", "clock_skew_seconds"): 3600.0,
+    ("tolerances", "clock_skew_seconds"): 60.0,
 }
 """The upper bound of a configuration's numbers (the schema has the lower one): an hour is no
-request's time, and a bigger number overflows the arithmetic of a deadline."""
+request's time, and a bigger number overflows the arithmetic of a deadline. A clock skew is held
+to a minute: past it the 300-second expiry probes judge nothing (with 150 s a Core whose
+references live 400 s passed REF-001, and near 300 s the expiry model had no interval left)."""
 
 
 def _check_ranges(data: dict[str, Any], where: str) -> None:
@@ -519,6 +521,10 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
                 raise ConfigError(str(exc)) from None
         tgt = data.get("target", {})
         url_given = "url" in tgt
+        if isinstance(tgt.get("url"), str) and not tgt["url"].strip():
+            raise ConfigError(
+                f"{where}: [target] url is empty: give an http(s):// URL, or leave url out to test the bundled simulator"
+            )
         cfg.target = tgt.get("url", cfg.target)
         source = f"{path} [target].url"
         cfg.route = tgt.get("route", "")
@@ -548,6 +554,8 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
                 f"{where}: identities are configured but [target] has no url, so the run would test the bundled "
                 "simulator with them; add url, or remove the identities to test the bundled simulator"
             )
+    if target is not None and not target.strip():
+        raise ConfigError("--target is empty (an unset variable?): give sim, sim+http or an http(s):// URL")
     if target:
         cfg.target, source = target, "--target"
     SECRETS.add_url(cfg.target)

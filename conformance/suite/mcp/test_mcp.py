@@ -477,6 +477,7 @@ FOREIGN_ORIGINS = (  # each foreign, each what a check by prefix, substring or u
     f"https://127.0.0.1.{FOREIGN}",
     f"http://localhost@{FOREIGN}",
     f"http://{FOREIGN}/localhost",
+    "null",  # an opaque origin (a sandboxed frame, a file:// page): no loopback page sends it
 )
 
 
