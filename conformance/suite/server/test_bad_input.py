@@ -40,6 +40,24 @@ def test_bad_input_gets_a_4xx_envelope(world: World, operation: str, case: str) 
     checks.error_envelope(response, WIRE_001, strict=world.cfg.strict_codes)
 
 
+ONE_DEFECT_RUN_IDS = {"number": 5, "array": ["x"], "object": {"a": 1}, "boolean": True}
+"""A run_id of another type, in a request valid in every other member: the bodies above mix
+several defects, and a Core that refuses the first one it meets never reaches its type check."""
+
+
+@R("WIRE-001")
+@pytest.mark.parametrize("operation", ["search", "read"])
+@pytest.mark.parametrize("kind", sorted(ONE_DEFECT_RUN_IDS))
+def test_a_run_id_of_another_type_alone_gets_a_4xx_envelope(world: World, operation: str, kind: str) -> None:
+    run_id = world.start_run()
+    valid = {"query": "binding"} if operation == "search" else {"ref": world.ref_for(run_id)}
+    body = json.dumps({**valid, "run_id": ONE_DEFECT_RUN_IDS[kind]}).encode()
+    response = world.core.raw(
+        "POST", world.cfg.path(operation, world.route), world.primary.token, body, {"Content-Type": "application/json"}
+    )
+    checks.error_envelope(response, WIRE_001, strict=world.cfg.strict_codes)
+
+
 @R("WIRE-001")
 def test_json_under_another_content_type_is_read_or_refused(world: World) -> None:
     """A valid search sent as text/plain. The seed says nothing about media types: reading it (a
