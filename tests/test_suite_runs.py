@@ -90,7 +90,9 @@ def test_quirk_run_shows_the_failed_clause_and_a_reproduction(tmp_path: Path) ->
     assert "### SRCH-003 (MUST) At most three hints" in md
     assert "# identity: primary\ncurl -sS -X POST" in md and '-H "Authorization: Bearer $CORE_TOKEN_PRIMARY"' in md
     failed = [t for t in results["tests"] if t["violated"] == "SRCH-003"]
-    for test in failed:
+    relayed = [t for t in failed if "/mcp/" in t["nodeid"]]  # judged on the tools' answers: their calls, no exchange
+    assert all(t["tool_calls"] for t in relayed)
+    for test in (t for t in failed if t not in relayed):
         judged = [e for e in test["exchanges"] if e["judged"]]
         assert len(judged) == 1 and judged[0]["operation"] == "search", test["nodeid"]
         assert judged[0]["identity"] == "primary" and judged[0]["curl"].startswith("# identity: primary\n")

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from conformance.mcp import relayed
 from conformance.mcp.endpoints import agent_endpoints, skipped
 from conformance.mcp.rules import MCP_001, MCP_002, MCP_004, MCP_006, MCP_009, MCP_010
 from conformance.mcp.session import Endpoint, McpSession, NotServing, ToolResult, connect_all
@@ -119,6 +120,8 @@ def success(agent: Agent, name: str, result: ToolResult, stem: str) -> dict[str,
     seed names of a search or a read, and a text block with the same JSON. Strict also holds it to this
     project's schema of the result (the HTTP body's shape): the conventions say only "structuredContent"."""
     expect(not result.is_error and result.protocol_error is None, MCP_001, f"{name} failed: {clipped(result)}")
+    if stem == "mcp-search-result" and isinstance(said(result), dict):  # the seed's rules before the tool's schema
+        relayed.search(said(result), agent.transport, name)
     body = flags(result, name)
     expect(result.has_structured, MCP_009, f"{name} succeeded without structuredContent")
     declared = listed_tool(agent, name).output_schema

@@ -303,7 +303,11 @@ def aggregate(
     results: list[RequirementResult] = []
     for req in catalogue:
         mine = by_req.get(req.id, [])
-        failed = [t for t in mine if t.outcome == "failed" and t.violated == req.id]
+        # the failure shown first is one with the exchange that shows it (a curl line), where there is one
+        failed = sorted(
+            (t for t in mine if t.outcome == "failed" and t.violated == req.id),
+            key=lambda t: not any(e.get("judged") for e in t.exchanges),
+        )
         # Fail closed: a passed test verifies only the rules its ledger shows checked (none kept: none verified).
         passed = [t for t in mine if t.outcome == "passed" and req.id in (t.exercised or ())]
         unreached = [t for t in mine if t.outcome == "passed" and req.id not in (t.exercised or ())]
