@@ -32,10 +32,8 @@ def test_searches_over_mcp_keep_the_search_rules(agent: Agent, world: World, que
     the run seeded whole, in any member at any depth."""
     if not world.docs:
         pytest.skip("not verified: needs the suite's own corpus, seeded through control")
-    result = agent.session.call(SEARCH, {"query": QUERIES[query]})
-    if not refused(result) and isinstance(said(result), dict):  # the seed's rule first: the Core's answer relayed
-        relayed.search(said(result), agent.transport, SEARCH)
-    body = success(agent, SEARCH, result, "mcp-search-result")
+    # success() judges the relayed search by the seed's rules before the tool's outputSchema
+    body = success(agent, SEARCH, agent.session.call(SEARCH, {"query": QUERIES[query]}), "mcp-search-result")
     seeded = world.document_text()
     with relayed.over_mcp(agent.transport, SEARCH):
         for i, hint in enumerate(body.get("hints") or []):
