@@ -45,6 +45,7 @@ from conformance.target.transport import (
     too_large,
 )
 from simulator.config import SimConfig
+from tests.measured import kill, launch, peak_mib
 from tests.suite_command import SUITE
 
 CAP = 1 << 20  # a small cap keeps the transport tests fast; the default is tested by the suite runs
@@ -484,25 +485,25 @@ def run_suite(url: str, root: Path, *args: str, timeout_seconds: float = 30, lim
     cmd = [*SUITE, "--no-shrink", "--target", url, "--target-config", str(config), "--mcp-target", "none"]
     env = {**os.environ, "KC_CONTROL": CONTROL_TOKEN}
     began = time.monotonic()
-    proc = subprocess.Popen(
-        [*cmd, "--report-dir", str(root / "r"), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+    peak = root / "peak"
+    proc = launch(
+        [*cmd, "--report-dir", str(root / "r"), *args], peak, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
     )
-    killer = threading.Timer(limit, proc.kill)  # a run that hangs fails the test instead of hanging it
+    killer = threading.Timer(limit, kill, (proc,))  # a run that hangs fails the test instead of hanging it
     killer.start()
     try:
         assert proc.stdout is not None
         out = proc.stdout.read().decode("utf-8", "replace")
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc.wait()
     finally:
         killer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
     took = time.monotonic() - began
     results = root / "r" / "results.json"
     return {
         "exit": proc.returncode,
         "seconds": took,
         "ended": time.monotonic(),
-        "peak_mib": usage.ru_maxrss / 1024,
+        "peak_mib": peak_mib(peak),
         "out": out,
         "verdict": json.loads(results.read_text("utf-8"))["verdict"] if results.is_file() else None,
         "reports": sorted(p.name for p in (root / "r").glob("*")) if (root / "r").is_dir() else [],

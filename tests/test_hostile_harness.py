@@ -130,8 +130,7 @@ def test_a_whole_run_against_an_endless_line_is_one_harness_error_in_bounded_mem
     assert "over the 4 MiB cap on stdout" in out and "Traceback" not in out, out[-3000:]
     results = json.loads((tmp_path / "reports" / "results.json").read_text("utf-8"))
     assert results["verdict"] == "error"
-    if peak >= 500:  # 122 MB alone, some 670 MB in three whole test runs since 2026-12-04: an open defect
-        pytest.xfail(f"peak RSS {peak} MB (bound 500): seen only inside whole test runs, cause not yet found")
+    assert peak < 500, f"peak RSS {peak} MB"
 
 
 def test_a_whole_run_shows_the_harness_s_stderr_without_ci_commands(core: ServedSimulator, tmp_path: Path) -> None:

@@ -1,20 +1,20 @@
 """One suite run against a hostile server, measured: exit code, wall time, peak RSS.
 
-The run's peak RSS comes from ``wait4`` on its own process (per child, unlike
-``RUSAGE_CHILDREN``, which keeps the largest child so far). A watchdog ends a run that outgrows a
+The run's peak RSS comes from a small launcher's ``wait4`` on it (``tests/measured.py`` says why
+not straight from this process). A watchdog ends a run that outgrows a
 safety ceiling or a time limit, so a suite without a bound cannot take the machine or the job
 down with it; the record says why it was ended."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.measured import command_pid, kill, launch, peak_mib
 
 KILL_RSS_MIB = 1024
 """Past this resident size a run is ended (the issue's bound; the scenario's own is lower)."""
@@ -51,9 +51,9 @@ def _rss_mib(pid: int) -> float:
 class _Watchdog(threading.Thread):
     """Ends the run past the memory ceiling or the time limit; keeps the largest RSS it saw."""
 
-    def __init__(self, pid: int, limit: float) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], limit: float) -> None:
         super().__init__(daemon=True)
-        self.pid, self.limit = pid, limit
+        self.process, self.limit = process, limit
         self.done = threading.Event()
         self.lock = threading.Lock()
         self.peak = 0.0
@@ -62,7 +62,8 @@ class _Watchdog(threading.Thread):
     def run(self) -> None:
         began = time.monotonic()
         while not self.done.wait(POLL):
-            self.peak = max(self.peak, _rss_mib(self.pid))
+            pid = command_pid(self.process)
+            self.peak = max(self.peak, _rss_mib(pid) if pid else 0.0)
             over = time.monotonic() - began > self.limit
             if self.peak > KILL_RSS_MIB or over:
                 self._kill(f"ended at {self.peak:.0f} MiB RSS" if not over else f"ended after {self.limit:.0f} s")
@@ -72,7 +73,7 @@ class _Watchdog(threading.Thread):
         with self.lock:
             if not self.done.is_set():
                 self.ended = why
-                os.kill(self.pid, signal.SIGKILL)
+                kill(self.process)
 
 
 def run_suite(args: list[str], env: dict[str, str], out_dir: Path, limit: float) -> Measured:
@@ -80,25 +81,26 @@ def run_suite(args: list[str], env: dict[str, str], out_dir: Path, limit: float)
     out_dir.mkdir(parents=True, exist_ok=True)
     stdout, stderr = out_dir / "stdout", out_dir / "stderr"
     began = time.monotonic()
+    peak = out_dir / "peak"
     with stdout.open("wb") as out, stderr.open("wb") as err:
-        proc = subprocess.Popen(
+        proc = launch(
             [sys.executable, "-m", "conformance.cli", "run", *args],
+            peak,
             stdout=out,
             stderr=err,
             stdin=subprocess.DEVNULL,
             env=env,
         )
-        watchdog = _Watchdog(proc.pid, limit)
+        watchdog = _Watchdog(proc, limit)
         watchdog.start()
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc.wait()
         with watchdog.lock:
             watchdog.done.set()
     wall = time.monotonic() - began
-    proc.returncode = os.waitstatus_to_exitcode(status)
     return Measured(
         exit=None if watchdog.ended else proc.returncode,
         wall=wall,
-        rss_mib=usage.ru_maxrss / 1024,
+        rss_mib=peak_mib(peak),
         stdout=stdout.read_bytes(),
         stderr=stderr.read_bytes(),
         ended=watchdog.ended,
