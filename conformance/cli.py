@@ -55,7 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument(
         "--fail-on-new-failures",
         action="store_true",
-        help="exit 1 when the new run has new failures or lost coverage (a rule judged before is not verified now)",
+        help="exit 1 when the new run has new failures or lost coverage (a rule judged before is not verified now), "
+        "or when the baseline is stale (a rule failed or waived in it is verified now: store the new file as the baseline)",
+    )
+    cmp.add_argument(
+        "--allow-fixed",
+        action="store_true",
+        help="with --fail-on-new-failures: a rule failed in the baseline and verified now does not fail the gate",
     )
     kit = sub.add_parser(
         "corpus", help="the conformance corpus kit: the suite's test documents, to ingest into a Core without control"
@@ -157,9 +163,11 @@ def _live_preflight(args: argparse.Namespace, cfg: object) -> tuple[int, str] | 
 
 
 def _compare(args: argparse.Namespace) -> int:
-    """Exit 1 only for a regression: a file that is not a results.json is a usage error (4), so a
+    """Exit 1 only for a regression or a stale baseline (a fix it does not hold yet, which would let
+    that rule break again unseen): a file that is not a results.json is a usage error (4), so a
     broken baseline never reads as a worse run."""
-    from conformance.report.compare import compare, load, regressed, render
+    from conformance.report.compare import compare, load, regressed, render, stale, stale_line
+    from conformance.target.untrusted import one_line
 
     try:
         old, new = load(args.old), load(args.new)
@@ -168,7 +176,12 @@ def _compare(args: argparse.Namespace) -> int:
         return USAGE_ERROR
     diff = compare(old, new)
     print(render(diff, old, new))
-    return 1 if args.fail_on_new_failures and regressed(diff) else 0
+    if not args.fail_on_new_failures:
+        return 0
+    fixed = [] if args.allow_fixed else stale(old, new)
+    if fixed:
+        print(f"knowledge-conformance: {one_line(stale_line(fixed, args.old, args.new))}", file=sys.stderr)
+    return 1 if regressed(diff) or fixed else 0
 
 
 def _corpus(args: argparse.Namespace) -> int:

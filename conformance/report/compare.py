@@ -138,6 +138,26 @@ def regressed(diff: dict[str, list[str]]) -> bool:
     return any(diff[key] for key in REGRESSIONS)
 
 
+def stale(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The rules the baseline holds as failed (or waived) that the new run verified: a baseline left
+    so would let each of them break again unseen (failed -> failed is no change), so the gate asks
+    for the new results.json to become the baseline."""
+    before = {r["id"]: r["status"] for r in old["requirements"]}
+    return sorted(
+        r["id"]
+        for r in new["requirements"]
+        if r["status"] == "verified" and before.get(r["id"]) in ("failed", "waived")
+    )
+
+
+def stale_line(ids: list[str], old_path: str, new_path: str) -> str:
+    """The one line a stale baseline fails the gate with."""
+    return (
+        f"stale baseline: {', '.join(ids)} failed in {old_path} and {'is' if len(ids) == 1 else 'are'} verified now; "
+        f"store {new_path} as the baseline (or pass --allow-fixed)"
+    )
+
+
 def render(diff: dict[str, list[str]], old: dict[str, Any], new: dict[str, Any]) -> str:
     lines = [f"verdict: {old.get('verdict')} -> {new.get('verdict')}"]
     for key, title in (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -43,12 +44,27 @@ class TestResult:
 
 @dataclass
 class Waiver:
+    """One ``[[waiver]]`` entry: a known deviation kept from failing the gate until ``expires``.
+
+    A waived requirement that is verified in a run makes the entry stale, and a stale entry fails
+    the gate (a fixed bug must not stay waived, ready to come back unseen), unless the entry says
+    ``allow_passing = true`` (a deviation the target shows only some of the time)."""
+
     id: str
     justification: str
     expires: dt.date
+    allow_passing: bool = False
+    source: str = "the waivers file"  # the file it came from, for the line that says what to remove
 
     def active(self, today: dt.date) -> bool:
         return today <= self.expires
+
+    def stale_line(self) -> str:
+        """The one line a stale entry fails the gate with: which entry to remove, and where."""
+        return (
+            f"stale waiver: {self.id} was verified in this run; remove its [[waiver]] entry from {self.source} "
+            "(or add allow_passing = true to it)"
+        )
 
 
 @dataclass
@@ -64,7 +80,7 @@ class RequirementResult:
     reason: str
     tests: list[str] = field(default_factory=list)
     failures: list[TestResult] = field(default_factory=list)
-    waiver: dict[str, str] | None = None
+    waiver: dict[str, Any] | None = None  # justification, expires; stale: true when it waives a verified rule
 
 
 @dataclass(frozen=True)
@@ -166,6 +182,25 @@ class RunResult:
         return out
 
 
+WAIVER_KEYS = frozenset({"id", "justification", "expires", "allow_passing"})
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _expiry(value: object) -> dt.date | None:
+    """A TOML date, the day of a TOML date-time, or a quoted ISO date (``"2027-03-01"``): the
+    spelling people write first must not be refused while the bare one works."""
+    if isinstance(value, dt.datetime):  # TOML date-times are dates too; the day is what counts
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    if isinstance(value, str) and ISO_DATE.fullmatch(value.strip()):
+        try:
+            return dt.date.fromisoformat(value.strip())
+        except ValueError:  # 2027-02-30
+            return None
+    return None
+
+
 def load_waivers(path: str | None, catalogue: Catalogue | None = None) -> list[Waiver]:
     """Read and check a waivers file before any test runs: a typo must not surface after an hour of testing."""
     if not path:
@@ -176,7 +211,8 @@ def load_waivers(path: str | None, catalogue: Catalogue | None = None) -> list[W
     entries = data.get("waiver", [])
     if not isinstance(entries, list) or set(data) - {"waiver"}:
         raise ValueError(f"--waivers {path}: expected only [[waiver]] entries")
-    out = []
+    out: list[Waiver] = []
+    seen: dict[str, int] = {}
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
             raise ValueError(
@@ -185,22 +221,29 @@ def load_waivers(path: str | None, catalogue: Catalogue | None = None) -> list[W
         missing = {"id", "justification", "expires"} - set(entry)
         if missing:
             raise ValueError(f"{path}: waiver {i + 1} lacks {sorted(missing)}")
-        unknown = set(entry) - {"id", "justification", "expires"}
+        unknown = set(entry) - WAIVER_KEYS
         if unknown:
             raise ValueError(f"{path}: waiver {i + 1} has unknown key(s) {sorted(unknown)}")
         for key in ("id", "justification"):
             if not isinstance(entry[key], str):
                 raise ValueError(f"{path}: waiver {i + 1} {key} must be a string")
-        rid, expires = str(entry["id"]), entry["expires"]
+        rid = str(entry["id"])
         if catalogue is not None and rid not in catalogue:
             raise ValueError(f"{path}: waiver {i + 1} names {rid!r}, which is not a requirement of the catalogue")
-        if isinstance(expires, dt.datetime):  # TOML date-times are dates too; the day is what counts
-            expires = expires.date()
-        if not isinstance(expires, dt.date):
-            raise ValueError(f"{path}: waiver {rid} expires must be a TOML date (YYYY-MM-DD)")
+        if rid in seen:  # which of the two would count?
+            raise ValueError(f"{path}: waiver {i + 1} names {rid} again (waiver {seen[rid]} already does)")
+        seen[rid] = i + 1
+        expires = _expiry(entry["expires"])
+        if expires is None:
+            raise ValueError(
+                f'{path}: waiver {rid} expires must be a TOML date or a quoted ISO date (2027-03-01 or "2027-03-01")'
+            )
         if not str(entry["justification"]).strip():
             raise ValueError(f"{path}: waiver {rid} needs a justification")
-        out.append(Waiver(rid, str(entry["justification"]), expires))
+        allow = entry.get("allow_passing", False)
+        if not isinstance(allow, bool):  # "false" must never read as true
+            raise ValueError(f"{path}: waiver {rid} allow_passing must be a TOML boolean (true or false)")
+        out.append(Waiver(rid, str(entry["justification"]), expires, allow, str(path)))
     return out
 
 
@@ -280,7 +323,8 @@ def aggregate(
     test that claims it and reached it; a failure counts against the one requirement
     its check named, never against every tag of its test; any failed test makes the
     run non-conformant unless its named requirement is a SHOULD/MAY under
-    ``--fail-on must`` or is waived; any harness error makes the verdict ``error``.
+    ``--fail-on must`` or is waived; a waiver of a rule the run verified (stale, without
+    ``allow_passing``) makes it non-conformant too; any harness error makes the verdict ``error``.
     """
     reasons = reasons or {}
     tests = sorted(tests, key=lambda t: (t.nodeid, t.outcome))
@@ -301,6 +345,7 @@ def aggregate(
         if not w.active(today)
     ]
     results: list[RequirementResult] = []
+    stale: list[str] = []  # waivers of rules verified in this run: each fails the gate
     for req in catalogue:
         mine = by_req.get(req.id, [])
         # the failure shown first is one with the exchange that shows it (a curl line), where there is one
@@ -342,10 +387,15 @@ def aggregate(
             )
         else:
             status, reason = "not_verified", _why_not(req, skips, surfaces, reasons)
-        waiver = None
-        if status == "failed" and req.id in active:
+        waiver: dict[str, Any] | None = None
+        if req.id in active:
             w = active[req.id]
-            status, waiver = "waived", {"justification": w.justification, "expires": w.expires.isoformat()}
+            if status == "failed":
+                status, waiver = "waived", {"justification": w.justification, "expires": w.expires.isoformat()}
+            elif status == "verified":  # fixed: the entry is stale, and says so in every report
+                waiver = {"justification": w.justification, "expires": w.expires.isoformat(), "stale": True}
+                if not w.allow_passing:
+                    stale.append(w.stale_line())
         results.append(
             RequirementResult(
                 req.id,
@@ -373,7 +423,8 @@ def aggregate(
     else:
         core = [r for r in results if r.id in info.gate and r.level == "MUST"]
         observable = set(info.gate)
-    gating: list[str] = []  # failed tests that stop the run from being conformant
+    gating: list[str] = list(stale)  # what stops the run from being conformant: stale waivers, failed tests
+    warnings[:0] = stale  # first: the one line a reader acts on
     for t in tests:
         if t.outcome != "failed":
             continue
