@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # What ruff looks at (tox -e lint names the same folders).
-LINTED = ("conformance", "simulator", "knowledge_schemas", "schemas", "tests", "benchmarks")
+LINTED = ("conformance", "simulator", "knowledge_schemas", "schemas", "tests", "benchmarks", "tools")
 TIMEOUT = 600
 
 

@@ -129,6 +129,9 @@ def test_allow_passing_keeps_a_verified_rule_from_failing_the_gate() -> None:
     waiver = Waiver("SRCH-003", "flaky upstream", dt.date(2999, 1, 1), allow_passing=True)
     run = aggregate(CATALOGUE, _every_server_must_verified(), INFO, waivers=[waiver], today=TODAY)
     assert run.verdict == "conformant" and not any("stale" in w for w in run.warnings)
+    (row,) = [r for r in run.requirements if r.id == "SRCH-003"]
+    assert row.waiver is not None and row.waiver.get("allow_passing") is True and "stale" not in row.waiver
+    assert load_registry().errors("results", run.to_dict()) == []
 
 
 def test_a_waiver_still_waives_a_failure_and_an_expired_one_only_warns() -> None:

@@ -392,9 +392,12 @@ def aggregate(
             w = active[req.id]
             if status == "failed":
                 status, waiver = "waived", {"justification": w.justification, "expires": w.expires.isoformat()}
-            elif status == "verified":  # fixed: the entry is stale, and says so in every report
-                waiver = {"justification": w.justification, "expires": w.expires.isoformat(), "stale": True}
-                if not w.allow_passing:
+            elif status == "verified":  # fixed: the entry is stale, unless it allows a pass
+                waiver = {"justification": w.justification, "expires": w.expires.isoformat()}
+                if w.allow_passing:
+                    waiver["allow_passing"] = True
+                else:
+                    waiver["stale"] = True
                     stale.append(w.stale_line())
         results.append(
             RequirementResult(
