@@ -9,6 +9,11 @@ the run's request count, requests per second and the verdict, and asserts nothin
 
     python benchmarks/latency.py                       # 0, 20 and 50 ms, serial and concurrent
     python benchmarks/latency.py --delays 0 50 --concurrency 4 8
+    python benchmarks/latency.py --gate no-control     # the scoped gate, server@no-control
+
+``--gate no-control`` serves the simulator as most staging Cores are: without the control
+extension, seeded from the exported corpus kit (``knowledge-sim serve --no-control --corpus``),
+judged from the target configuration it writes, with ``--scope server@no-control``.
 """
 
 from __future__ import annotations
@@ -16,10 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,12 +39,18 @@ from tests.latency_proxy import LatencyProxy  # noqa: E402
 TOKEN_ENV = "KC_LATENCY_CONTROL_TOKEN"
 
 
-def run(url: str, token: str, concurrency: int, work: Path) -> dict[str, object]:
+def run(url: str, token: str, concurrency: int, work: Path, gate: Path | None) -> dict[str, object]:
     config = work / "target.toml"
-    config.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "{TOKEN_ENV}"}}\n', "utf-8")
+    if gate is None:
+        config.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "{TOKEN_ENV}"}}\n', "utf-8")
+        scope: list[str] = []
+    else:  # the staging Core's own configuration, its URL the proxy's
+        text = re.sub(r'(?m)^url = ".*"$', f'url = "{url}"', gate.read_text("utf-8"), count=1)
+        config.write_text(text + DOCUMENTS, "utf-8")
+        scope = ["--scope", "server@no-control"]
     reports = work / "reports"
     command = [sys.executable, "-m", "conformance.cli", "run", "--target", url, "--target-config", str(config)]
-    command += ["--mcp-target", "none", "--reports", str(reports)]
+    command += ["--mcp-target", "none", "--reports", str(reports), *scope]
     if concurrency > 1:
         command += ["--concurrency", str(concurrency)]
     started = time.perf_counter()
@@ -53,23 +67,61 @@ def run(url: str, token: str, concurrency: int, work: Path) -> dict[str, object]
     }
 
 
+DOCUMENTS = '\n[target.documents]\nlong = "overdoc"\nmultibyte = "cutsdoc"\n'
+"""The kit's documents the page and budget rules read (as ``tests/test_no_control_gate.py`` names them)."""
+
+
+@contextmanager
+def staging(tmp: Path) -> Iterator[tuple[int, str, Path]]:
+    """A simulator without control, seeded from the kit: its port, no control token, its target file."""
+    kit, target = tmp / "kit", tmp / "staging.toml"
+    subprocess.run([sys.executable, "-m", "conformance.cli", "corpus", "export", str(kit)], check=True)
+    cmd = [sys.executable, "-m", "simulator.cli", "serve", "--no-control", "--port", "0", "--corpus", str(kit)]
+    cmd += ["--route", "staging", "--write-target", str(target)]
+    log = (tmp / "staging.log").open("wb")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 60
+        while not target.is_file() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)  # the file is written whole before the server listens, give it the moment
+        url = re.search(r'(?m)^url = "(.*)"$', target.read_text("utf-8"))
+        assert url is not None, "the staging Core wrote no target URL"
+        yield int(url.group(1).rsplit(":", 1)[1]), "", target
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+
+
+@contextmanager
+def core_for(gate: str, tmp: Path) -> Iterator[tuple[int, str, Path | None]]:
+    if gate == "no-control":
+        with staging(tmp) as served:
+            yield served
+        return
+    with ServedSimulator() as core:
+        yield core.port, core.control_token, None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--delays", type=float, nargs="+", default=[0, 20, 50], help="milliseconds each way")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--gate", choices=["control", "no-control"], default="control")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows = []
-    with ServedSimulator() as core, tempfile.TemporaryDirectory(prefix="latency-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="latency-") as tmp, core_for(args.gate, Path(tmp)) as (port, token, gate):
         for delay in args.delays:
-            with LatencyProxy(core.port, delay / 1000) as proxy:
+            with LatencyProxy(port, delay / 1000) as proxy:
                 for concurrency in args.concurrency:
                     work = Path(tmp) / f"{delay:g}-{concurrency}"
                     work.mkdir()
                     row = {
                         "delay_ms": delay,
                         "concurrency": concurrency,
-                        **run(proxy.url, core.control_token, concurrency, work),
+                        **run(proxy.url, token, concurrency, work, gate),
                     }
                     rows.append(row)
                     if not args.json:

@@ -183,6 +183,7 @@ def test_serial_and_concurrent_runs_give_the_same_verdict_and_reports(tmp_path: 
     assert _statuses(one) == _statuses(two)
     assert sorted(t["nodeid"] for t in one["tests"]) == sorted(t["nodeid"] for t in two["tests"])
     assert two["requests"] > 0.9 * one["requests"], "workers' requests must be counted"
+    assert (one["configuration"]["workers"], two["configuration"]["workers"]) == (0, 2), "two workers ran"
     for name in ("report.md", "report.html", "junit.xml"):
         assert (tmp_path / "xdist" / name).is_file()
 

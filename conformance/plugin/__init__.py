@@ -87,7 +87,11 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
             and getattr(config.option, "numprocesses", None) is None
             and config.pluginmanager.hasplugin("xdist")
         ):
+            # What xdist's own pytest_cmdline_main does with -n N (it may have run already), balanced by work stealing.
             config.option.numprocesses = workers
+            config.option.tx = ["popen"] * workers
+            if config.option.dist == "no":
+                config.option.dist = "worksteal"  # a long test late in the order is not left to the last worker
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -477,7 +477,7 @@ class SuiteSession:
         out["clock_skew_seconds"] = cfg.clock_skew_seconds
         out["wire"] = cfg.wire
         out["identities"] = sorted(cfg.identities)
-        out["workers"] = int(getattr(config.option, "numprocesses", 0) or 0)
+        out["workers"] = len(self.state.worker_requests)  # the workers that ran and reported (0: serial)
         return dict(SECRETS.data(out))
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -668,16 +668,20 @@ class Recorder:
         self.current: list[Exchange] = []
         self._min_gap = 1.0 / rate_limit if rate_limit > 0 else 0.0
         self._last = 0.0
+        self._lock = threading.Lock()  # a test may send its independent requests from several threads
 
     def throttle(self) -> None:
         if self._min_gap:
-            wait = self._last + self._min_gap - time.monotonic()
+            with self._lock:  # each request takes the next slot; waiting in order keeps the rate
+                slot = max(self._last + self._min_gap, time.monotonic())
+                self._last = slot
+            wait = slot - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
-            self._last = time.monotonic()
 
     def record(self, response: httpx.Response) -> None:
-        self.count += 1
+        with self._lock:
+            self.count += 1
         request = response.request
         if request.extensions.get("kc_control"):
             return  # control exchanges carry credentials and minted tokens: never kept for reports

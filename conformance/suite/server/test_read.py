@@ -29,6 +29,7 @@ from conformance.server.rules import (
 )
 from conformance.server.world import World, chain_ended
 from conformance.target import contract as C
+from conformance.target import fanout
 from conformance.target.outcomes import NotVerified
 from conformance.target.rules import Rule, expect
 
@@ -471,6 +472,26 @@ def _live_ref(world: World, query: str, doc: corpus.Doc | None, first: str | Non
     return None if hint is None else (run_id, str(hint["ref"]))
 
 
+def _chains(world: World, query: str, doc: corpus.Doc | None) -> dict[int | None, list[dict[str, Any]]]:
+    """One document's chains at the default page size, then (side by side) at 4096 and 32768
+    bytes; fewer than three when it was not found again."""
+    found = _live_ref(world, query, doc, None)
+    if found is None:
+        return {}
+    chains: dict[int | None, list[dict[str, Any]]] = {None: world.follow(found[1], found[0])}
+    first = chains[None][0]["content"]
+
+    def chain(size: int) -> list[dict[str, Any]] | None:
+        again = _live_ref(world, query, doc, first)
+        return None if again is None else world.follow(again[1], again[0], max_bytes=size)
+
+    sizes = (C.READ_MIN_MAX_BYTES, C.READ_MAX_MAX_BYTES)
+    chains.update(
+        (size, pages) for size, pages in zip(sizes, fanout.each(chain, sizes), strict=True) if pages is not None
+    )
+    return chains
+
+
 def _live_sources(world: World) -> list[tuple[str, str, corpus.Doc | None]]:
     """``(what, query, doc)``: the probe query and each ``[target.documents]`` query, and the
     suite's own long and multibyte documents where it has them."""
@@ -520,14 +541,9 @@ def test_any_document_reads_the_same_through_every_page_size(world: World) -> No
     32768-byte pages. Each rule counts only where the document could show it: the budget rules
     on a chain the budget stopped, READ-016 on multibyte text cut into several pages."""
     judged = 0
-    for what, query, doc in _live_sources(world):
-        chains: dict[int | None, list[dict[str, Any]]] = {}
-        for size in (None, C.READ_MIN_MAX_BYTES, C.READ_MAX_MAX_BYTES):
-            first = chains[None][0]["content"] if chains else None
-            found = _live_ref(world, query, doc, first)
-            if found is None:
-                break
-            chains[size] = world.follow(found[1], found[0], max_bytes=size)
+    sources = _live_sources(world)
+    read = fanout.each(lambda source: _chains(world, source[1], source[2]), sources)
+    for (what, query, _doc), chains in zip(sources, read, strict=True):
         if len(chains) < 3 or len({str(pages[0]["revision"]) for pages in chains.values()}) > 1:
             continue  # not found again, or the document changed between the chains
         judged += 1

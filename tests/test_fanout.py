@@ -1,0 +1,51 @@
+"""A test's independent requests sent side by side keep the serial loop's results and its first
+failure, in the items' order, whatever order they finish in."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+
+import pytest
+
+from conformance.target import fanout
+
+WHERE: contextvars.ContextVar[str] = contextvars.ContextVar("where", default="unset")
+
+
+def test_results_come_back_in_the_items_order_and_run_side_by_side() -> None:
+    running, most = 0, 0
+    lock = threading.Lock()
+
+    def work(item: int) -> int:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.05 * (5 - item))  # the first item finishes last
+        with lock:
+            running -= 1
+        return item * 10
+
+    assert fanout.each(work, [0, 1, 2, 3, 4], at_once=3) == [0, 10, 20, 30, 40]
+    assert most == 3
+
+
+def test_the_first_failure_in_the_items_order_is_raised() -> None:
+    def work(item: int) -> int:
+        if item in (1, 3):
+            time.sleep(0.1 if item == 1 else 0)  # item 3 fails first in time
+            raise ValueError(f"item {item}")
+        return item
+
+    with pytest.raises(ValueError, match="item 1"):
+        fanout.each(work, [0, 1, 2, 3])
+
+
+def test_each_call_sees_the_caller_s_context() -> None:
+    token = WHERE.set("caller")
+    try:
+        assert fanout.each(lambda _item: WHERE.get(), [1, 2, 3]) == ["caller"] * 3
+    finally:
+        WHERE.reset(token)
