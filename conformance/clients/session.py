@@ -54,6 +54,16 @@ class Session:
             **extra,
         )
 
+    def fresh_ref(self, doc: str, connection: str = "main") -> tuple[str, str, str, int]:
+        """``(route, run, ref, mark)`` on ``connection``: a run started and a reference to ``doc``
+        found directly on the Core (not through the client), then a mark in the wire transcript.
+        Checks that arm canned answers use the canned connection: one left armed harms no other check."""
+        route = self.world.route(connection)
+        direct = self.world.direct(connection)
+        run = direct.turn()["run_id"]
+        ref = direct.ref(run, doc)
+        return route, run, ref, self.wire.mark(route)
+
     def host(
         self,
         call: str,
