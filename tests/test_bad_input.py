@@ -140,6 +140,25 @@ def test_an_empty_target_is_exit_4_never_the_bundled_simulator(tmp_path: Path, c
     assert "empty" in line, line
 
 
+@pytest.mark.parametrize(
+    ("args", "config", "expected"),
+    [
+        (["--mcp-target", "/no/such/server --stdio"], None, "--mcp-target: '/no/such/server' is not a program"),
+        (["--mcp-target", "no-such-mcp-server-program"], None, "'no-such-mcp-server-program' is not a program"),
+        (["--mcp-target", "'unclosed"], None, "No closing quotation"),
+        ([], '[mcp]\ncommand = ["/no/such/server"]\n', "[mcp].command: '/no/such/server' is not a program"),
+    ],
+)
+def test_an_mcp_server_command_that_cannot_start_is_exit_4(
+    tmp_path: Path, args: list[str], config: str | None, expected: str
+) -> None:
+    """One usage line before any test, never one harness error per MCP test."""
+    if config is not None:
+        (tmp_path / "target.toml").write_text(config, "utf-8")
+        args = [*args, "--target-config", str(tmp_path / "target.toml")]
+    assert expected in _suite_with(tmp_path, *args)
+
+
 def test_the_pytest_plugin_refuses_the_same_numbers(tmp_path: Path) -> None:
     """The suite run through pytest itself, not the command: the same check, before any test."""
     proc = _run(tmp_path, *SUITE, "--report-dir", str(tmp_path / "reports"), "--rate-limit", "nan", "-k", "nothing")

@@ -5,6 +5,8 @@ bundled simulator's (over stdio and streamable HTTP, reached through the
 from __future__ import annotations
 
 import shlex
+import shutil
+from collections.abc import Sequence
 from typing import Any
 
 from conformance.mcp.session import Endpoint
@@ -136,3 +138,28 @@ def planned_surfaces(cfg: TargetConfig, chosen: str | None) -> list[dict[str, An
 
 def describe(endpoints: dict[str, Any]) -> str:
     return ", ".join(f"{k} ({v.describe()})" for k, v in sorted(endpoints.items())) or "none"
+
+
+def command_problem(chosen: str | None, configured: Sequence[str] | None, jobs: Sequence[str] | None) -> str | None:
+    """Why an MCP server command of the run cannot start at all (a usage error, exit 4, before any
+    test: never one harness error per MCP test), or None."""
+    commands: list[tuple[str, Sequence[str] | str]] = []
+    if chosen and not skipped(chosen) and not chosen.startswith(("http://", "https://")):
+        commands.append(("--mcp-target", chosen))
+    elif not chosen:
+        commands += [(f"[mcp].{key}", argv) for key, argv in (("command", configured), ("jobs_command", jobs)) if argv]
+    for where, command in commands:
+        try:
+            argv = shlex.split(command) if isinstance(command, str) else list(command)
+        except ValueError as exc:
+            return f"{where} {command!r}: {exc} (the command is split as a POSIX shell line)"
+        if not argv:
+            return (
+                f"{where}: the command is empty; give the command that starts the MCP server, an http(s) URL, or none"
+            )
+        if shutil.which(argv[0]) is None:
+            return (
+                f"{where}: {argv[0]!r} is not a program this machine can run (not found, or not executable); "
+                "give the command that starts the MCP server, an http(s) URL, or none"
+            )
+    return None

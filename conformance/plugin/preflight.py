@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 import pytest
 
+from conformance.mcp.endpoints import command_problem
 from conformance.plugin.options import BY_NAME, option
 from conformance.plugin.state import SessionState, is_worker
 from conformance.target.secrets import SECRETS
@@ -70,6 +71,9 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
     mcp_target = option(config, "--mcp-target")
     if mcp_target and str(mcp_target).startswith(("http://", "https://")):
         SECRETS.add_url(mcp_target)  # its user-info and query values never reach a report
+    unstartable = command_problem(mcp_target, cfg.mcp.get("command"), cfg.mcp.get("jobs_command"))
+    if unstartable is not None:
+        usage_error(unstartable)
     quirks, rate_limit = tuple(option(config, "--sim-quirk")), option(config, "--rate-limit")
     if is_worker(config):  # the run's limit is shared among its workers
         rate_limit /= max(1, int(config.workerinput.get("workercount", 1)))  # type: ignore[attr-defined]
