@@ -159,6 +159,11 @@ def test_an_mcp_server_command_that_cannot_start_is_exit_4(
     assert expected in _suite_with(tmp_path, *args)
 
 
+def test_a_target_configuration_folder_is_named_as_one(tmp_path: Path) -> None:
+    line = _suite_with(tmp_path, "--target-config", str(tmp_path))
+    assert "is a folder; give the TOML file in it" in line, line
+
+
 def test_the_pytest_plugin_refuses_the_same_numbers(tmp_path: Path) -> None:
     """The suite run through pytest itself, not the command: the same check, before any test."""
     proc = _run(tmp_path, *SUITE, "--report-dir", str(tmp_path / "reports"), "--rate-limit", "nan", "-k", "nothing")

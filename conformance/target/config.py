@@ -340,6 +340,10 @@ def read_toml(path: str, flag: str) -> dict[str, Any]:
 def _read_text(path: str, flag: str) -> str:
     """The file as UTF-8 text, at most MAX_FILE_BYTES of it (read no further: it may be endless)."""
     file = Path(path)
+    if file.is_dir():
+        raise ConfigError(
+            f"{flag} {path}: is a folder; give the TOML file in it (as `knowledge-sim serve --write-target FILE` writes one)"
+        )
     if not file.is_file():
         raise ConfigError(f"{flag} {path}: no such file")
     try:
