@@ -1,12 +1,18 @@
-"""Opaque, tamper-evident references and cursors (HMAC-SHA256 over compact JSON)."""
+"""Opaque, tamper-evident references and cursors (HMAC-SHA256 over compact JSON).
+
+Claims are encoded by orjson with sorted keys (a search signs a reference per hint, a read page
+one or two cursors: the standard library's encoder was a tenth of a search's CPU time). Tokens
+signed by the standard library's encoding (ASCII escapes) still verify: the signature covers the
+payload as sent, and both decoders read both."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import hmac
-import json
 from typing import Any
+
+import orjson
 
 PREFIX = {"ref": "kr1", "cursor": "kc1"}
 MAX_TOKEN_BYTES = 4096
@@ -26,14 +32,16 @@ def _unb64(text: str) -> bytes:
 
 class Signer:
     def __init__(self, key: bytes) -> None:
-        self._key = key
+        self._keyed = hmac.new(key, digestmod=hashlib.sha256)  # copied for each MAC: the key is prepared once
 
     def _mac(self, prefix: str, payload: str) -> str:
-        return _b64(hmac.new(self._key, f"{prefix}.{payload}".encode(), hashlib.sha256).digest()[:18])
+        mac = self._keyed.copy()
+        mac.update(f"{prefix}.{payload}".encode())
+        return _b64(mac.digest()[:18])
 
     def sign(self, kind: str, claims: dict[str, Any]) -> str:
         prefix = PREFIX[kind]
-        payload = _b64(json.dumps(claims, separators=(",", ":"), sort_keys=True).encode())
+        payload = _b64(orjson.dumps(claims, option=orjson.OPT_SORT_KEYS))
         return f"{prefix}.{payload}.{self._mac(prefix, payload)}"
 
     def verify(self, kind: str, token: str) -> dict[str, Any]:
@@ -44,7 +52,7 @@ class Signer:
         if not hmac.compare_digest(mac, self._mac(prefix, payload)):
             raise TokenError(f"the {kind} signature does not match")
         try:
-            claims = json.loads(_unb64(payload))
+            claims = orjson.loads(_unb64(payload))
         except (ValueError, UnicodeDecodeError) as exc:
             raise TokenError(f"the {kind} payload is unreadable") from exc
         if not isinstance(claims, dict):
