@@ -42,7 +42,7 @@ from simulator.search_knowledge.ranking import embedder_for
 from simulator.search_knowledge.routes import control_routes as sk_control_routes
 from simulator.search_knowledge.routes import tool_route
 from simulator.search_knowledge.store import SkState
-from simulator.store import Store
+from simulator.store import Store, WouldBlock
 from simulator.wire_names import WireNames
 
 log = logging.getLogger("knowledge_sim")
@@ -86,13 +86,18 @@ class NoStore:
 
 
 class Observe:
-    """Keeps the request transcript and logs one JSON line per request, as the client saw it."""
+    """Keeps the request transcript and logs one JSON line per request, as the client saw it.
 
-    def __init__(self, app: ASGIApp, core: Core, transcript: deque[dict[str, Any]]) -> None:
+    Each only when something reads it: the transcript when the control extension (its only
+    reader) is served, the log line when the log takes INFO lines. A served simulator without
+    either (``knowledge-sim serve --no-control``, the default log level) spent some 7% of its CPU
+    time keeping and writing what nobody read."""
+
+    def __init__(self, app: ASGIApp, core: Core, transcript: deque[dict[str, Any]] | None) -> None:
         self.app, self.core, self.transcript = app, core, transcript
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or (self.transcript is None and not log.isEnabledFor(logging.INFO)):
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
@@ -114,7 +119,7 @@ class Observe:
             await self.app(scope, reading, wrapped)
         finally:
             path = scope["path"]
-            if not path.startswith("/_control/"):
+            if self.transcript is not None and not path.startswith("/_control/"):
                 self.transcript.append(self._entry(scope, path, status["code"], b"".join(chunks)))
             log.info(
                 json.dumps(
@@ -160,11 +165,11 @@ def _endpoint(
                 return Response(canned.text, status_code=canned.status, media_type="text/plain")
             return json_response(canned.body, canned.status)
         try:
-            caller = core.authenticate(request.headers.get("authorization"), route, knowledge_op=knowledge)
-            if knowledge:
-                refusal = core.legacy_refusal(route)
-                if refusal is not None:
-                    return error_response(refusal)
+            with core.store.snapshot():  # its lookups answered from memory (simulator.store); no await inside
+                caller = core.authenticate(request.headers.get("authorization"), route, knowledge_op=knowledge)
+                refusal = core.legacy_refusal(route) if knowledge else None
+            if refusal is not None:
+                return error_response(refusal)
             return await handler(request, core, caller)
         except ApiError as err:
             return error_response(err)
@@ -185,14 +190,26 @@ def _names(request: Request) -> WireNames:
 async def _store_work(request: Request, core: Core, work: Callable[[], T], *, serial: bool = False) -> T:
     """Run ``work`` (searches, reads, turns: the Core's store work) from one snapshot of the store.
 
-    A concurrent store (``knowledge-sim serve``) runs it on a store thread with that thread's own
-    connection, so a slow search never holds up the event loop or the other requests. ``serial``
-    work (turns) takes the app's turn lock first: a turn's replay check and its commit must not
-    interleave with another turn's, or two identical turns sent at once could both commit. The
-    single-connection store (the in-process simulator) runs it right here, in request order."""
+    A concurrent store (``knowledge-sim serve``) runs a search or a read right here on the event
+    loop, its lookups answered from memory, unless it turns out long: a search whose ranking is
+    neither remembered nor short raises ``WouldBlock`` before ranking (nothing done until then
+    has any effect), and the work runs again on a store thread with that thread's own connection,
+    so a long search never holds up the event loop or the other requests. Handing every request
+    to a thread cost more than a short search itself (some 15% of the CPU time of a search or a
+    read served). ``serial`` work (turns, which write) always runs on a store thread and takes the
+    app's turn lock first: a turn's replay check and its commit must not interleave with another
+    turn's, or two identical turns sent at once could both commit. The single-connection store
+    (the in-process simulator) runs everything right here, in request order."""
     store = core.store
     if not store.concurrent:
-        return work()
+        with store.snapshot():
+            return work()
+    if not serial:
+        try:
+            with store.snapshot(), store.inline():
+                return work()
+        except WouldBlock:
+            pass
     turn_lock: threading.Lock = request.app.state.turn_lock
 
     def in_snapshot() -> T:
@@ -206,7 +223,9 @@ async def _store_work(request: Request, core: Core, work: Callable[[], T], *, se
 
 
 async def _capabilities(request: Request, core: Core, caller: Caller) -> Response:
-    return json_response(_names(request).capabilities(core.capabilities(caller)))
+    with core.store.snapshot():
+        answer = core.capabilities(caller)
+    return json_response(_names(request).capabilities(answer))
 
 
 async def _turn(request: Request, core: Core, caller: Caller) -> Response:
@@ -268,7 +287,7 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     store = Store(config.database, rng, key_source=key_source, concurrent=config.concurrent)
     core_class, wrappers = compose(config.quirks)
     core = core_class(config, store, clock)
-    transcript: deque[dict[str, Any]] = deque(maxlen=10_000)
+    transcript: deque[dict[str, Any]] | None = deque(maxlen=10_000) if config.control_enabled else None
     if config.demo and not store.routes():
         seed_demo(core)
     routes: list[Route | Mount] = [
@@ -290,6 +309,7 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     routes.append(Route(MCP_PATH, mount(lambda: holder["app"], agent_class(config.quirks), security)))
     if config.control_enabled:
         routes.extend(sk_control_routes(core, sk_tool))
+        assert transcript is not None
         routes.append(Mount("/_control/v1", routes=control_routes(core, transcript, on_corpus=sk_tool.state.forget)))
     app = Starlette(
         routes=routes,

@@ -210,9 +210,9 @@ class Core:
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """What a legacy (inline) Core assembles: bodies plus their references."""
         bases = self._visible_bases(caller)
-        found = self.store.search(caller.route, user_input[:1000], bases, MAX_HINTS) or self.store.first_items(
-            caller.route, bases, MAX_HINTS
-        )
+        found = self.store.search(
+            caller.route, user_input[:1000], bases, MAX_HINTS, viewer=caller.identity.account
+        ) or self.store.first_items(caller.route, bases, MAX_HINTS)
         bodies = [
             {"title": r.title, "content": r.content[:INLINE_BODY_CHARS], "ref": self._ref(caller, run, r)}
             for r in found
@@ -258,7 +258,7 @@ class Core:
             reachable = bases if bases is not None else self.store.base_ids(caller.route)
             bases = reachable[:-1]
             status = "partial"
-        found = self.store.search(caller.route, query, bases, limit)
+        found = self.store.search(caller.route, query, bases, limit, viewer=caller.identity.account)
         return status, [self._hint(caller, run, r) for r in found]
 
     def _hint(self, caller: Caller, run: Run, rev: Revision) -> dict[str, Any]:

@@ -71,6 +71,8 @@ async def read_json(request: Request, *, max_bytes: int) -> dict[str, Any]:
     if not raw.strip():
         raise ApiError(400, "invalid_request", "request body is empty; a JSON object is required")
     try:
+        # The standard library's reading, not orjson's: orjson reads an integer past 64 bits as a
+        # float, which the schema would then judge as another value than the one sent.
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ApiError(400, "invalid_request", f"request body is not valid JSON: {exc}") from None

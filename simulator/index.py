@@ -29,6 +29,7 @@ import hashlib
 import os
 import re
 import shutil
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -243,6 +244,15 @@ class Indexes:
         with self._lock:
             space.searchers[before] = searcher
         return searcher if before == generation else None
+
+    def postings(self, route: str, generation: int, words: Sequence[str]) -> int:
+        """Documents holding each of ``words``, in title and in content, summed: what a ranking's
+        cost grows with (tantivy's own counts; deleted documents not yet merged away count too).
+        A generation no longer kept counts as long."""
+        searcher = self.searcher(route, generation)
+        if searcher is None:
+            return sys.maxsize
+        return sum(searcher.doc_freq("title", word) + searcher.doc_freq("content", word) for word in words)
 
     def search(self, route: str, generation: int, query: str, bases: Sequence[str] | None, limit: int) -> list[int]:
         """Row numbers of the best ``limit`` documents, best first, ties by row number; [] when the

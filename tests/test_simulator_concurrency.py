@@ -66,23 +66,26 @@ def _revisions(app: Starlette, hints: list[dict[str, Any]]) -> dict[str, str]:
     return {c["i"]: c["v"] for c in claims}
 
 
-def test_a_slow_search_does_not_hold_up_a_request_served_meanwhile(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_long_search_does_not_hold_up_a_request_served_meanwhile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search whose ranking may take long (its words' postings past ``inline_postings``, here 0:
+    every search) is ranked on a store thread; the event loop answers meanwhile."""
     app = _app()
     store: Store = app.state.core.store
+    store.inline_postings = 0
     entered, release = threading.Event(), threading.Event()
     released: list[bool] = []
-    search = store.search
+    rank = store.indexes.search
 
-    def slow_search(*args: Any, **kwargs: Any) -> list[Revision]:
+    def slow_rank(*args: Any, **kwargs: Any) -> list[int]:
         entered.set()
         released.append(release.wait(FAILSAFE))  # False: nothing else was answered while this one ran
-        return search(*args, **kwargs)
+        return rank(*args, **kwargs)
 
     async def scenario() -> tuple[int, bool, int]:
         auth = _auth(app)
         async with _client(app) as http:
             run = await _run_id(http, auth)
-            monkeypatch.setattr(store, "search", slow_search)
+            monkeypatch.setattr(store.indexes, "search", slow_rank)
             pending = asyncio.create_task(
                 http.post(f"{API}/knowledge/search", json={"run_id": run, "query": "zebra"}, headers=auth)
             )
@@ -95,6 +98,36 @@ def test_a_slow_search_does_not_hold_up_a_request_served_meanwhile(monkeypatch: 
     caps, answered_while_held, searched = asyncio.run(scenario())
     assert (caps, answered_while_held, searched) == (200, True, 200)
     assert released == [True]  # the search went on only once capabilities had answered
+
+
+def test_a_short_search_is_ranked_on_the_event_loop_a_long_one_on_a_store_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Handing a short search to a thread costs more than the search; a long one must not hold the loop."""
+    app = _app()
+    store: Store = app.state.core.store
+    ranked_on: list[str] = []
+    rank = store.indexes.search
+
+    def recording(*args: Any, **kwargs: Any) -> list[int]:
+        ranked_on.append("loop" if threading.current_thread() is threading.main_thread() else "thread")
+        return rank(*args, **kwargs)
+
+    async def scenario() -> list[int]:
+        auth = _auth(app)
+        async with _client(app) as http:
+            run = await _run_id(http, auth)
+            monkeypatch.setattr(store.indexes, "search", recording)
+            statuses = []
+            for query, postings in (("zebra", 1000), ("stripes", 0), ("stripes", 0)):
+                store.inline_postings = postings
+                answer = await http.post(f"{API}/knowledge/search", json={"run_id": run, "query": query}, headers=auth)
+                statuses.append(answer.status_code)
+            return statuses
+
+    assert asyncio.run(scenario()) == [200, 200, 200]
+    # the third search is the second's, remembered: ranked by nobody, answered on the loop
+    assert ranked_on == ["loop", "thread"]
 
 
 def test_a_search_sees_one_state_of_the_store_while_revisions_are_published(monkeypatch: pytest.MonkeyPatch) -> None:
