@@ -19,6 +19,8 @@ from simulator.quirks import QUIRKS
 if TYPE_CHECKING:
     from mcp.server import Server
 
+KEEP_ALIVE_SECONDS = 30
+LIMIT_CONCURRENCY = 1000
 CONTROL_TOKEN_ENV = "KNOWLEDGE_SIM_CONTROL_TOKEN"
 """The control credential when --control-token is not given: an environment variable stays out
 of the process list (``ps``), where any local user reads a command line."""
@@ -140,7 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--timeout-keep-alive",
         type=_seconds,
-        default=30,
+        default=KEEP_ALIVE_SECONDS,
         help="seconds an idle kept-alive connection stays open, at least 1, a fraction rounded up to whole "
         "seconds (default %(default)s: longer than the 5 s idle "
         "expiry of common client pools, so the client closes first and a request never races the close)",
@@ -148,7 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--limit-concurrency",
         type=_count,
-        default=1000,
+        default=LIMIT_CONCURRENCY,
         help="connections and requests at once before new ones get 503, at least 1 (default %(default)s): idle or slow "
         "clients cannot use up the process's file limit",
     )
@@ -343,8 +345,6 @@ def main(argv: list[str] | None = None) -> int:
             job_seconds=args.job_seconds,
             seed=args.seed,
         )
-    import uvicorn
-
     from simulator.app import create_app
     from simulator.corpus import (
         DEMO_DIR,
@@ -456,17 +456,35 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     _exit_through_python_on_sigterm()
+    serve_socket(app, listening, timeout_keep_alive=args.timeout_keep_alive, limit_concurrency=args.limit_concurrency)
+    return 0
+
+
+def serve_socket(
+    app: Any,
+    listening: socket.socket,
+    *,
+    timeout_keep_alive: int = KEEP_ALIVE_SECONDS,
+    limit_concurrency: int = LIMIT_CONCURRENCY,
+) -> None:
+    """Serve ``app`` on the bound socket with uvicorn as ``knowledge-sim serve`` does. The
+    throughput benchmark serves its yardsticks (a bare endpoint, a same-work app) through this
+    too, so every server it compares runs on one HTTP stack (uvicorn's choice of h11 or
+    httptools and of event loop, one process, the same limits)."""
+    import uvicorn
+
     # The bound socket itself, not its file descriptor: uvicorn takes an fd for a Unix socket, so its
     # connections would keep Nagle's algorithm and every response written in two parts would wait for
     # the client's delayed ACK (about 40 ms a request on Linux). As a TCP socket, asyncio sets TCP_NODELAY.
     config = uvicorn.Config(
-        app,
-        log_level="warning",
-        timeout_keep_alive=args.timeout_keep_alive,
-        limit_concurrency=args.limit_concurrency,
+        app, log_level="warning", timeout_keep_alive=timeout_keep_alive, limit_concurrency=limit_concurrency
     )
     uvicorn.Server(config).run(sockets=[listening])
-    return 0
+
+
+def serve_on_port(app: Any, host: str, port: int) -> None:
+    """``serve_socket`` on a socket bound here (the benchmark's yardsticks)."""
+    serve_socket(app, _listen(host, port))
 
 
 async def _serve_stdio(server: Server[Any]) -> None:
