@@ -9,11 +9,13 @@ and the peak memory of a whole suite run against a server that answers 200 MB.""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import re
 import sys
 import time
+import warnings
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -349,3 +351,16 @@ def test_a_whole_run_against_a_200_mb_answer_is_a_judged_failure_in_bounded_memo
     assert "ExceptionGroup" not in out and "INTERNALERROR" not in out, out[-3000:]
     assert "over the 4 MiB cap on one MCP message" in out, out[-3000:]
     assert peak < 500, f"peak RSS {peak} MB"
+
+
+def test_an_http_session_leaves_no_connection_open(hostile_url: str) -> None:
+    """The SDK leaves an HTTP client it was given open; the session closes it (some 30 sockets a
+    run were left to the garbage collector)."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", ResourceWarning)
+        for _ in range(3):
+            with connect(_http(hostile_url, "ok"), 10) as session:
+                session.call(TOOL, {"query": "x"})
+        gc.collect()
+    unclosed = [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)]
+    assert not unclosed, unclosed[:3]

@@ -30,15 +30,18 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from conformance.mcp import evidence
+from conformance.mcp import rules as mcp
 from conformance.mcp.bounded import MESSAGE_CAP, BoundedClient, Fault, Faults, stdio_streams
-from conformance.mcp.rules import MCP_001, MCP_002
 from conformance.target.outcomes import ContractViolation, HarnessError
 from conformance.target.rules import Rule
 from conformance.target.untrusted import shown
 
 GRACE = 5.0
 """What a whole call may take beyond the target's timeout (the SDK's own wait ends at the timeout)."""
-PATHS: dict[str, tuple[str, Rule]] = {"agent": ("Agent Session", MCP_001), "jobs": ("Fixed Client Token", MCP_002)}
+PATHS: dict[str, tuple[str, Rule]] = {
+    "agent": ("Agent Session", mcp.MCP_001),
+    "jobs": ("Fixed Client Token", mcp.MCP_002),
+}
 """Each MCP path's name and the rule a server breaks when it does not speak MCP's JSON-RPC on it."""
 SDK_READ_FAILURES = (
     "Failed to parse",
@@ -192,7 +195,7 @@ def judged(endpoint: Endpoint | None, what: str, fault: Fault) -> Exception:
     answer in time, or no server to reach, is a harness error. One line either way."""
     where = f"the {PATHS[endpoint.path][0]} MCP server ({endpoint.describe()})" if endpoint else "the MCP server"
     if fault.kind == "malformed":
-        rule = PATHS[endpoint.path][1] if endpoint else MCP_001
+        rule = PATHS[endpoint.path][1] if endpoint else mcp.MCP_001
         return rule.violated(f"{where} broke JSON-RPC answering {what}: {fault.reason}")
     return HarnessError(f"{where}, asked {what}: {fault.reason}")
 
@@ -271,7 +274,9 @@ def connect(endpoint: Endpoint, timeout: float = 30.0, *, collect: bool = True) 
         with ExitStack() as stack:
             portal = stack.enter_context(anyio.from_thread.start_blocking_portal())
             faults = Faults()
-            client = _client(endpoint, timeout, faults)
+            client, http = _client(endpoint, timeout, faults)
+            if http is not None:  # the SDK leaves a client it was given open: closed after the session ends
+                stack.callback(portal.call, http.aclose)
             try:
                 stack.enter_context(portal.wrap_async_context_manager(client))
             except Exception as exc:
@@ -287,16 +292,16 @@ def connect(endpoint: Endpoint, timeout: float = 30.0, *, collect: bool = True) 
             gc.collect()
 
 
-def _client(endpoint: Endpoint, timeout: float, faults: Faults) -> Client:
-    """An SDK client on ``endpoint`` whose reads are bounded (``bounded``), noting faults in ``faults``."""
+def _client(endpoint: Endpoint, timeout: float, faults: Faults) -> tuple[Client, BoundedClient | None]:
+    """An SDK client on ``endpoint`` whose reads are bounded (``bounded``), noting faults in
+    ``faults``; and its HTTP client, which the caller closes."""
     if endpoint.transport == "stdio":
-        return Client(
-            stdio_streams(endpoint.argv, dict(endpoint.env), faults), read_timeout_seconds=timeout, cache=None
-        )
+        streams = stdio_streams(endpoint.argv, dict(endpoint.env), faults)
+        return Client(streams, read_timeout_seconds=timeout, cache=None), None
     headers = {"Authorization": f"Bearer {endpoint.token}"} if endpoint.token else {}
     http = BoundedClient(faults, timeout, headers=headers, timeout=timeout + GRACE, verify=_tls())
     transport = streamable_http_client(endpoint.url, http_client=http, max_sse_event_size=MESSAGE_CAP)
-    return Client(transport, read_timeout_seconds=timeout, cache=None)
+    return Client(transport, read_timeout_seconds=timeout, cache=None), http
 
 
 @contextmanager
