@@ -1,7 +1,7 @@
 """The verdict's invariants, each shown on a tiny suite package run through the real plugin:
 any failed test is never conformant, a harness error is its own verdict, a skipped case
-verifies nothing, an untagged suite test is a collection error, and the plugin stays out
-of sessions that did not ask for the suite."""
+verifies nothing, an untagged suite test (or one checking a rule it does not claim) is a
+collection error, and the plugin stays out of sessions that did not ask for the suite."""
 
 from __future__ import annotations
 
@@ -161,6 +161,21 @@ def test_an_untagged_suite_test_is_a_collection_error(tmp_path: Path) -> None:
     _package(tmp_path, "def test_claims_nothing():\n    pass\n")
     code, out, _ = _run(tmp_path, "--target", "sim", "kc_extra")
     assert code == 4 and "without a requirement ID" in out and "test_claims_nothing" in out
+
+
+def test_a_check_of_a_rule_its_test_does_not_claim_is_a_collection_error(tmp_path: Path) -> None:
+    """Its pass would verify nothing (a test verifies only what it claims), unseen: refused before any test runs."""
+    body = """
+        from conformance.server import rules as server
+        from conformance.target.rules import expect
+
+        @R(server.CAP_001)
+        def test_checks_another_rule():
+            expect(True, server.CAP_002, "never shown")
+    """
+    _package(tmp_path, body)
+    code, out, _ = _run(tmp_path, "--target", "sim", "kc_extra")
+    assert code == 4 and "do not claim" in out and "CAP-002" in out and "test_checks_another_rule" in out, out[-1500:]
 
 
 def test_the_plugin_stays_out_of_other_sessions(tmp_path: Path) -> None:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from conformance.clients.rules import DSH_002, DSH_004, MCP_007
+from conformance.clients import rules as clients
 from knowledge_schemas import Catalogue
 
 UNSHOWABLE: dict[str, str] = {
-    DSH_002: "not shown by a harness: which documents a host confirms as read lives in its context-delivery "
+    clients.DSH_002: "not shown by a harness: which documents a host confirms as read lives in its context-delivery "
     "confirmation, and no harness command exposes that confirmation",
-    DSH_004: "not shown by a harness: what a host puts in its conversation is not part of the harness protocol "
+    clients.DSH_004: "not shown by a harness: what a host puts in its conversation is not part of the harness protocol "
     "(a harness answers what the SDK returned, not the text the host shows a model)",
-    MCP_007: "not shown by a harness: the harness protocol has no MCP tool listing; `knowledge-conformance run` "
+    clients.MCP_007: "not shown by a harness: the harness protocol has no MCP tool listing; `knowledge-conformance run` "
     "checks on the Core side that the tools stay visible whatever the Core supports",
 }
 

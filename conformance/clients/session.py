@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from conformance.clients import rules as clients
 from conformance.clients.core import Wire
 from conformance.clients.protocol import Answer, Harness
-from conformance.clients.rules import READ_018
 from conformance.clients.world import World
 from conformance.server.checks import describe
 from conformance.target.control import Control
@@ -119,7 +119,7 @@ def mapped(entries: list[dict[str, Any]]) -> None:
         body = e.get("body") or {}
         expect(
             "run_id" in body and not ({"runId", "maxBytes"} & set(body)),
-            READ_018,
+            clients.READ_018,
             f"{str(e['path']).rsplit('/', 1)[-1]} went out without the wire names run_id/max_bytes: {describe(body)}",
         )
 

@@ -23,36 +23,7 @@ from locust.clients import HttpSession
 from conformance.load.http import LocustTransport
 from conformance.load.setup import Context, Issued, context
 from conformance.server import checks
-from conformance.server.rules import (
-    READ_001,
-    READ_002,
-    READ_003,
-    READ_004,
-    READ_005,
-    READ_007,
-    READ_009,
-    READ_010,
-    READ_011,
-    READ_014,
-    READ_016,
-    READ_020,
-    REF_009,
-    REF_011,
-    REF_012,
-    REF_014,
-    SRCH_001,
-    SRCH_003,
-    SRCH_004,
-    SRCH_005,
-    SRCH_006,
-    SRCH_007,
-    SRCH_008,
-    TURN_003,
-    TURN_006,
-    TURN_007,
-    TURN_008,
-    WIRE_002,
-)
+from conformance.server import rules as server
 from conformance.server.wire import CoreWire
 from conformance.server.world import World
 from conformance.target import contract as C
@@ -64,22 +35,31 @@ from knowledge_schemas import load_catalogue
 MAX_BYTES = (None, C.READ_MIN_MAX_BYTES, 8192, C.READ_DEFAULT_MAX_BYTES, C.READ_MAX_MAX_BYTES)
 LONGEST_CHARACTER = 4  # UTF-8 bytes: a chain that stops with more room than this left stopped early
 PROFILE = (
-    *(TURN_003, TURN_006, TURN_007, TURN_008, WIRE_002),  # a turn
-    *(SRCH_001, SRCH_003, SRCH_004, SRCH_005, SRCH_006, SRCH_007, SRCH_008, READ_007),  # a search
+    *(server.TURN_003, server.TURN_006, server.TURN_007, server.TURN_008, server.WIRE_002),  # a turn
     *(
-        READ_001,
-        READ_002,
-        READ_003,
-        READ_004,
-        READ_005,
-        READ_009,
-        READ_010,
-        READ_011,
-        READ_014,
-        READ_016,
-        READ_020,
+        server.SRCH_001,
+        server.SRCH_003,
+        server.SRCH_004,
+        server.SRCH_005,
+        server.SRCH_006,
+        server.SRCH_007,
+        server.SRCH_008,
+        server.READ_007,
+    ),  # a search
+    *(
+        server.READ_001,
+        server.READ_002,
+        server.READ_003,
+        server.READ_004,
+        server.READ_005,
+        server.READ_009,
+        server.READ_010,
+        server.READ_011,
+        server.READ_014,
+        server.READ_016,
+        server.READ_020,
     ),  # chains
-    *(REF_009, REF_011, REF_012, REF_014),  # another account's reference
+    *(server.REF_009, server.REF_011, server.REF_012, server.REF_014),  # another account's reference
 )
 """Every requirement a load run judges: its report's scope. What a run verifies of it follows from
 the checks that passed (``conformance.target.rules``), counted per requirement in the tally."""
@@ -158,7 +138,7 @@ class ContractUser(HttpUser):
         response = self.core.turn(
             self.who.token, self.who.route, self.core.turn_body(self.rng.choice(self.ctx.queries))
         )
-        body = checks.ok(response, TURN_003, "an on_demand turn")
+        body = checks.ok(response, server.TURN_003, "an on_demand turn")
         self.run_id = str(body.get("run_id", ""))
         context = body.get("context")
         context = context if isinstance(context, dict) else {}
@@ -177,11 +157,11 @@ class ContractUser(HttpUser):
         pages = self.world.follow(ref, self.run_id, max_bytes)
         texts = [p["content"] for p in pages if isinstance(p.get("content"), str)]
         if any(a[-1:] > "\x7f" or b[:1] > "\x7f" for a, b in itertools.pairwise(texts)):
-            READ_016.held()  # a cut next to a multibyte character, and every page valid UTF-8 without a lone surrogate
+            server.READ_016.held()  # a cut next to a multibyte character, and every page valid UTF-8 without a lone surrogate
         delivered = sum(C.utf8_size(t) for t in texts)
         expect(
             delivered <= C.READ_CHAIN_MAX_BYTES,
-            READ_010,
+            server.READ_010,
             f"the chain delivered {delivered} content bytes in {len(pages)} pages, over {C.READ_CHAIN_MAX_BYTES}",
         )
         if pages[-1].get("budget_exhausted") is True:  # as test_read: strict holds the edge, else one page's room
@@ -189,14 +169,14 @@ class ContractUser(HttpUser):
             room = LONGEST_CHARACTER if self.world.cfg.strict_codes else C.READ_MAX_MAX_BYTES
             expect(
                 delivered > budget - room,
-                READ_020,
+                server.READ_020,
                 f"budget_exhausted after {delivered} content bytes, though the chain's {budget}-byte budget "
                 f"had room for more than {room - 1} more",
             )
 
     def refuse(self, world: World, response: httpx.Response) -> None:
         """The suite's binding refusal (checks.binding_refused): the reference-error rules count when it is one."""
-        checks.binding_refused(world, response, REF_009, "ref", known=[])
+        checks.binding_refused(world, response, server.REF_009, "ref", known=[])
 
     # -------------------------------------------------------------- tasks
     @task(2)

@@ -13,8 +13,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from conformance.mcp import relayed
+from conformance.mcp import rules as mcp
 from conformance.mcp.endpoints import agent_endpoints, skipped
-from conformance.mcp.rules import MCP_001, MCP_002, MCP_004, MCP_006, MCP_009, MCP_010
 from conformance.mcp.session import Endpoint, McpSession, NotServing, ToolResult, connect_all
 from conformance.server.world import Who
 from conformance.target.config import TargetConfig
@@ -44,7 +44,7 @@ class Agent:
 
     def start_turn(self, text: str) -> ToolResult:
         result = self.session.call(TURN, {"user_input": text})
-        expect(not result.is_error and result.protocol_error is None, MCP_004, f"{TURN} failed: {clipped(result)}")
+        expect(not result.is_error and result.protocol_error is None, mcp.MCP_004, f"{TURN} failed: {clipped(result)}")
         return result
 
 
@@ -83,7 +83,7 @@ def serving(rule: Rule, endpoints: Sequence[Endpoint], timeout: float) -> Iterat
         try:
             opened = stack.enter_context(connect_all(endpoints, timeout))
         except NotServing as exc:
-            rule.fail(f"the {'Fixed Client Token' if rule == MCP_002 else 'Agent Session'} MCP server {exc}")
+            rule.fail(f"the {'Fixed Client Token' if rule == mcp.MCP_002 else 'Agent Session'} MCP server {exc}")
         yield opened
 
 
@@ -92,12 +92,14 @@ def flags(result: ToolResult, what: str) -> dict[str, Any]:
     ``business_operation_performed: false`` (MCP-006)."""
     body = said(result)
     expect(
-        isinstance(body, dict), MCP_006, f"{what}: no JSON object to carry dispatch and business_operation_performed"
+        isinstance(body, dict),
+        mcp.MCP_006,
+        f"{what}: no JSON object to carry dispatch and business_operation_performed",
     )
-    expect(body.get("dispatch") == "not_dispatched", MCP_006, f"{what}: dispatch is {body.get('dispatch')!r}")
+    expect(body.get("dispatch") == "not_dispatched", mcp.MCP_006, f"{what}: dispatch is {body.get('dispatch')!r}")
     expect(
         body.get("business_operation_performed") is False,
-        MCP_006,
+        mcp.MCP_006,
         f"{what}: business_operation_performed is {body.get('business_operation_performed', '<missing>')!r}",
     )
     return dict(body)
@@ -105,7 +107,7 @@ def flags(result: ToolResult, what: str) -> dict[str, Any]:
 
 def listed_tool(agent: Agent, name: str) -> Any:
     tools = {t.name: t for t in agent.session.tools()}
-    expect(name in tools, MCP_001, f"the Agent Session MCP path does not list {name}")
+    expect(name in tools, mcp.MCP_001, f"the Agent Session MCP path does not list {name}")
     return tools[name]
 
 
@@ -119,26 +121,28 @@ def success(agent: Agent, name: str, result: ToolResult, stem: str) -> dict[str,
     """A success: both flags, structuredContent valid against the declared outputSchema, the members the
     seed names of a search or a read, and a text block with the same JSON. Strict also holds it to this
     project's schema of the result (the HTTP body's shape): the conventions say only "structuredContent"."""
-    expect(not result.is_error and result.protocol_error is None, MCP_001, f"{name} failed: {clipped(result)}")
+    expect(not result.is_error and result.protocol_error is None, mcp.MCP_001, f"{name} failed: {clipped(result)}")
     if stem == "mcp-search-result" and isinstance(said(result), dict):  # the seed's rules before the tool's schema
         relayed.search(said(result), agent.transport, name)
     body = flags(result, name)
-    expect(result.has_structured, MCP_009, f"{name} succeeded without structuredContent")
+    expect(result.has_structured, mcp.MCP_009, f"{name} succeeded without structuredContent")
     declared = listed_tool(agent, name).output_schema
-    expect(isinstance(declared, dict), MCP_009, f"{name} declares no outputSchema")
+    expect(isinstance(declared, dict), mcp.MCP_009, f"{name} declares no outputSchema")
     try:
         errors = sorted(_reason(e) for e in Draft202012Validator(declared).iter_errors(result.structured))
     except SchemaError as exc:
         errors = [f"the outputSchema itself is invalid: {exc.message}"]
-    expect(not errors, MCP_009, f"{name} structuredContent does not match its outputSchema: {'; '.join(errors[:3])}")
+    expect(
+        not errors, mcp.MCP_009, f"{name} structuredContent does not match its outputSchema: {'; '.join(errors[:3])}"
+    )
     missing = [
         m for m in SEED_MEMBERS.get(stem, ()) if not isinstance(result.structured, dict) or m not in result.structured
     ]
-    expect(not missing, MCP_009, f"{name} structuredContent lacks {missing}, which the seed names of its result")
+    expect(not missing, mcp.MCP_009, f"{name} structuredContent lacks {missing}, which the seed names of its result")
     if agent.strict:
         errors = load_registry().errors(stem, result.structured)
-        expect(not errors, MCP_009, f"strict: {name} structuredContent is not a {stem}: {errors[:3]} (CHOICES.md)")
-    expect(result.text_json() == result.structured, MCP_009, f"{name} has no text block carrying the same JSON")
+        expect(not errors, mcp.MCP_009, f"strict: {name} structuredContent is not a {stem}: {errors[:3]} (CHOICES.md)")
+    expect(result.text_json() == result.structured, mcp.MCP_009, f"{name} has no text block carrying the same JSON")
     return body
 
 
@@ -154,18 +158,20 @@ def failure(name: str, result: ToolResult, *, reference: bool = False) -> dict[s
     object; a reference failure says ``next_action: search_knowledge`` (MCP-010)."""
     expect(
         result.protocol_error is None,
-        MCP_010,
+        mcp.MCP_010,
         f"{name} answered a failing call with a JSON-RPC error, not an isError result with feedback: {clipped(result)}",
     )
-    expect(result.is_error, MCP_010, f"{name} answered a failing call without isError: {clipped(result)}")
+    expect(result.is_error, mcp.MCP_010, f"{name} answered a failing call without isError: {clipped(result)}")
     body = flags(result, name)
     feedback = body.get("feedback", body)
     errors = load_registry().errors("feedback", feedback)
-    expect(not errors, MCP_010, f"{name} failure carries no feedback object (bailing.agent-feedback.v1): {errors[:3]}")
+    expect(
+        not errors, mcp.MCP_010, f"{name} failure carries no feedback object (bailing.agent-feedback.v1): {errors[:3]}"
+    )
     if reference:
         expect(
             feedback.get("next_action") == "search_knowledge",
-            MCP_010,
+            mcp.MCP_010,
             f"{name} reference failure says next_action {feedback.get('next_action')!r}, expected search_knowledge",
         )
     return dict(feedback)

@@ -41,6 +41,19 @@ def _ids(item: pytest.Item) -> list[str]:
     return list(dict.fromkeys(rid for mark in item.iter_markers(MARKER) for rid in mark.args))
 
 
+def _unclaimed(items: list[pytest.Item]) -> list[str]:
+    """``ID (test)`` for each rule a test's own code names that none of its marks claims (a
+    parametrized test: any of its cases' marks); its passes would verify nothing, unseen."""
+    from conformance.target.rules import named_in
+
+    claims: dict[Any, tuple[str, set[str]]] = {}
+    for item in items:
+        function = getattr(item, "function", None)
+        if function is not None:
+            claims.setdefault(function, (item.nodeid.split("[", 1)[0], set()))[1].update(_ids(item))
+    return sorted(f"{rid} ({nodeid})" for f, (nodeid, claimed) in claims.items() for rid in named_in(f) - claimed)
+
+
 def _in_suite(item: pytest.Item) -> bool:
     import sys
 
@@ -174,6 +187,9 @@ class SuiteSession:
         named = sorted(f"{rid} ({nodeid})" for nodeid, rids in unknown.items() for rid in rids)
         if named:
             usage_error(f"tests name requirement IDs missing from the catalogue: {', '.join(named[:5])}")
+        unclaimed = _unclaimed(suite)
+        if unclaimed:
+            usage_error(f"tests check rules their requirement marks do not claim: {', '.join(unclaimed[:5])}")
         wanted = set(option(config, "--requirement"))
         if wanted:
             keep = [i for i in items if wanted & set(_ids(i))]

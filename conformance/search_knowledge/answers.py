@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.mcp.session import McpSession, NotServing, ToolResult, connect
-from conformance.search_knowledge.rules import SK_009, SK_017, SK_018
+from conformance.search_knowledge import rules as sk
 from conformance.target.rules import expect
 from conformance.target.secrets import clip
 
@@ -112,7 +112,7 @@ def judge_success(result: ToolResult, body: dict[str, Any]) -> None:
     type='knowledge'". A text block's text is a JSON object of the answer's type, the same JSON value
     as ``structuredContent`` when that is there too; a query result's excerpts are bounded."""
     kind = str(body.get("type"))
-    requirement = SK_017 if kind == "knowledge_search" else SK_018
+    requirement = sk.SK_017 if kind == "knowledge_search" else sk.SK_018
     objects = [value for text in result.texts if isinstance(value := _json_object(text), dict)]
     expect(
         result.texts,
@@ -140,7 +140,7 @@ def judge_success(result: ToolResult, body: dict[str, Any]) -> None:
         if isinstance(excerpt, str):
             expect(
                 len(excerpt) <= EXCERPT_BOUND,
-                SK_017,
+                sk.SK_017,
                 f"the result for {clip(str(hit.get('knowledge_item_id')), 80)!r} has an excerpt of {len(excerpt)} "
                 f"characters; a bounded excerpt runs to one addressed window ({EXCERPT_BOUND}) at most: "
                 f"{clip(excerpt, 120)!r}",
@@ -191,7 +191,7 @@ def open_sessions(
         try:
             sessions[name] = stack.enter_context(connect(endpoint, cfg.timeout_seconds, collect=False))
         except NotServing as exc:  # the tool's server, not the harness: search_knowledge is not callable there
-            SK_009.fail(f"the Agent Session MCP server that serves search_knowledge {exc}")
+            sk.SK_009.fail(f"the Agent Session MCP server that serves search_knowledge {exc}")
     return sessions, fixed
 
 

@@ -41,6 +41,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from conformance.mcp.session import McpSession
+from conformance.search_knowledge import rules as sk
 from conformance.search_knowledge.answers import (
     WINDOW_PIECES,
     Answer,
@@ -50,24 +51,6 @@ from conformance.search_knowledge.answers import (
     open_sessions,
     utf16_len,
     utf16_slice,
-)
-from conformance.search_knowledge.rules import (
-    SK_003,
-    SK_004,
-    SK_007,
-    SK_008,
-    SK_010,
-    SK_011,
-    SK_012,
-    SK_013,
-    SK_014,
-    SK_015,
-    SK_017,
-    SK_018,
-    SK_019,
-    SK_020,
-    SK_023,
-    SK_026,
 )
 from conformance.target.config import TargetConfig
 from conformance.target.control import Control, KnowledgeControl
@@ -237,9 +220,9 @@ def model_world(
         for b in BASES
     ]
     first = control.replace_corpus(route, bases)
-    sk = control.knowledge(route)
+    knowledge = control.knowledge(route)
     control.set_scope(route, "alice", list(ALICE))
-    sk.scopes("bob", [])
+    knowledge.scopes("bob", [])
     who = {name: (m["token"], m["route"]) for name in ("alice", "carol", "bob") for m in [control.mint(name, route)]}
     items = {
         i: ItemTruth(base, [Rev(first[i], canonical(tag, i), word(tag, f"{i.removeprefix('sm-')}r0"))])
@@ -252,10 +235,10 @@ def model_world(
             return
         yield SkModelWorld(
             route,
-            sk,
+            knowledge,
             lambda b: control.set_scope(route, "alice", b),
             sessions,
-            Truth(tag, items, audit=sk.audit()),
+            Truth(tag, items, audit=knowledge.audit()),
             cfg.strict_codes,
         )
 
@@ -319,12 +302,12 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
             after = self.world.control.audit()
             self._expect(
                 after == self.truth.audit,
-                SK_007,
+                sk.SK_007,
                 f"search_knowledge wrote audit events "
                 f"{(after or [])[len(self.truth.audit) :][:3]} during {'; '.join(calls[:4])}",
             )
 
-    @tagged(SK_007)
+    @tagged(sk.SK_007)
     def teardown(self) -> None:
         self._no_audit_event()
 
@@ -358,29 +341,29 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         instead: the seed ranks no error over another, so only "nothing shown" is asked then."""
         shows = bool(answer.hits()) or "content" in (answer.body or {})
         if who == "bob":
-            self._expect(not answer.ok and not shows, SK_008, f"a caller without knowledge:read got {answer.raw}")
+            self._expect(not answer.ok and not shows, sk.SK_008, f"a caller without knowledge:read got {answer.raw}")
             return True
         if not self.truth.runtime and undeclared and not answer.has("knowledge_runtime_disabled"):
-            self._expect(not answer.ok and not shows, SK_020, f"runtime off, an undeclared argument: {answer.raw}")
+            self._expect(not answer.ok and not shows, sk.SK_020, f"runtime off, an undeclared argument: {answer.raw}")
             return True
         if not self.truth.runtime:
-            self._expect(answer.has("knowledge_runtime_disabled"), SK_020, f"runtime off answered {answer.raw}")
+            self._expect(answer.has("knowledge_runtime_disabled"), sk.SK_020, f"runtime off answered {answer.raw}")
             self._expect(
                 "knowledge_unavailable" in envelope_types(answer),
-                SK_020,
+                sk.SK_020,
                 f"runtime off without a knowledge_unavailable envelope: {answer.raw}",
             )
-            self._expect(not shows, SK_020, f"runtime off still returned knowledge: {answer.raw}")
+            self._expect(not shows, sk.SK_020, f"runtime off still returned knowledge: {answer.raw}")
             return True
         return False
 
     def _no_audit_envelope(self, answer: Answer) -> None:
         found = {"audit", "audit_event", "audit_events"} & set(answer.body or {})
-        self._expect(not found, SK_019, f"a result carries an audit envelope: {sorted(found)}")
+        self._expect(not found, sk.SK_019, f"a result carries an audit envelope: {sorted(found)}")
 
     # ----------------------------------------------------------- control
     @rule(item=ITEM, size=st.sampled_from(("short", "long")))
-    @tagged(SK_003, SK_004, SK_007, SK_014, SK_017, SK_019, SK_020)
+    @tagged(sk.SK_003, sk.SK_004, sk.SK_007, sk.SK_014, sk.SK_017, sk.SK_019, sk.SK_020)
     def publish(self, item: str, size: str) -> None:
         """A new immutable revision: it becomes current, and the item published. A lexical query for
         the revision's own word shows it at once (as the current revision, where carol may see it)."""
@@ -394,7 +377,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         self._query("carol", item, "current", "lexical", "none", 10, False)
 
     @rule(change=st.sampled_from(CHANGES))
-    @tagged(SK_003, SK_007, SK_023)
+    @tagged(sk.SK_003, sk.SK_007, sk.SK_023)
     def visibility(self, change: tuple[str, str]) -> None:
         """What may be seen changes: an item archived, reactivated, unpublished or republished; a base
         archived or reactivated; the bases alice's credential may see. (One rule, so that the walk
@@ -420,7 +403,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         self._audited()
 
     @rule(stay=st.booleans())
-    @tagged(SK_007, SK_020)
+    @tagged(sk.SK_007, sk.SK_020)
     def runtime_off(self, stay: bool) -> None:
         """Switched off: a query and a read show it at once; it stays off, or is switched on again."""
         self._no_audit_event()
@@ -434,7 +417,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
 
     @precondition(lambda self: not self.truth.runtime)
     @rule()
-    @tagged(SK_007, SK_020)
+    @tagged(sk.SK_007, sk.SK_020)
     def runtime_on(self) -> None:
         self._runtime_on()
 
@@ -454,7 +437,9 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         max_results=st.sampled_from((1, 3, 10, 50)),
         owner=st.booleans(),
     )
-    @tagged(SK_003, SK_008, SK_010, SK_011, SK_014, SK_015, SK_017, SK_019, SK_020, SK_023)
+    @tagged(
+        sk.SK_003, sk.SK_008, sk.SK_010, sk.SK_011, sk.SK_014, sk.SK_015, sk.SK_017, sk.SK_019, sk.SK_020, sk.SK_023
+    )
     def query(self, who: str, item: str, token: str, mode: str, narrow: str, max_results: int, owner: bool) -> None:
         """A query for one item's token (any revision), or the world's token; ``owner`` adds an owner
         argument naming carol, which must not change whose knowledge is searched."""
@@ -505,37 +490,39 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         t = self.truth
         if owner and not answer.ok:  # an argument the tool does not declare may be refused, never honoured
             self._expect(
-                answer.is_error or answer.codes, SK_010, f"{what}: neither a result nor a refusal: {answer.raw}"
+                answer.is_error or answer.codes, sk.SK_010, f"{what}: neither a result nor a refusal: {answer.raw}"
             )
             return
         if base and not t.visible(who, base):
-            self._expect(answer.ok or UNAVAILABLE in answer.codes, SK_023, f"{what}: {answer.raw}")
-            self._expect(not answer.hits(), SK_023, f"{what} returned {answer.items()}")
+            self._expect(answer.ok or UNAVAILABLE in answer.codes, sk.SK_023, f"{what}: {answer.raw}")
+            self._expect(not answer.hits(), sk.SK_023, f"{what} returned {answer.items()}")
             return
         if mode not in RECOGNISED:
-            self._expect(answer.ok, SK_015, f"{what}: refused instead of hybrid: {answer.raw}")
-        self._expect(answer.ok, SK_017, f"{what} failed: {answer.raw}")
+            self._expect(answer.ok, sk.SK_015, f"{what}: refused instead of hybrid: {answer.raw}")
+        self._expect(answer.ok, sk.SK_017, f"{what} failed: {answer.raw}")
         errors = load_registry().errors("search-knowledge-search-result", answer.body)
-        self._expect(not errors, SK_017, f"{what}: the result is not knowledge_search: {errors[:3]}")
+        self._expect(not errors, sk.SK_017, f"{what}: the result is not knowledge_search: {errors[:3]}")
         self._no_audit_envelope(answer)
         hits = answer.hits()
-        self._expect(len(hits) <= max_results, SK_014, f"{what}: {len(hits)} results for max_results {max_results}")
+        self._expect(len(hits) <= max_results, sk.SK_014, f"{what}: {len(hits)} results for max_results {max_results}")
         allowed = t.searchable(who, base)
         for hit in hits:
             found = str(hit.get("knowledge_item_id"))
             if base and found in t.items:
-                self._expect(t.items[found].base == base, SK_011, f"{what} returned {found} of {t.items[found].base}")
+                self._expect(
+                    t.items[found].base == base, sk.SK_011, f"{what} returned {found} of {t.items[found].base}"
+                )
             if owner and found in t.items and not t.readable(who, found) and t.readable("carol", found):
                 self._expect(
                     False,
-                    SK_010,
+                    sk.SK_010,
                     f"{what} returned {found}, which only carol may see: the owner argument was honoured",
                 )
-            self._expect(found in allowed, SK_003, f"{what} returned {found}: {t.why_hidden(who, found)}")
+            self._expect(found in allowed, sk.SK_003, f"{what} returned {found}: {t.why_hidden(who, found)}")
             current = t.items[found].now.revision_id
             self._expect(
                 hit.get("knowledge_revision_id") == current,
-                SK_003,
+                sk.SK_003,
                 f"{what} returned revision {hit.get('knowledge_revision_id')} of {found}; its current one is {current}",
             )
         # Where every searchable item fits in max_results: no ranking (fuzzy lexical matching of the
@@ -543,7 +530,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         if mode == "lexical" and token in ("item", "current") and item in allowed and max_results >= len(allowed):
             self._expect(
                 item in answer.items(),
-                SK_003,
+                sk.SK_003,
                 f"{what} did not find {item}, the only current revision holding the word ({answer.items()})",
             )
         if (
@@ -552,7 +539,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
             want = min(len(allowed), max_results)
             self._expect(
                 len(hits) == want,
-                SK_003,
+                sk.SK_003,
                 f"{what}: {len(hits)} results, {want} searchable items hold the word (strict)",
             )
 
@@ -565,7 +552,9 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         offset=st.sampled_from(("zero", "one", "seven", "tail", "end", "past")),
         limit=st.sampled_from((None, 1, 5, 4000, 10000)),
     )
-    @tagged(SK_004, SK_008, SK_011, SK_012, SK_013, SK_018, SK_019, SK_020, SK_023, SK_026)
+    @tagged(
+        sk.SK_004, sk.SK_008, sk.SK_011, sk.SK_012, sk.SK_013, sk.SK_018, sk.SK_019, sk.SK_020, sk.SK_023, sk.SK_026
+    )
     def read(self, who: str, item: str, revision: str, base: str, offset: str, limit: int | None) -> None:
         """One addressed read: the current revision (none or current), an immutable one (first,
         previous), an absent one, or another item's; validated against no, its own or another base."""
@@ -620,14 +609,14 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
             elif base_id and base_id != it.base:
                 self._expect(
                     not answer.ok and UNAVAILABLE in answer.codes,
-                    SK_011,
+                    sk.SK_011,
                     f"{what}: an item validated against another base answered {answer.raw}",
                 )
             else:
                 self._window(answer, item, chosen, at, limit, what)
 
     def _unavailable(self, answer: Answer, arguments: dict[str, Any], what: str, why: str) -> None:
-        self._expect(not answer.ok and UNAVAILABLE in answer.codes, SK_023, f"{what} ({why}) answered {answer.raw}")
+        self._expect(not answer.ok and UNAVAILABLE in answer.codes, sk.SK_023, f"{what} ({why}) answered {answer.raw}")
         message = message_of(answer)
         for value in arguments.values():
             if isinstance(value, str):
@@ -642,7 +631,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         if self.world.strict:  # one answer word for word is this project's reading; the seed fixes the code
             self._expect(
                 len(self.unavailable) == 1,
-                SK_023,
+                sk.SK_023,
                 f"strict: unavailable resources answer differently: {sorted(self.unavailable.values())}",
             )
 
@@ -654,16 +643,16 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         units = [t.unit] if t.unit else [CODE_POINT] if self.world.strict else [CODE_POINT, UTF16]
         if not answer.ok:
             past = any(at >= _total(u, rev.text) for u in units)
-            self._expect(past, SK_004, f"{what} was refused: {answer.raw}")
-            self._expect(INVALID in answer.codes, SK_026, f"{what}: a window past the end answered {answer.raw}")
+            self._expect(past, sk.SK_004, f"{what} was refused: {answer.raw}")
+            self._expect(INVALID in answer.codes, sk.SK_026, f"{what}: a window past the end answered {answer.raw}")
             return None
         errors = load_registry().errors("search-knowledge-read-result", answer.body)
-        self._expect(not errors, SK_018, f"{what}: the result is not type knowledge: {errors[:3]}")
+        self._expect(not errors, sk.SK_018, f"{what}: the result is not type knowledge: {errors[:3]}")
         self._no_audit_envelope(answer)
         body = answer.body or {}
         self._expect(
             (body.get("knowledge_item_id"), body.get("knowledge_revision_id")) == (item, rev.revision_id),
-            SK_004,
+            sk.SK_004,
             f"{what} gave {body.get('knowledge_item_id')}@{body.get('knowledge_revision_id')}, "
             f"expected {item}@{rev.revision_id}",
         )
@@ -671,7 +660,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         unit = next((u for u in units if total == _total(u, rev.text)), None)
         self._expect(
             unit is not None,
-            SK_026,
+            sk.SK_026,
             f"{what}: content_total_chars is {total}; the text has {len(rev.text)} code points"
             f"{'' if self.world.strict else f' and {utf16_len(rev.text)} UTF-16 units'} ({len(rev.text.encode())} bytes)",
         )
@@ -680,24 +669,24 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         size = DEFAULT_LIMIT if limit is None else limit
         window = _slice(unit, rev.text, at, size)
         self._expect(
-            body.get("content_offset") == at, SK_012, f"{what}: content_offset is {body.get('content_offset')}"
+            body.get("content_offset") == at, sk.SK_012, f"{what}: content_offset is {body.get('content_offset')}"
         )
         self._expect(
             body.get("content") == window,
-            SK_013 if limit is None and at == 0 else SK_012,
+            sk.SK_013 if limit is None and at == 0 else sk.SK_012,
             f"{what}: the window is {str(body.get('content'))[:40]!r}… ({len(str(body.get('content')))} code points), "
             f"{size} {unit}s from {at} are {window[:40]!r}… ({len(window)} code points)",
         )
         limits = {size} if self.world.strict else {size, _total(unit, window)}
         self._expect(
             body.get("content_limit") in limits,
-            SK_013,
+            sk.SK_013,
             f"{what}: content_limit is {body.get('content_limit')}, limit_chars was {size}",
         )
         truncated = at + _total(unit, window) < _total(unit, rev.text)
         self._expect(
             body.get("content_truncated") is truncated,
-            SK_026,
+            sk.SK_026,
             f"{what}: content_truncated is {body.get('content_truncated')} at {at}+{_total(unit, window)} of {total}",
         )
         return body
@@ -708,7 +697,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         revision=st.sampled_from(("none", "first")),
         limit=st.sampled_from((1999, 4000, 10000)),
     )
-    @tagged(SK_004, SK_012, SK_013, SK_018, SK_019, SK_020, SK_023, SK_026)
+    @tagged(sk.SK_004, sk.SK_012, sk.SK_013, sk.SK_018, sk.SK_019, sk.SK_020, sk.SK_023, sk.SK_026)
     def page(self, who: str, item: str, revision: str, limit: int) -> None:
         """Window after window to the end of a revision: each window judged, together the text."""
         t = self.truth
@@ -736,7 +725,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         if t.unit == UTF16:
             rebuilt = rebuilt.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
         self._expect(
-            rebuilt == rev.text, SK_026, f"{who}'s windows of {item}@{rev.revision_id} do not rebuild its text"
+            rebuilt == rev.text, sk.SK_026, f"{who}'s windows of {item}@{rev.revision_id} do not rebuild its text"
         )
 
 

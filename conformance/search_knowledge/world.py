@@ -19,6 +19,7 @@ from typing import Any
 
 from conformance.mcp.endpoints import agent_endpoints, skipped
 from conformance.mcp.session import McpSession
+from conformance.search_knowledge import rules as sk
 from conformance.search_knowledge.answers import (
     ARCHIVED_BASE,
     MAIN,
@@ -29,7 +30,6 @@ from conformance.search_knowledge.answers import (
     not_offered,
     open_sessions,
 )
-from conformance.search_knowledge.rules import SK_001, SK_017, SK_018
 from conformance.server.world import World
 from conformance.target.config import TargetConfig
 from conformance.target.control import KnowledgeControl
@@ -67,27 +67,27 @@ class SkWorld:
             raise NotVerified("not verified: needs the test-control extension to build the search_knowledge world")
         return self.control
 
-    def search(self, query: str, who: str = "alice", *, refused: Rule = SK_001, **extra: Any) -> Answer:
+    def search(self, query: str, who: str = "alice", *, refused: Rule = sk.SK_001, **extra: Any) -> Answer:
         """A query search that must succeed; ``refused`` is the rule a refusal breaks (the bound a
         probe sits on, or else SK-001's call shape)."""
         answer = self.ask({"query": query, **extra}, who)
-        typed(answer, "knowledge_search", SK_017)
+        typed(answer, "knowledge_search", sk.SK_017)
         expect(answer.ok, refused, f"query search {extra} failed: {answer.raw}")
         errors = load_registry().errors("search-knowledge-search-result", answer.body)
-        expect(not errors, SK_017, f"the query result is not knowledge_search: {errors[:3]}")
+        expect(not errors, sk.SK_017, f"the query result is not knowledge_search: {errors[:3]}")
         if self.strict:  # this project's excerpt bound and member name (CHOICES.md)
             for hit in answer.hits():
                 excerpt = str(hit.get("excerpt", ""))
-                expect(len(excerpt) <= STRICT_EXCERPT, SK_017, f"strict: an excerpt of {len(excerpt)} characters")
-                expect("source" in hit, SK_017, f"strict: a result without source: {sorted(hit)}")
+                expect(len(excerpt) <= STRICT_EXCERPT, sk.SK_017, f"strict: an excerpt of {len(excerpt)} characters")
+                expect("source" in hit, sk.SK_017, f"strict: a result without source: {sorted(hit)}")
         return answer
 
     def read(self, who: str = "alice", **arguments: Any) -> dict[str, Any]:
         answer = self.ask(arguments, who)
-        typed(answer, "knowledge", SK_018)
-        expect(answer.ok, SK_001, f"addressed read {arguments} failed: {answer.raw}")
+        typed(answer, "knowledge", sk.SK_018)
+        expect(answer.ok, sk.SK_001, f"addressed read {arguments} failed: {answer.raw}")
         errors = load_registry().errors("search-knowledge-read-result", answer.body)
-        expect(not errors, SK_018, f"the addressed result is not type knowledge: {errors[:3]}")
+        expect(not errors, sk.SK_018, f"the addressed result is not type knowledge: {errors[:3]}")
         assert answer.body is not None
         return answer.body
 

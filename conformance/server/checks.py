@@ -10,33 +10,8 @@ from typing import Any
 
 import httpx
 
+from conformance.server import rules as server
 from conformance.server.leaks import DocumentText
-from conformance.server.rules import (
-    READ_001,
-    READ_002,
-    READ_003,
-    READ_007,
-    READ_009,
-    READ_011,
-    READ_014,
-    READ_016,
-    REF_011,
-    REF_012,
-    REF_014,
-    SRCH_001,
-    SRCH_003,
-    SRCH_004,
-    SRCH_005,
-    SRCH_006,
-    SRCH_007,
-    SRCH_008,
-    TURN_003,
-    TURN_006,
-    TURN_007,
-    TURN_008,
-    WIRE_001,
-    WIRE_002,
-)
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
 from conformance.target.names import WireNames
@@ -86,10 +61,10 @@ def shaped(stem: str, body: Any) -> Iterator[None]:
         errors = load_registry().errors(stem, body)
         if not errors:
             raise
-        WIRE_002.fail(f"response does not match {stem}.schema.json: {shown('; '.join(errors[:3]), 300)}")
+        server.WIRE_002.fail(f"response does not match {stem}.schema.json: {shown('; '.join(errors[:3]), 300)}")
 
 
-def schema(stem: str, body: Any, requirement: Rule = WIRE_002, *, names: WireNames | None = None) -> None:
+def schema(stem: str, body: Any, requirement: Rule = server.WIRE_002, *, names: WireNames | None = None) -> None:
     """``body`` against its schema; with ``names``, after mapping the configured member names back to the canonical ones."""
     errors = load_registry().errors(stem, names.to_canonical(stem, body) if names is not None else body)
     expect(not errors, requirement, f"response does not match {stem}.schema.json: {'; '.join(errors[:3])}")
@@ -106,7 +81,11 @@ def ok(response: httpx.Response, requirement: Rule, what: str) -> Any:
 
 
 def error_envelope(
-    response: httpx.Response, requirement: Rule = WIRE_001, *, statuses: range = range(400, 500), strict: bool = False
+    response: httpx.Response,
+    requirement: Rule = server.WIRE_001,
+    *,
+    statuses: range = range(400, 500),
+    strict: bool = False,
 ) -> dict[str, Any]:
     """A 4xx with the error envelope. The seed names only the error code; ``strict``
     (codes.strict) also demands the vendor's human-readable ``message``."""
@@ -130,8 +109,8 @@ def error_envelope(
 
 def search_response(response: httpx.Response, *, what: str = "search") -> dict[str, Any]:
     """Shape rules first (the most specific violation is reported), then the byte bound."""
-    read(response, SRCH_001, bound=SRCH_008)
-    body = ok(response, SRCH_001, what)
+    read(response, server.SRCH_001, bound=server.SRCH_008)
+    body = ok(response, server.SRCH_001, what)
     search_body(body, len(response.content))
     schema("search-response", body)
     return dict(body)
@@ -144,33 +123,33 @@ def search_body(body: Any, size: int, *, relayed: bool = False) -> None:
     with shaped("search-response", body):
         hints = body.get("hints")
         if not isinstance(hints, list):  # the hint rules are verified by the hints themselves, below
-            raise SRCH_004.violated("search response has no hints array")
+            raise server.SRCH_004.violated("search response has no hints array")
         expect(
             len(hints) <= C.SEARCH_MAX_HINTS,
-            SRCH_003,
+            server.SRCH_003,
             f"search returned {len(hints)} hints, at most {C.SEARCH_MAX_HINTS} allowed",
         )
         for i, hint in enumerate(hints):
             missing = {"title", "summary", "ref"} - set(hint if isinstance(hint, dict) else {})
-            expect(not missing, SRCH_004, f"hint {i} lacks {sorted(missing)}")
-            expect(not ({"content", "body", "text"} & set(hint)), SRCH_006, f"hint {i} carries a body field")
+            expect(not missing, server.SRCH_004, f"hint {i} lacks {sorted(missing)}")
+            expect(not ({"content", "body", "text"} & set(hint)), server.SRCH_006, f"hint {i} carries a body field")
             expect(
                 C.utf8_size(hint["ref"]) <= C.REFERENCE_MAX_BYTES,
-                READ_007,
+                server.READ_007,
                 f"hint {i} ref is {C.utf8_size(hint['ref'])} bytes",
             )
         expect(
             body.get("status") in C.SEARCH_STATUSES,
-            SRCH_005,
+            server.SRCH_005,
             f"status {body.get('status')!r} is not one of {sorted(C.SEARCH_STATUSES)}",
         )
         if not relayed or "trust" in body:
             expect(
                 body.get("trust") == "reference_only",
-                SRCH_007,
+                server.SRCH_007,
                 f"trust is {body.get('trust')!r}, expected 'reference_only'",
             )
-        expect(size <= C.SEARCH_MAX_BYTES, SRCH_008, f"search JSON is {size} bytes, over {C.SEARCH_MAX_BYTES}")
+        expect(size <= C.SEARCH_MAX_BYTES, server.SRCH_008, f"search JSON is {size} bytes, over {C.SEARCH_MAX_BYTES}")
 
 
 def page(
@@ -179,7 +158,7 @@ def page(
     ref: str,
     max_bytes: int | None,
     requirement_bound: Rule,
-    accepted: Rule = READ_001,
+    accepted: Rule = server.READ_001,
     strict: bool = False,
 ) -> dict[str, Any]:
     """One read page: fields, trust, byte bound on the raw response, honest flags.
@@ -193,7 +172,7 @@ def page(
             response.content.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ContractViolation(
-                READ_016,
+                server.READ_016,
                 f"the page is not valid UTF-8 ({exc.reason} at byte {exc.start}): "
                 "a character was cut between its bytes",
             ) from None
@@ -223,36 +202,42 @@ def page_body(
         required = {"ref", "revision", "content", "next_cursor"} | ({"truncated"} if strict else set())
         missing = required - set(body)
         expect(
-            not missing, READ_002, f"page lacks {sorted(missing)}{' (strict: truncated, CHOICES.md)' if strict else ''}"
+            not missing,
+            server.READ_002,
+            f"page lacks {sorted(missing)}{' (strict: truncated, CHOICES.md)' if strict else ''}",
         )
-        expect(body["ref"] == ref, READ_002, "page ref is not the original ref")
+        expect(body["ref"] == ref, server.READ_002, "page ref is not the original ref")
         if strict:
             expect(
                 isinstance(body["revision"], str),
-                READ_002,
+                server.READ_002,
                 f"strict: revision {body['revision']!r} is not a string (CHOICES.md)",
             )
         if not relayed or "trust" in body:
             expect(
                 body.get("trust") == "reference_only",
-                READ_003,
+                server.READ_003,
                 f"trust is {body.get('trust')!r}, expected 'reference_only'",
             )
         content = body.get("content")
         if isinstance(content, str):  # what shows a split without knowing the document: half of an astral character
             lone = next((ch for ch in content if "\ud800" <= ch <= "\udfff"), None)
             if lone is not None:  # raised, never recorded: a page of ASCII shows nothing of how characters are cut
-                READ_016.fail(f"the page has a lone surrogate U+{ord(lone):04X}: half of an astral character")
+                server.READ_016.fail(f"the page has a lone surrogate U+{ord(lone):04X}: half of an astral character")
         cursor = body["next_cursor"]
         if cursor is not None:
-            expect(body.get("truncated", True) is True, READ_009, "a page with a next_cursor says truncated false")
             expect(
-                C.utf8_size(cursor) <= C.REFERENCE_MAX_BYTES, READ_007, f"next_cursor is {C.utf8_size(cursor)} bytes"
+                body.get("truncated", True) is True, server.READ_009, "a page with a next_cursor says truncated false"
+            )
+            expect(
+                C.utf8_size(cursor) <= C.REFERENCE_MAX_BYTES,
+                server.READ_007,
+                f"next_cursor is {C.utf8_size(cursor)} bytes",
             )
         if body.get("budget_exhausted") is True:
             expect(
                 body.get("truncated", True) is True and cursor is None,
-                READ_011,
+                server.READ_011,
                 "budget_exhausted needs truncated true (or no truncated member) and next_cursor null",
             )
         for name in ("total_content_bytes", "read_chain_max_bytes"):
@@ -260,13 +245,13 @@ def page_body(
                 value = body[name]
                 expect(
                     isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= C.SAFE_INTEGER_MAX,
-                    READ_014,
+                    server.READ_014,
                     f"{name} {value!r} is not a safe non-negative integer",
                 )
         if "read_chain_max_bytes" in body:
             expect(
                 body["read_chain_max_bytes"] <= C.READ_CHAIN_MAX_BYTES,
-                READ_014,
+                server.READ_014,
                 f"read_chain_max_bytes {body['read_chain_max_bytes']} exceeds {C.READ_CHAIN_MAX_BYTES}",
             )
 
@@ -316,29 +301,31 @@ def reference_error(
         requirement,
         f"expected a 4xx for a reference that is {what}, got HTTP {response.status_code}",
     )
-    body = body_of(response, REF_011)
+    body = body_of(response, server.REF_011)
     with shaped("error", body):
         code = body.get("error") if isinstance(body, dict) else None
         expect(
             C.is_reference_error_code(code),
-            REF_011,
+            server.REF_011,
             f"error code {code!r} is not knowledge_reference_* / knowledge_*changed",
         )
         if cfg.strict_codes:
             pairs = {(cfg.code(k), cfg.status(k)) for k in kinds}
             codes = sorted({c for c, _ in pairs})
             expect(
-                code in codes, REF_011, f"error code {code!r} for a {what} reference, configured strict code(s) {codes}"
+                code in codes,
+                server.REF_011,
+                f"error code {code!r} for a {what} reference, configured strict code(s) {codes}",
             )
             statuses = sorted(s for c, s in pairs if c == code)
             expect(
                 response.status_code in statuses,
-                REF_011,
+                server.REF_011,
                 f"status {response.status_code} with code {code!r}, configured {statuses}",
             )
             expect(
                 isinstance(body.get("message"), str),
-                WIRE_001,
+                server.WIRE_001,
                 f"strict: the error body has no message: {describe(body)}",
             )
         actions = [
@@ -349,22 +336,22 @@ def reference_error(
         ):  # the feedback object is the SDK's to build from the code; strict: the Core's body
             expect(
                 actions and all(a == "search_knowledge" for a in actions),
-                REF_012,
+                server.REF_012,
                 f"next_action is {actions[0] if actions else None!r}, expected 'search_knowledge'"
                 + ("" if actions else " (strict: the Core's error body carries it, CHOICES.md)"),
             )
         else:
-            REF_012.held()  # nothing points elsewhere: the SDK's feedback says search_knowledge (REF-013)
+            server.REF_012.held()  # nothing points elsewhere: the SDK's feedback says search_knowledge (REF-013)
         expect(
             not ({"content", "hints", "knowledge"} & set(body)),
-            REF_014,
+            server.REF_014,
             f"the error carries a knowledge member: {describe(body)}",
         )
         known = text if text is not None else DocumentText()
         if secret:
             known.add([secret])
         leaked = known.leaked(body)
-        expect(leaked is None, REF_014, f"the error carries document text: {leaked!r}")
+        expect(leaked is None, server.REF_014, f"the error carries document text: {leaked!r}")
         return dict(body)
 
 
@@ -409,10 +396,10 @@ def on_demand_answer(world: Any, context: dict[str, Any]) -> None:
     field = world.cfg.names.turn_context["knowledge_delivery"]
     sent = context.get(field)
     if sent is not None or world.cfg.strict_codes:
-        expect(isinstance(sent, dict), TURN_003, f"an on_demand turn has no context.{field}")
+        expect(isinstance(sent, dict), server.TURN_003, f"an on_demand turn has no context.{field}")
         return
     if advertises_on_demand(world):
-        TURN_003.fail(
+        server.TURN_003.fail(
             f"the route's capabilities offer the on_demand mode, yet an on_demand turn came back without context.{field}"
         )
     raise NotVerified(
@@ -432,24 +419,24 @@ def bounded_delivery(world: Any, body: dict[str, Any], context: dict[str, Any]) 
     # TURN-007 is judged on every turn but counts only for a turn that had hints to bound.
     bounded = isinstance(hints, list) and bool(hints)
     if not (isinstance(hints, list) and len(hints) <= C.SEARCH_MAX_HINTS):
-        TURN_007.fail(f"{len(hints)} hints in context.{field}")
+        server.TURN_007.fail(f"{len(hints)} hints in context.{field}")
     if len(C.canonical(sent).encode()) > C.SEARCH_MAX_BYTES:
-        TURN_007.fail(f"context.{field} is larger than a search response may be")
+        server.TURN_007.fail(f"context.{field} is larger than a search response may be")
     known = set(load_registry().contents["knowledge-delivery.schema.json"]["properties"])
     extras = {name: value for name, value in delivery.items() if name not in known}
     whole = world.document_text().whole(extras)
     if whole is not None:
-        TURN_007.fail(
+        server.TURN_007.fail(
             f"context.{field} carries a whole document ({len(whole)} characters) outside its hints, in {sorted(extras)}"
         )
     if bounded:
-        TURN_007.held()
+        server.TURN_007.held()
     errors = load_registry().errors("knowledge-delivery", delivery)
-    expect(not errors, TURN_006, f"context.{field} does not match the delivery schema: {'; '.join(errors[:3])}")
+    expect(not errors, server.TURN_006, f"context.{field} does not match the delivery schema: {'; '.join(errors[:3])}")
     if world.cfg.strict_codes:
         expect(
             not extras,
-            TURN_006,
+            server.TURN_006,
             f"strict: context.{field} has members the delivery schema does not name: {sorted(extras)}",
         )
     schema("turn-response", body, names=names)
@@ -464,7 +451,7 @@ def empty_knowledge(world: Any, context: dict[str, Any]) -> None:
     if context.get(member["knowledge_delivery"]) is not None or world.cfg.strict_codes or advertises_on_demand(world):
         expect(
             context.get(knowledge) == [] and context.get(refs) == [],
-            TURN_008,
+            server.TURN_008,
             f"{knowledge}/{refs} must be present and empty: {knowledge}={clip(str(context.get(knowledge)), 120)} {refs}={clip(str(context.get(refs)), 120)}",
         )
     on_demand_answer(world, context)
@@ -478,7 +465,7 @@ def binding_refused(world: Any, response: Any, rule: Rule, what: str, *, known: 
     text = world.document_text()
     text.add(known)
     leaked = text.leaked(body)
-    expect(leaked is None, REF_014, f"the refusal carries document text: {leaked!r}")
+    expect(leaked is None, server.REF_014, f"the refusal carries document text: {leaked!r}")
     code = body.get("error")
     cfg = world.cfg
     if C.is_reference_error_code(code):
@@ -486,6 +473,6 @@ def binding_refused(world: Any, response: Any, rule: Rule, what: str, *, known: 
     elif cfg.strict_codes:
         expect(
             code == cfg.code("run_not_found") and response.status_code == cfg.status("run_not_found"),
-            REF_011,
+            server.REF_011,
             f"refused with {response.status_code} {code!r}; strict expects {cfg.code('reference_mismatch')!r} or {cfg.code('run_not_found')!r}",
         )

@@ -15,24 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.server import corpus
-from conformance.server.rules import (
-    READ_001,
-    READ_004,
-    READ_005,
-    READ_009,
-    READ_010,
-    READ_011,
-    READ_014,
-    READ_015,
-    READ_016,
-    READ_020,
-    REF_007,
-    REF_011,
-    SRCH_003,
-    SRCH_006,
-    SRCH_008,
-    TURN_007,
-)
+from conformance.server import rules as server
 from conformance.target import contract as C
 from conformance.target.rules import Rule
 
@@ -41,45 +24,54 @@ KIT_SCHEMA = "knowledge-conformance.corpus-kit.v1"
 
 _BUDGET = f"past the {C.READ_CHAIN_MAX_BYTES}-byte read-chain budget"
 PURPOSES: dict[str, tuple[str, tuple[Rule, ...]]] = {
-    "alpha": ("a plain document that 'binding' finds; the probe of reads and references", (READ_001, REF_011)),
-    "second": ("a document of a second knowledge base (scope changes need control)", (REF_007,)),
+    "alpha": (
+        "a plain document that 'binding' finds; the probe of reads and references",
+        (server.READ_001, server.REF_011),
+    ),
+    "second": ("a document of a second knowledge base (scope changes need control)", (server.REF_007,)),
     "unicode": (
         "about 60 KB of multibyte, astral, escaped and control characters: default and sized pages, a cursor at 4096",
-        (READ_004, READ_005, READ_009, READ_014, READ_015, READ_016),
+        (server.READ_004, server.READ_005, server.READ_009, server.READ_014, server.READ_015, server.READ_016),
     ),
-    "big": (f"a long document far {_BUDGET}: the chain stops budget_exhausted", (READ_010, READ_011, READ_020)),
+    "big": (
+        f"a long document far {_BUDGET}: the chain stops budget_exhausted",
+        (server.READ_010, server.READ_011, server.READ_020),
+    ),
     "longtitle": (
         "a title and summary of long multibyte and escape-heavy text, far past the 4096-byte search bound",
-        (SRCH_008,),
+        (server.SRCH_008,),
     ),
     "cuts": (
         "every page cut falls next to an escape, an astral character or a combining sequence",
-        (READ_009, READ_015, READ_016),
+        (server.READ_009, server.READ_015, server.READ_016),
     ),
     "nospace": (
         "multibyte characters and no whitespace: every page cut falls between two multibyte characters",
-        (READ_009, READ_015, READ_016),
+        (server.READ_009, server.READ_015, server.READ_016),
     ),
     "ascii": (
         "about 24 KB of one-byte characters and nothing JSON escapes: a page's window fits its room exactly",
-        (READ_009, READ_015, READ_016),
+        (server.READ_009, server.READ_015, server.READ_016),
     ),
-    "exact": (f"exactly {C.READ_CHAIN_MAX_BYTES} content bytes: reads completely", (READ_009, READ_020)),
+    "exact": (f"exactly {C.READ_CHAIN_MAX_BYTES} content bytes: reads completely", (server.READ_009, server.READ_020)),
     "over": (
         f"{C.READ_CHAIN_MAX_BYTES + 1} content bytes, its last character straddling the budget",
-        (READ_010, READ_011, READ_020),
+        (server.READ_010, server.READ_011, server.READ_020),
     ),
 }
 PURPOSES[corpus.SUMMARISED] = (
     "a short document whose summary is its whole content: no hint, of a search or a turn, may carry it whole",
-    (SRCH_006, TURN_007),
+    (server.SRCH_006, server.TURN_007),
 )
 for _i in range(4):
-    PURPOSES[f"filler{_i}"] = ("a near-duplicate of the other binding notes: ranking must not matter", (SRCH_003,))
+    PURPOSES[f"filler{_i}"] = (
+        "a near-duplicate of the other binding notes: ranking must not matter",
+        (server.SRCH_003,),
+    )
 for _key in corpus.WORST_KEYS:
     PURPOSES[_key] = (
         f"one of three documents found together by {corpus.WORST_WORD!r}, title and summary escape-heavy worst cases",
-        (SRCH_008, TURN_007),
+        (server.SRCH_008, server.TURN_007),
     )
 
 README = """Conformance corpus kit

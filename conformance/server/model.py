@@ -24,33 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from conformance.server.rules import (
-    CAP_006,
-    READ_002,
-    READ_009,
-    READ_010,
-    READ_011,
-    READ_014,
-    READ_015,
-    READ_016,
-    REF_001,
-    REF_002,
-    REF_003,
-    REF_004,
-    REF_005,
-    REF_006,
-    REF_007,
-    REF_008,
-    REF_009,
-    REF_011,
-    REF_015,
-    REF_016,
-    SRCH_005,
-    SRCH_009,
-    SRCH_010,
-    TURN_004,
-    WIRE_001,
-)
+from conformance.server import rules as server
 from conformance.target import contract as C
 from conformance.target.rules import Rule
 
@@ -72,7 +46,12 @@ IDENTITIES: Mapping[str, frozenset[str]] = {
     "other_hub": frozenset({"hub"}),
 }
 """The binding dimensions in which each identity of the world differs from primary."""
-DIMENSION_RULES = (("hub", REF_003), ("session", REF_004), ("route", REF_005), ("account", REF_009))
+DIMENSION_RULES = (
+    ("hub", server.REF_003),
+    ("session", server.REF_004),
+    ("route", server.REF_005),
+    ("account", server.REF_009),
+)
 MAX_CHAIN_PAGES = 256
 """A chain still offering a cursor after this many pages, on a page without content, makes no progress
 and never stops (READ-010). Pages that carry content are bounded by the byte budget, not counted:
@@ -208,7 +187,7 @@ class Prediction:
     def rule(self) -> Rule:
         """The rule a target breaks by answering against the prediction."""
         definite = [c for c in self.causes if c.definite]
-        return (definite or list(self.causes) or [Cause(REF_002, frozenset(), False, "")])[0].rule
+        return (definite or list(self.causes) or [Cause(server.REF_002, frozenset(), False, "")])[0].rule
 
     @property
     def single(self) -> Rule | None:
@@ -223,7 +202,7 @@ class Prediction:
 class SearchPrediction:
     legacy: bool = False
     status: str | None = None  # the status the mode demands, None when the seeds leave it open
-    rule: Rule = SRCH_005
+    rule: Rule = server.SRCH_005
     no_hints: bool = False
     hidden_titles: tuple[str, ...] = ()  # seeded titles of documents outside the caller's scope
 
@@ -312,7 +291,7 @@ class Model:
         return (
             None
             if run_id == first
-            else Violation(TURN_004, f"a replayed turn started run {run_id!r}, the original was {first!r}")
+            else Violation(server.TURN_004, f"a replayed turn started run {run_id!r}, the original was {first!r}")
         )
 
     # ----------------------------------------------------- capabilities
@@ -333,9 +312,9 @@ class Model:
         if mode == "legacy":
             return SearchPrediction(legacy=True)
         if mode == "disabled":
-            return SearchPrediction(status="disabled", rule=SRCH_009, no_hints=True, hidden_titles=hidden)
+            return SearchPrediction(status="disabled", rule=server.SRCH_009, no_hints=True, hidden_titles=hidden)
         if mode == "unavailable":
-            return SearchPrediction(status="unavailable", rule=SRCH_010, hidden_titles=hidden)
+            return SearchPrediction(status="unavailable", rule=server.SRCH_010, hidden_titles=hidden)
         return SearchPrediction(status="ok" if mode == "normal" else None, hidden_titles=hidden)
 
     def hints_issued(self, who: str, run_id: str, tokens: Iterable[str]) -> None:
@@ -371,7 +350,7 @@ class Model:
             return Prediction(legacy=True, age=age, slack=slack)
         causes: list[Cause] = []
         if tampered is not None:
-            causes.append(Cause(REF_015, frozenset({"reference_invalid"}), True, f"the {tampered} was altered"))
+            causes.append(Cause(server.REF_015, frozenset({"reference_invalid"}), True, f"the {tampered} was altered"))
         causes += self._binding_causes(who, run_id, issued)
         causes += self._state_causes(issued, age, slack)
         page = None
@@ -382,7 +361,7 @@ class Model:
             if cursor in self.presented:
                 causes.append(
                     Cause(
-                        REF_011,
+                        server.REF_011,
                         REFERENCE_KINDS,
                         False,
                         "the cursor was presented before (the seeds do not say a cursor may be used twice)",
@@ -400,9 +379,9 @@ class Model:
         elif cursor is None:
             page = PageExpectation(source, issued.text if issued.doc else None, 0, 0, -1, 0, issued.route)
         if mode == "disabled":
-            causes.append(Cause(CAP_006, frozenset({"disabled"}), True, "knowledge is disabled"))
+            causes.append(Cause(server.CAP_006, frozenset({"disabled"}), True, "knowledge is disabled"))
         elif mode in ("unavailable", "partial"):
-            causes.append(Cause(WIRE_001, frozenset({"unavailable"}), False, f"knowledge is {mode}"))
+            causes.append(Cause(server.WIRE_001, frozenset({"unavailable"}), False, f"knowledge is {mode}"))
         return Prediction(tuple(causes), page, age=age, slack=slack)
 
     def _binding_causes(self, who: str, run_id: str, issued: Issued) -> list[Cause]:
@@ -415,7 +394,7 @@ class Model:
             if dimension in differ:
                 return [Cause(rule, kinds, True, f"the reference belongs to another {dimension}")]
         if run_id != issued.run_id:
-            return [Cause(REF_006, kinds, True, "the reference belongs to another run")]
+            return [Cause(server.REF_006, kinds, True, "the reference belongs to another run")]
         return []
 
     def _state_causes(self, issued: Issued, age: float, slack: float = 0.0) -> list[Cause]:
@@ -424,17 +403,22 @@ class Model:
         causes = []
         low, high = self.ttl - self.skew, self.ttl + self.skew
         if age > high:
-            causes.append(Cause(REF_001, frozenset({"reference_expired"}), True, f"the reference is {age:g} s old"))
+            causes.append(
+                Cause(server.REF_001, frozenset({"reference_expired"}), True, f"the reference is {age:g} s old")
+            )
         elif age >= self.ttl and self.skew == 0 and self.strict:  # exactly 300 s: strict's reading of the edge
             causes.append(
                 Cause(
-                    REF_016, frozenset({"reference_expired"}), True, f"the reference is {age:g} s old (strict: expired)"
+                    server.REF_016,
+                    frozenset({"reference_expired"}),
+                    True,
+                    f"the reference is {age:g} s old (strict: expired)",
                 )
             )
         elif age + slack >= low:
             causes.append(
                 Cause(
-                    REF_001,
+                    server.REF_001,
                     frozenset({"reference_expired"}),
                     False,
                     f"the reference is {age:g}{f'-{age + slack:.3f}' if slack else ''} s old, at the expiry edge",
@@ -444,13 +428,22 @@ class Model:
             return causes
         doc = self.docs[issued.route][issued.doc]
         if doc.revision != issued.revision:
-            causes.append(Cause(REF_008, frozenset({"revision_changed"}), True, f"{issued.doc} has a newer revision"))
+            causes.append(
+                Cause(server.REF_008, frozenset({"revision_changed"}), True, f"{issued.doc} has a newer revision")
+            )
         scope = self.scope(issued.route, issued.account)
         if not scope.shows(doc):
-            causes.append(Cause(REF_007, frozenset({"scope_changed"}), True, f"{issued.doc} left the account's scope"))
+            causes.append(
+                Cause(server.REF_007, frozenset({"scope_changed"}), True, f"{issued.doc} left the account's scope")
+            )
         elif scope.epoch != issued.scope_epoch:
             causes.append(
-                Cause(REF_007, frozenset({"scope_changed"}), False, f"the scope changed and still holds {issued.doc}")
+                Cause(
+                    server.REF_007,
+                    frozenset({"scope_changed"}),
+                    False,
+                    f"the scope changed and still holds {issued.doc}",
+                )
             )
         return causes
 
@@ -481,7 +474,7 @@ class Model:
                 return None, PageOutcome(None, None, frozenset())
             if not self.scope(expect.route, account_of(who)).shows(doc):
                 return Violation(
-                    REF_007, f"a hint of the search reads as {doc.key}, which is outside the account's scope"
+                    server.REF_007, f"a hint of the search reads as {doc.key}, which is outside the account's scope"
                 ), PageOutcome(doc.key, None, frozenset())
             self.issued[expect.ref] = replace(issued, doc=doc.key, revision=doc.revision, text=doc.text)
             text, doc_key = doc.text, doc.key
@@ -494,7 +487,7 @@ class Model:
         content = body["content"]
         rest = text[expect.start :]
         if not rest.startswith(content):
-            rule = READ_016 if "\ufffd" in content and "\ufffd" not in rest else READ_015
+            rule = server.READ_016 if "\ufffd" in content and "\ufffd" not in rest else server.READ_015
             return Violation(
                 rule,
                 f"the page does not continue the revision at character {expect.start} of {len(text)}: "
@@ -509,29 +502,31 @@ class Model:
         )
         if end == len(text):
             if truncated is True:  # no truncated member is a complete page too (the seed lists none)
-                return Violation(READ_009, f"the page that completes the revision says truncated {truncated!r}")
+                return Violation(server.READ_009, f"the page that completes the revision says truncated {truncated!r}")
         elif cursor is None:
             if not (exhausted and truncated is not False):
                 return Violation(
-                    READ_011,
+                    server.READ_011,
                     f"the chain stopped {len(text) - end} characters before the end of the revision after {after} "
                     f"content bytes with truncated {truncated!r} and budget_exhausted {body.get('budget_exhausted')!r}; "
                     "stopping early needs budget_exhausted true and truncated true",
                 )
         elif after > self.budget:
             return Violation(
-                READ_011,
+                server.READ_011,
                 f"the chain delivered {after} content bytes, past {self.budget}, and still offers a next_cursor "
                 "instead of stopping with budget_exhausted",
             )
         elif not content and expect.depth + 1 >= MAX_CHAIN_PAGES:
             return Violation(
-                READ_010,
+                server.READ_010,
                 f"the chain still offers a next_cursor after {expect.depth + 1} pages, this one empty: it makes no progress",
             )
         total = body.get("total_content_bytes")
         if total is not None and total != C.utf8_size(text):
-            return Violation(READ_014, f"total_content_bytes is {total!r}, the revision has {C.utf8_size(text)} bytes")
+            return Violation(
+                server.READ_014, f"total_content_bytes is {total!r}, the revision has {C.utf8_size(text)} bytes"
+            )
         return None
 
     def _register(self, expect: PageExpectation, text: str, body: Mapping[str, Any], doc: str | None) -> PageOutcome:
@@ -543,15 +538,15 @@ class Model:
         after = expect.consumed + C.utf8_size(content)
         self.chain_bytes[chain] = max(self.chain_bytes.get(chain, 0), after)
         self.chain_revisions.setdefault(chain, set()).add(repr(body.get("revision")))
-        exercised = {READ_009}
+        exercised = {server.READ_009}
         if expect.start > 0:
-            exercised.add(READ_015)
+            exercised.add(server.READ_015)
         if end < len(text) and any(ord(ch) > 0x7F for ch in text[max(end - 1, 0) : end + 1]):
-            exercised.add(READ_016)
+            exercised.add(server.READ_016)
         if "total_content_bytes" in body:
-            exercised.add(READ_014)
+            exercised.add(server.READ_014)
         if body.get("budget_exhausted") is True and after <= self.budget:
-            exercised |= {READ_010, READ_011}
+            exercised |= {server.READ_010, server.READ_011}
         cursor = body.get("next_cursor")
         if isinstance(cursor, str):
             self.cursors[cursor] = Cursor(cursor, expect.ref, end, after, chain, expect.depth + 1)
@@ -563,12 +558,12 @@ class Model:
         for chain, total in self.chain_bytes.items():
             if total > self.budget:
                 return Violation(
-                    READ_010, f"read chain {chain} delivered {total} content bytes, more than {self.budget}"
+                    server.READ_010, f"read chain {chain} delivered {total} content bytes, more than {self.budget}"
                 )
         for chain, revisions in self.chain_revisions.items():
             if len(revisions) > 1:
                 return Violation(
-                    READ_002, f"the pages of read chain {chain} report different revisions: {sorted(revisions)}"
+                    server.READ_002, f"the pages of read chain {chain} report different revisions: {sorted(revisions)}"
                 )
         return None
 

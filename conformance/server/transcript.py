@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from conformance.server import checks
+from conformance.server import rules as server
 from conformance.server.leaks import DocumentText
 from conformance.server.model import (
     HOME,
@@ -29,22 +30,6 @@ from conformance.server.model import (
     PageOutcome,
     Prediction,
     build_docs,
-)
-from conformance.server.rules import (
-    CAP_001,
-    CAP_006,
-    READ_001,
-    READ_002,
-    READ_003,
-    READ_004,
-    READ_005,
-    REF_002,
-    REF_007,
-    REF_011,
-    REF_012,
-    REF_014,
-    TURN_003,
-    TURN_004,
 )
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
@@ -150,32 +135,32 @@ class Checker:
         extension's business, not a rule of the Core under test (NEG-005 is retired)."""
 
     def _start_run(self, event: dict[str, Any], response: httpx.Response) -> str:
-        body = checks.ok(response, TURN_003, "turn")
+        body = checks.ok(response, server.TURN_003, "turn")
         run_id = body.get("run_id") if isinstance(body, dict) else None
-        expect(isinstance(run_id, str), TURN_003, f"the turn response has no run_id: {checks.describe(body)}")
+        expect(isinstance(run_id, str), server.TURN_003, f"the turn response has no run_id: {checks.describe(body)}")
         self.model.turn_started(event["who"], event["key"], str(run_id))
         return str(run_id)
 
     def _replay_turn(self, event: dict[str, Any], response: httpx.Response) -> None:
-        body = checks.ok(response, TURN_004, "replayed turn")
+        body = checks.ok(response, server.TURN_004, "replayed turn")
         found = self.model.replay_violation(event["key"], body.get("run_id") if isinstance(body, dict) else None)
         if found is not None:
             raise ContractViolation(found.rule, found.message)
-        self.exercised.add(TURN_004)
+        self.exercised.add(server.TURN_004)
 
     def _capabilities(self, event: dict[str, Any], response: httpx.Response) -> None:
         enabled = self.model.predict_enabled(event["who"])
         if enabled is None:
             self._legacy(response, "capabilities")
             return
-        body = checks.ok(response, CAP_001, "capabilities")
+        body = checks.ok(response, server.CAP_001, "capabilities")
         name = self.cfg.names.capabilities["enabled"]
         expect(
             isinstance(body, dict) and body.get(name) is enabled,
-            CAP_006,
+            server.CAP_006,
             f"a workspace in mode {self.model.modes[HOME]!r} reports {name} {body.get(name) if isinstance(body, dict) else body!r}",
         )
-        self.exercised.add(CAP_006)
+        self.exercised.add(server.CAP_006)
 
     def _search(self, event: dict[str, Any], response: httpx.Response) -> list[dict[str, Any]]:
         who = event["who"]
@@ -197,7 +182,7 @@ class Checker:
             leaked = [t for t in predicted.hidden_titles if t in str(hint.get("title", ""))]
             expect(
                 not leaked,
-                REF_007,
+                server.REF_007,
                 f"a hint shows {leaked[0]!r}, a document outside the account's scope" if leaked else "",
             )
         self.model.hints_issued(who, event["run"], [h["ref"] for h in body["hints"]])
@@ -228,7 +213,7 @@ class Checker:
             aged = f"{predicted.age:g}" + (f"-{predicted.age + predicted.slack:.3f}" if predicted.slack else "")
             expect(
                 predicted.verdict != "page",
-                READ_001 if event.get("identify") else REF_002,
+                server.READ_001 if event.get("identify") else server.REF_002,
                 f"a valid reference ({aged} s old by the Core's clock) was refused: HTTP {response.status_code} {clip(response.text, 200)}",
             )
             self._refusal(predicted, response)
@@ -237,9 +222,9 @@ class Checker:
             return None
         expect(predicted.verdict != "refused", predicted.rule, f"the target served a page although {predicted.why()}")
         max_bytes = event.get("max_bytes")
-        bound = READ_004 if max_bytes is None else READ_005
+        bound = server.READ_004 if max_bytes is None else server.READ_005
         body = checks.page(response, ref=event["ref"], max_bytes=max_bytes, requirement_bound=bound)
-        self.exercised |= {bound, READ_002, READ_003}
+        self.exercised |= {bound, server.READ_002, server.READ_003}
         if predicted.page is None:
             raise ModelError("a page where the model expected none")
         found, outcome = self.model.judge_page(event["who"], predicted.page, body)
@@ -247,7 +232,7 @@ class Checker:
             raise ContractViolation(found.rule, found.message)
         self.exercised |= outcome.exercised
         if predicted.verdict == "page" and predicted.age >= self.model.ttl - 1 - self.model.skew:
-            self.exercised.add(REF_002)  # valid up to the last second before the edge
+            self.exercised.add(server.REF_002)  # valid up to the last second before the edge
         return outcome
 
     def _refusal(self, predicted: Prediction, response: httpx.Response) -> None:
@@ -270,21 +255,21 @@ class Checker:
             if self.cfg.strict_codes and others == {"run_not_found"}:
                 expect(
                     code == self.cfg.code("run_not_found") and response.status_code == self.cfg.status("run_not_found"),
-                    REF_011,
+                    server.REF_011,
                     f"refused with {response.status_code} {code!r}; strict expects a reference code or "
                     f"{self.cfg.status('run_not_found')} {self.cfg.code('run_not_found')!r}",
                 )
             leaked = self.text.leaked(envelope)
-            expect(leaked is None, REF_014, f"the refusal carries document text: {leaked!r}")
+            expect(leaked is None, server.REF_014, f"the refusal carries document text: {leaked!r}")
             return
         references = kinds & REFERENCE_KINDS
         expect(
             references,
-            REF_011,
+            server.REF_011,
             f"refused with the reference code {code!r}, but no reference cause holds ({predicted.why()})",
         )
         checks.reference_error(response, self.cfg, references, requirement=predicted.rule, text=self.text)
-        self.exercised |= {REF_011, REF_012, REF_014}
+        self.exercised |= {server.REF_011, server.REF_012, server.REF_014}
 
 
 def response_of(step: dict[str, Any]) -> httpx.Response:

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from conformance.server import checks, corpus
+from conformance.server import rules as server
 from conformance.server.checks import ok
 from conformance.server.leaks import DocumentText
-from conformance.server.rules import READ_001, READ_004, READ_005, READ_009, READ_010, READ_014, SRCH_001, TURN_003
 from conformance.server.wire import CoreWire
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
@@ -113,11 +113,11 @@ class World:
     # --------------------------------------------------------- conveniences
     def start_run(self, who: Who | None = None, delivery: str | None = "on_demand", text: str = "binding") -> str:
         who = who or self.primary
-        body = ok(self.core.turn(who.token, who.route, self.core.turn_body(text, delivery)), TURN_003, "turn")
+        body = ok(self.core.turn(who.token, who.route, self.core.turn_body(text, delivery)), server.TURN_003, "turn")
         run_id = body.get("run_id") if isinstance(body, dict) else None
         expect(
             isinstance(run_id, str) and run_id != "",
-            TURN_003,
+            server.TURN_003,
             f"the turn answer has no run_id: {checks.describe(body)}",
         )
         return str(run_id)
@@ -134,7 +134,7 @@ class World:
         """A reference to ``doc`` (or to whatever the probe query finds) for this run."""
         query = doc.token if doc else self.cfg.probe_query
         response = self.search(query, run_id, who)
-        body = ok(response, SRCH_001, "search")
+        body = ok(response, server.SRCH_001, "search")
         hints = body.get("hints") or []
         if doc is not None:
             hint = self.hint_for(hints, doc, run_id, who)
@@ -163,7 +163,7 @@ class World:
             key=lambda h: doc.token not in str(h.get("title", "")),
         )
         for hint in candidates:
-            page = ok(self.read(hint["ref"], run_id, who), READ_001, "read of a hint the search just returned")
+            page = ok(self.read(hint["ref"], run_id, who), server.READ_001, "read of a hint the search just returned")
             checks.schema("read-response", page, names=self.cfg.names)  # a page no reader can use is no "not found"
             content = page.get("content") if isinstance(page, dict) else None
             if isinstance(content, str) and doc.token in content:
@@ -198,7 +198,7 @@ class World:
         if self.kit:
             keys = ", ".join(repr(d.key) for d in docs) or "of the corpus"
             raise NotVerified(f"not verified: kit document {keys} not found on route {self.route!r}: {what}")
-        expect(not self.cfg.strict_codes, SRCH_001, f"strict: {what}")
+        expect(not self.cfg.strict_codes, server.SRCH_001, f"strict: {what}")
         raise NotVerified(f"not verified: {what}")
 
     def page(self, ref: str, run_id: str, max_bytes: int | None = None, cursor: str | None = None) -> dict[str, Any]:
@@ -207,14 +207,14 @@ class World:
         extra: dict[str, Any] = {"cursor": cursor} if cursor else {}
         sized: dict[str, Any] = {**extra, **({} if max_bytes is None else {"max_bytes": max_bytes})}
         response = self.read(ref, run_id, **sized)
-        accepted = READ_001
+        accepted = server.READ_001
         if response.status_code != 200 and max_bytes is not None and self.read(ref, run_id, **extra).status_code == 200:
-            accepted = READ_005
+            accepted = server.READ_005
         return checks.page(
             response,
             ref=ref,
             max_bytes=max_bytes,
-            requirement_bound=READ_004 if max_bytes is None else READ_005,
+            requirement_bound=server.READ_004 if max_bytes is None else server.READ_005,
             accepted=accepted,
             strict=self.cfg.strict_codes,
         )
@@ -255,13 +255,13 @@ class World:
                 return pages
             # Raised, never recorded: a chain within the budget shows nothing of how the budget is kept.
             if delivered > C.READ_CHAIN_MAX_BYTES:
-                READ_010.fail(
+                server.READ_010.fail(
                     f"the chain delivered {delivered} content bytes in "
                     f"{len(pages)} pages, over {C.READ_CHAIN_MAX_BYTES}, and still offers a next_cursor"
                 )
             stalled = 0 if size else stalled + 1
             if stalled >= STALLED_PAGES:
-                READ_010.fail(
+                server.READ_010.fail(
                     f"{stalled} pages in a row carried no content and offered a next_cursor "
                     f"(after {delivered} content bytes): the chain makes no progress and never stops"
                 )
@@ -280,14 +280,14 @@ def chain_ended(pages: list[dict[str, Any]]) -> None:
     delivered = sum(C.utf8_size(p["content"]) for p in pages if isinstance(p.get("content"), str))
     exhausted = last.get("budget_exhausted") is True
     if delivered > C.READ_CHAIN_MAX_BYTES:
-        READ_010.fail(
+        server.READ_010.fail(
             f"the chain delivered {delivered} content bytes in {len(pages)} pages, over {C.READ_CHAIN_MAX_BYTES}"
         )
     flags = {k: last.get(k) for k in ("truncated", "next_cursor", "budget_exhausted")}
     if not exhausted:
         expect(
             checks.says_complete(last),
-            READ_009,
+            server.READ_009,
             f"the chain ended (next_cursor null) without budget exhaustion, yet its last page says {checks.describe(flags)}",
         )
     total = last.get("total_content_bytes")
@@ -295,13 +295,13 @@ def chain_ended(pages: list[dict[str, Any]]) -> None:
         if exhausted:
             expect(
                 total > delivered,
-                READ_014,
+                server.READ_014,
                 f"total_content_bytes {total}, yet the chain was exhausted after {delivered} content bytes of it",
             )
         else:
             expect(
                 total == delivered,
-                READ_014,
+                server.READ_014,
                 f"total_content_bytes {total}, and the complete chain carried {delivered} content bytes",
             )
 

@@ -2,8 +2,11 @@
 
 Each surface keeps its registrations in its own ``rules.py`` (``READ_002 = rule("READ-002")``);
 an ID the catalogue does not have is an error when that module is imported, never after a run.
-Checks name the handle (``expect(cond, READ_002, message)``), so a misspelt handle is a name
-error that ruff and mypy see before anything runs.
+Checks and marks name the handle through the surface's rules module
+(``from conformance.server import rules as server``; ``@R(server.READ_002)``,
+``expect(cond, server.READ_002, message)``), so a misspelt handle is an error that ruff and mypy
+see before anything runs, and an ID is written twice: in the catalogue and at its registration.
+A test whose own code names a rule its marks do not claim is refused at collection (:func:`named_in`).
 
 What a test verifies follows from the checks that ran in it: every check that passes records
 its rule in the active :class:`Ledger`, and the plugin keeps one ledger per test. A check that
@@ -13,10 +16,12 @@ whose check is not one condition (a comparison the caller made itself, a model's
 
 from __future__ import annotations
 
+import inspect
 import threading
-from collections.abc import Iterable, Iterator
+import types
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from conformance.target.outcomes import WITNESSES, ContractViolation
 from knowledge_schemas import load_catalogue
@@ -51,6 +56,40 @@ def expect(condition: object, requirement: Rule, message: str) -> None:
     if not condition:
         raise ContractViolation(requirement, message)
     _active.record(requirement)
+
+
+def named_in(function: Callable[..., Any]) -> frozenset[Rule]:
+    """The rules ``function``'s own code names (its inner functions, lambdas and comprehensions
+    included, the helpers it calls not): a handle it reads as a global or a closure's variable
+    (``READ_002``), or from such a module (``server.READ_002``). Read from the compiled code, so
+    nothing is parsed."""
+    function = inspect.unwrap(function)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return frozenset()
+    cells = getattr(function, "__closure__", None) or ()
+    scope: dict[str, Any] = {
+        **getattr(function, "__globals__", {}),
+        **{name: cell.cell_contents for name, cell in zip(code.co_freevars, cells, strict=True) if _filled(cell)},
+    }
+    names: set[str] = set()
+    pending = [code]
+    while pending:
+        current = pending.pop()
+        names.update(current.co_names, current.co_freevars)
+        pending += [c for c in current.co_consts if isinstance(c, types.CodeType)]
+    modules = [v for n in names if isinstance(v := scope.get(n), types.ModuleType)]
+    found = {v for n in names if isinstance(v := scope.get(n), Rule)}
+    found.update(v for m in modules for n in names if isinstance(v := getattr(m, n, None), Rule))
+    return frozenset(found)
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 (an empty cell raises)
+    except ValueError:
+        return False
+    return True
 
 
 def held(requirements: Iterable[str]) -> None:

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
+from conformance.clients import rules as clients
 from conformance.clients.protocol import Answer
-from conformance.clients.rules import HOST_001, HOST_002, HOST_003, HOST_004, HOST_005
 from conformance.clients.session import Session, client_failed, exchange, hints, mapped, requests
 from conformance.server.checks import describe
 from conformance.target.outcomes import NotVerified
 from conformance.target.rules import expect
 
-requirement = pytest.mark.requirement
+R = pytest.mark.requirement
 
 
 @pytest.fixture
@@ -36,41 +36,47 @@ def _changed(binding: dict[str, Any]) -> dict[str, Any]:
     return {**binding, "sessionId": "00000000-0000-4000-8000-00000000beef"}
 
 
-@requirement("HOST-001", "HOST-003")
+@R(clients.HOST_001, clients.HOST_003)
 def test_three_calls_on_the_explicit_connection(host: Session) -> None:
     route = host.world.route("host")
     run = _current_run(host, "host")
     mark = host.wire.mark(route)
     caps = host.host("getKnowledgeCapabilities", {}, "host")
     found = host.host("searchKnowledge", {"query": "homepage binding", "limit": 3}, "host")
-    expect(caps.ok and caps.value["supported"] is True, HOST_001, f"getKnowledgeCapabilities: {caps.describe()}")
+    expect(
+        caps.ok and caps.value["supported"] is True, clients.HOST_001, f"getKnowledgeCapabilities: {caps.describe()}"
+    )
     mapped(requests(host.wire.since(mark, route), "POST", "search"))
-    expect(found.ok, HOST_001, f"searchKnowledge: {found.describe()}")
+    expect(found.ok, clients.HOST_001, f"searchKnowledge: {found.describe()}")
     page = host.host("readKnowledge", {"ref": hints(host, found, mark, route)[0]["ref"]}, "host")
-    expect(page.ok, HOST_001, f"readKnowledge: {page.describe()}")
+    expect(page.ok, clients.HOST_001, f"readKnowledge: {page.describe()}")
     wire = host.wire.since(mark, route)
     calls = {"capabilities": ("GET", "capabilities"), "search": ("POST", "search"), "read": ("POST", "read")}
     each = {name: requests(wire, method, endpoint) for name, (method, endpoint) in calls.items()}
     missing = sorted(name for name, found in each.items() if not found)
-    expect(not missing, HOST_001, f"the host calls sent no {', '.join(missing)} request to the connection's workspace")
+    expect(
+        not missing,
+        clients.HOST_001,
+        f"the host calls sent no {', '.join(missing)} request to the connection's workspace",
+    )
     sent = [
         e for found in each.values() for e in found
     ]  # more than one each (a host may ask capabilities again) is fine
     alice = host.world.accounts["host"]
     expect(
         all(e.get("account") == alice for e in sent),
-        HOST_003,
+        clients.HOST_003,
         "a call went out under another identity than its connection's",
     )
     runs = {(e.get("body") or {}).get("run_id") for e in sent if e["method"] == "POST"}
     expect(
         runs == {run},
-        HOST_003,
+        clients.HOST_003,
         f"the reads did not bind the connection's current run {run}: {sorted(map(str, runs))}",
     )
 
 
-@requirement("HOST-002")
+@R(clients.HOST_002)
 def test_inputs_accept_snake_case_aliases(host: Session) -> None:
     route = host.world.route("host")
     _current_run(host, "host")
@@ -79,15 +85,15 @@ def test_inputs_accept_snake_case_aliases(host: Session) -> None:
     mark = host.wire.mark(route)
     page = host.host("readKnowledge", {"ref": ref, "max_bytes": 4096}, "host")
     reads = requests(host.wire.since(mark, route), "POST", "read")
-    expect(page.ok and reads, HOST_002, f"readKnowledge with max_bytes failed: {page.describe()}")
+    expect(page.ok and reads, clients.HOST_002, f"readKnowledge with max_bytes failed: {page.describe()}")
     expect(
         (reads[0].get("body") or {}).get("max_bytes") == 4096,
-        HOST_002,
+        clients.HOST_002,
         f"the max_bytes alias did not reach the wire: {describe(reads[0].get('body'))}",
     )
 
 
-@requirement("HOST-002")
+@R(clients.HOST_002)
 @pytest.mark.parametrize("spellings", ["agreeing", "conflicting"])
 def test_both_alias_spellings_in_one_call(host: Session, spellings: str) -> None:
     """maxBytes and max_bytes together: agreeing, the call runs with that value; conflicting, the host
@@ -104,21 +110,21 @@ def test_both_alias_spellings_in_one_call(host: Session, spellings: str) -> None
     if spellings == "agreeing":
         expect(
             page.ok and reads and body.get("max_bytes") == 4096,
-            HOST_002,
+            clients.HOST_002,
             f"readKnowledge with agreeing maxBytes and max_bytes did not read with 4096: {page.describe()}; "
             f"judged {exchange(reads[:1])}",
         )
     else:
         expect(
             (not reads and not page.ok) or body.get("max_bytes") in (4096, 8192),
-            HOST_002,
+            clients.HOST_002,
             f"conflicting maxBytes and max_bytes neither refused nor one of them on the wire: {page.describe()}; "
             f"judged {exchange(reads[:1])}",
         )
-    expect("maxBytes" not in body, HOST_002, f"an alias went out as given: {exchange(reads[:1])}")
+    expect("maxBytes" not in body, clients.HOST_002, f"an alias went out as given: {exchange(reads[:1])}")
 
 
-@requirement("HOST-003")
+@R(clients.HOST_003)
 def test_the_connection_key_chooses_the_identity(host: Session) -> None:
     route = host.world.route("host")
     _current_run(host, "host2")
@@ -126,15 +132,15 @@ def test_the_connection_key_chooses_the_identity(host: Session) -> None:
     found = host.host("searchKnowledge", {"query": "billing notes"}, "host2")
     sent = requests(host.wire.since(mark, route), "POST", "search")
     mapped(sent)
-    expect(found.ok and sent, HOST_003, f"a search on the second connection failed: {found.describe()}")
+    expect(found.ok and sent, clients.HOST_003, f"a search on the second connection failed: {found.describe()}")
     expect(
         all(e.get("account") == host.world.accounts["host2"] for e in sent),
-        HOST_003,
+        clients.HOST_003,
         "the call went out under another connection than its connectionKey",
     )
 
 
-@requirement("HOST-003")
+@R(clients.HOST_003)
 @pytest.mark.parametrize("call", ["getKnowledgeCapabilities", "searchKnowledge", "readKnowledge"])
 def test_the_explicit_workspace_is_the_one_used(host: Session, call: str) -> None:
     """Options name the workspace explicitly: a call whose ``workspace`` is another one than its
@@ -149,13 +155,13 @@ def test_the_explicit_workspace_is_the_one_used(host: Session, call: str) -> Non
     sent = host.wire.since(mark, route)
     expect(
         not sent and not answer.ok,
-        HOST_003,
+        clients.HOST_003,
         f"{call} whose options name workspace {host.world.routes['elsewhere']!r} answered {answer.describe()} "
         f"and acted on the connection's own workspace {route!r}: judged {exchange(sent[:1])}",
     )
 
 
-@requirement("HOST-003")
+@R(clients.HOST_003)
 def test_a_cancelled_signal_sends_nothing(host: Session) -> None:
     route = host.world.route("host")
     _current_run(host, "host")
@@ -166,13 +172,13 @@ def test_a_cancelled_signal_sends_nothing(host: Session) -> None:
     sent = host.wire.since(mark, route)
     expect(
         not answer.ok and answer.kind == "cancelled",
-        HOST_003,
+        clients.HOST_003,
         f"a call with an aborted signal answered {answer.describe()}",
     )
-    expect(not sent, HOST_003, f"a call with an aborted signal still sent {len(sent)} request(s)")
+    expect(not sent, clients.HOST_003, f"a call with an aborted signal still sent {len(sent)} request(s)")
 
 
-@requirement("HOST-003")
+@R(clients.HOST_003)
 @pytest.mark.parametrize("call", ["getKnowledgeCapabilities", "searchKnowledge", "readKnowledge"])
 def test_a_signal_aborted_in_flight_withholds_the_result(host: Session, call: str) -> None:
     """The harness aborts the signal once the call's request has gone out (``cancel`` with
@@ -194,7 +200,7 @@ def test_a_signal_aborted_in_flight_withholds_the_result(host: Session, call: st
         raise NotVerified(f"not verified: no request went out before the signal was aborted ({answer.describe()})")
     expect(
         not answer.ok,
-        HOST_003,
+        clients.HOST_003,
         f"{call} whose signal was aborted while its request was in flight returned its result "
         f"{answer.describe()}: the cancellation signal must withhold it; judged {exchange(sent[:1])}",
     )
@@ -230,7 +236,7 @@ def _call_input(host: Session, call: str) -> dict[str, Any]:
     }
 
 
-@requirement("HOST-004")
+@R(clients.HOST_004)
 @pytest.mark.parametrize("dimension", DIMENSIONS)
 @pytest.mark.parametrize("call", CALLS)
 def test_the_binding_is_checked_before_the_request(host: Session, call: str, dimension: str) -> None:
@@ -243,10 +249,10 @@ def test_the_binding_is_checked_before_the_request(host: Session, call: str, dim
     sent = host.wire.since(mark, route)
     expect(
         not answer.ok and answer.kind == "binding_changed",
-        HOST_004,
+        clients.HOST_004,
         f"{call} whose expectedBinding differs in {dimension} answered {answer.describe()}",
     )
-    expect(not sent, HOST_004, f"{call} with another {dimension} still sent: {exchange(sent)}")
+    expect(not sent, clients.HOST_004, f"{call} with another {dimension} still sent: {exchange(sent)}")
 
 
 ENDPOINT_OF = {"getKnowledgeCapabilities": "capabilities", "searchKnowledge": "search", "readKnowledge": "read"}
@@ -278,7 +284,7 @@ def _rebound_during(
     return answer, sent
 
 
-@requirement("HOST-004")
+@R(clients.HOST_004)
 @pytest.mark.parametrize("dimension", DIMENSIONS)
 @pytest.mark.parametrize("call", CALLS)
 def test_the_binding_is_checked_again_after_the_request(host: Session, call: str, dimension: str) -> None:
@@ -286,13 +292,13 @@ def test_the_binding_is_checked_again_after_the_request(host: Session, call: str
     mapped(requests(sent, "POST", "search") + requests(sent, "POST", "read"))
     expect(
         not answer.ok and answer.kind == "binding_changed",
-        HOST_004,
+        clients.HOST_004,
         f"the binding's {dimension} changed during {call} and the call still answered {answer.describe()}; "
         f"judged {exchange(sent)}",
     )
 
 
-@requirement("HOST-004")
+@R(clients.HOST_004)
 @pytest.mark.parametrize("call", CALLS)
 def test_the_binding_is_checked_again_after_an_error_answer(host: Session, call: str) -> None:
     """ "All three reads validate the original binding before and after asynchronous work": also when
@@ -305,7 +311,7 @@ def test_the_binding_is_checked_again_after_an_error_answer(host: Session, call:
     )
     expect(
         not answer.ok and answer.kind == "binding_changed",
-        HOST_004,
+        clients.HOST_004,
         f"the Agent Session changed during {call}, whose request the Core answered 503, and the call answered "
         f"{answer.describe()} (binding_changed expected); judged {exchange(sent)}",
     )
@@ -316,7 +322,7 @@ def test_the_binding_is_checked_again_after_an_error_answer(host: Session, call:
 HOSTILE_CASES = ["everything", "runId", "run_id"]
 
 
-@requirement("HOST-005")
+@R(clients.HOST_005)
 @pytest.mark.parametrize("case", HOSTILE_CASES)
 @pytest.mark.parametrize("call", CALLS)
 def test_model_arguments_choose_no_identity_route_connection_or_run(host: Session, call: str, case: str) -> None:
@@ -350,20 +356,20 @@ def test_model_arguments_choose_no_identity_route_connection_or_run(host: Sessio
     mark, mark_elsewhere = host.wire.mark(route), host.wire.mark(elsewhere)
     answer = host.host(call, {**own, **hostile}, "host")
     sent = host.wire.since(mark, route)
-    expect(not host.wire.since(mark_elsewhere, elsewhere), HOST_005, "a model argument chose the route")
+    expect(not host.wire.since(mark_elsewhere, elsewhere), clients.HOST_005, "a model argument chose the route")
     expect(
         all(e.get("account") == world.accounts["host"] for e in sent),
-        HOST_005,
+        clients.HOST_005,
         "a model argument chose the identity or connection",
     )
     runs = {(e.get("body") or {}).get("run_id") for e in sent if e["method"] == "POST"}
     expect(
         runs <= {run},
-        HOST_005,
+        clients.HOST_005,
         f"a model argument ({case}) chose the run of {call}: {sorted(map(str, runs))}; judged {exchange(sent)}",
     )
     expect(
         answer.ok or answer.kind in ("invalid_input", "core_error"),
-        HOST_005,
+        clients.HOST_005,
         f"the call neither ignored nor refused the model's arguments: {answer.describe()}",
     )

@@ -10,21 +10,14 @@ from typing import Any
 import httpx
 import pytest
 
+from conformance.clients import rules as clients
 from conformance.clients.protocol import Answer
-from conformance.clients.rules import (
-    NEG_001,
-    NEG_002,
-    NEG_003,
-    NEG_004,
-    SRCH_012,
-    TURN_002,
-)
 from conformance.clients.session import Session, client_failed, exchange, requests
 from conformance.server.checks import describe
 from conformance.target.outcomes import HarnessError
 from conformance.target.rules import expect
 
-requirement = pytest.mark.requirement
+R = pytest.mark.requirement
 
 
 def _capabilities_body(sdk: Session, **changes: Any) -> dict[str, Any]:
@@ -47,22 +40,22 @@ def _capabilities_body(sdk: Session, **changes: Any) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ negotiation
-@requirement("NEG-001")
+@R(clients.NEG_001)
 @pytest.mark.parametrize("connection", ["legacy404", "legacy405", "legacy501"])
 def test_an_old_endpoint_status_is_not_supported(sdk: Session, connection: str) -> None:
     route = sdk.world.route(connection)
     mark = sdk.wire.mark(route)
     answer = sdk.call("capabilities", connection=connection)
     asked = requests(sdk.wire.since(mark, route), "GET", "capabilities")
-    expect(asked, NEG_001, "the client answered capabilities without asking the Core")
+    expect(asked, clients.NEG_001, "the client answered capabilities without asking the Core")
     expect(
         answer.ok,
-        NEG_001,
+        clients.NEG_001,
         f"a legacy Core's HTTP {asked[-1]['status']} raised instead of supported false: {answer.describe()}",
     )
     expect(
         answer.value["supported"] is False,
-        NEG_001,
+        clients.NEG_001,
         f"a legacy Core's HTTP {asked[-1]['status']} gave {answer.describe()}",
     )
 
@@ -95,7 +88,7 @@ def _capabilities_call(sdk: Session, connection: str, canned: tuple[int, Any] | 
     return answer, asked
 
 
-@requirement("NEG-001", "NEG-002")
+@R(clients.NEG_001, clients.NEG_002)
 @pytest.mark.parametrize("case", list(ERRORS))
 def test_authorization_failures_and_unknown_schemas_stay_errors(sdk: Session, case: str) -> None:
     connection, status, body = ERRORS[case]
@@ -108,16 +101,16 @@ def test_authorization_failures_and_unknown_schemas_stay_errors(sdk: Session, ca
         )
     answer, asked = _capabilities_call(sdk, connection, None if status is None else (status, body))
     if not asked:  # answered from a memo, or refused by the client itself
-        expect(not answer.ok, NEG_002, f"{case}: a capabilities result came back without a request to the Core")
+        expect(not answer.ok, clients.NEG_002, f"{case}: a capabilities result came back without a request to the Core")
         client_failed(f"{case}: the client sent no capabilities request to {route} ({answer.describe()})")
     seen = asked[0]["status"]
     what = f"HTTP {seen}" + (" with an unknown schema version" if case == "unknown-schema-version" else "")
     if seen == 404 and answer.ok and answer.value.get("supported") is False and not sdk.strict:
-        NEG_001.held()  # the seed names the old statuses only; the vendor's "a 404 with a code is no old Core" is strict
-        NEG_002.held()
+        clients.NEG_001.held()  # the seed names the old statuses only; the vendor's "a 404 with a code is no old Core" is strict
+        clients.NEG_002.held()
         return
-    expect(not answer.ok, NEG_002, f"{what} became a successful capabilities result: {answer.describe()}")
-    NEG_001.held()  # an error, so not `supported: false` either: that answer is a successful result
+    expect(not answer.ok, clients.NEG_002, f"{what} became a successful capabilities result: {answer.describe()}")
+    clients.NEG_001.held()  # an error, so not `supported: false` either: that answer is a successful result
 
 
 # case -> changes to a valid capabilities answer (None drops a member): each breaks one condition alone
@@ -159,7 +152,7 @@ def _changed_capabilities(sdk: Session, changes: dict[str, Any]) -> dict[str, An
     return body
 
 
-@requirement("NEG-003")
+@R(clients.NEG_003)
 @pytest.mark.parametrize("case", list(UNSUPPORTED_CAPABILITIES))
 def test_support_needs_every_condition(sdk: Session, case: str) -> None:
     body = _changed_capabilities(sdk, UNSUPPORTED_CAPABILITIES[case])
@@ -168,13 +161,13 @@ def test_support_needs_every_condition(sdk: Session, case: str) -> None:
         client_failed(f"{case}: the client sent no capabilities request ({answer.describe()})")
     expect(
         not (answer.ok and answer.value["supported"] is True),
-        NEG_003,
+        clients.NEG_003,
         f"a capabilities answer with {case.replace('-', ' ')} was taken as supported: {answer.describe()}; "
         f"judged {exchange(asked)}",
     )
 
 
-@requirement("NEG-003")
+@R(clients.NEG_003)
 def test_enabled_false_is_the_protocol_with_knowledge_disabled(sdk: Session) -> None:
     """ "enabled: false means the protocol exists but knowledge is disabled": supported, and disabled."""
     answer, asked = _capabilities_call(sdk, "canned", (200, _capabilities_body(sdk, enabled=False)))
@@ -182,7 +175,7 @@ def test_enabled_false_is_the_protocol_with_knowledge_disabled(sdk: Session) -> 
         client_failed(f"the client sent no capabilities request ({answer.describe()})")
     expect(
         answer.ok and answer.value["supported"] is True and answer.value.get("enabled") is False,
-        NEG_003,
+        clients.NEG_003,
         f"a valid capabilities answer with enabled false was not given back as supported and disabled: "
         f"{answer.describe()}; judged {exchange(asked)}",
     )
@@ -205,7 +198,7 @@ STATUSES: dict[str, tuple[int, Any]] = {
 }
 
 
-@requirement("NEG-001", "NEG-002", "SRCH-012")
+@R(clients.NEG_001, clients.NEG_002, clients.SRCH_012)
 @pytest.mark.parametrize("call", ["capabilities", "search", "read"])
 @pytest.mark.parametrize("case", list(STATUSES))
 def test_every_status_class_on_every_call(sdk: Session, call: str, case: str) -> None:
@@ -239,22 +232,22 @@ def test_every_status_class_on_every_call(sdk: Session, call: str, case: str) ->
     if call == "capabilities":
         legacy = case in ("404-plain", "405", "501") or (case == "404-coded" and not sdk.strict)
         if answer.ok and answer.value.get("supported") is False and legacy:
-            NEG_001.held()
-            NEG_002.held()
+            clients.NEG_001.held()
+            clients.NEG_002.held()
             return
         expect(
             not (case in ("404-plain", "405", "501") and answer.ok),
-            NEG_001,
+            clients.NEG_001,
             f"an old endpoint's HTTP {status} gave {answer.describe()}; {judged}",
         )
         expect(
             not answer.ok,
-            NEG_002,
+            clients.NEG_002,
             f"HTTP {status} ({case}) became a capabilities result: {answer.describe()}; {judged}",
         )
-        NEG_001.held()
+        clients.NEG_001.held()
         return
-    rule = SRCH_012 if case == "503" else NEG_002
+    rule = clients.SRCH_012 if case == "503" else clients.NEG_002
     expect(
         not answer.ok,
         rule,
@@ -262,29 +255,29 @@ def test_every_status_class_on_every_call(sdk: Session, call: str, case: str) ->
     )
 
 
-@requirement("NEG-004", "TURN-002")
+@R(clients.NEG_004, clients.TURN_002)
 def test_negotiate_then_on_demand_when_supported(sdk: Session) -> None:
     route = sdk.world.route("main")
     mark = sdk.wire.mark(route)
     answer = sdk.turn("main", "negotiate")
     wire = sdk.wire.since(mark, route)
-    expect(answer.ok, NEG_004, f"the negotiated turn failed: {answer.describe()}")
+    expect(answer.ok, clients.NEG_004, f"the negotiated turn failed: {answer.describe()}")
     order = [e for e in wire if e in requests(wire, "GET", "capabilities") + requests(wire, "POST", "turns")]
     expect(
         order and str(order[0]["path"]).endswith("/knowledge/capabilities"),
-        NEG_004,
+        clients.NEG_004,
         f"the turn was not preceded by capabilities: {[e['method'] + ' ' + str(e['path']).rsplit('/', 1)[-1] for e in order]}",
     )
     turns = requests(wire, "POST", "turns")
-    expect(turns, NEG_004, "no turn reached the Core")
+    expect(turns, clients.NEG_004, "no turn reached the Core")
     expect(
         (turns[0].get("body") or {}).get("knowledge_delivery") == "on_demand",
-        TURN_002,
+        clients.TURN_002,
         f"a supported Core got a turn without knowledge_delivery on_demand: {describe(turns[0].get('body'))}",
     )
 
 
-@requirement("NEG-004", "TURN-002")
+@R(clients.NEG_004, clients.TURN_002)
 @pytest.mark.parametrize("connection", ["freshlegacy", "otherhub"])
 def test_negotiation_is_per_connection(sdk: Session, connection: str) -> None:
     """What the client learnt on another connection (another workspace, or another Hub's Agent Session
@@ -302,43 +295,43 @@ def test_negotiation_is_per_connection(sdk: Session, connection: str) -> None:
     first_turn = own.index(turns[0])
     expect(
         any(own.index(a) < first_turn for a in asked),
-        NEG_004,
+        clients.NEG_004,
         f"the negotiated turn on {connection} was not preceded by its own capabilities request: "
         f"{answer.describe()}; judged {exchange(own)}",
     )
     delivery = (turns[0].get("body") or {}).get("knowledge_delivery")
     if connection == "freshlegacy":
-        expect(delivery is None, NEG_004, f"a legacy Core got knowledge_delivery: {exchange(turns[:1])}")
+        expect(delivery is None, clients.NEG_004, f"a legacy Core got knowledge_delivery: {exchange(turns[:1])}")
     else:
-        expect(delivery == "on_demand", TURN_002, f"a supported Core got no on_demand: {exchange(turns[:1])}")
+        expect(delivery == "on_demand", clients.TURN_002, f"a supported Core got no on_demand: {exchange(turns[:1])}")
 
 
-@requirement("TURN-002")
+@R(clients.TURN_002)
 def test_on_demand_on_a_connection_that_never_asked_capabilities(sdk: Session) -> None:
     """The host option alone emits on_demand: no capabilities answer of this connection is needed for it."""
     route = sdk.world.route("fresh")
     mark = sdk.wire.mark(route)
     answer = sdk.turn("fresh", "on_demand")
     turns = requests(sdk.wire.since(mark, route), "POST", "turns")
-    expect(turns, TURN_002, f"the on_demand turn sent no turn request: {answer.describe()}")
+    expect(turns, clients.TURN_002, f"the on_demand turn sent no turn request: {answer.describe()}")
     expect(
         (turns[0].get("body") or {}).get("knowledge_delivery") == "on_demand",
-        TURN_002,
+        clients.TURN_002,
         f"the on_demand host option did not emit knowledge_delivery on a connection that never asked "
         f"capabilities: {answer.describe()}; judged {exchange(turns[:1])}",
     )
 
 
-@requirement("NEG-004")
+@R(clients.NEG_004)
 def test_a_legacy_core_gets_a_turn_without_knowledge_delivery(sdk: Session) -> None:
     route = sdk.world.route("legacy404")
     mark = sdk.wire.mark(route)
     answer = sdk.turn("legacy404", "negotiate")
     turns = requests(sdk.wire.since(mark, route), "POST", "turns")
-    expect(turns, NEG_004, "no turn reached the legacy Core")
+    expect(turns, clients.NEG_004, "no turn reached the legacy Core")
     expect(
         "knowledge_delivery" not in (turns[0].get("body") or {}),
-        NEG_004,
+        clients.NEG_004,
         f"a Core that does not support knowledge got knowledge_delivery: {describe(turns[0].get('body'))}",
     )
-    expect(answer.ok, NEG_004, f"the turn on a legacy Core failed: {answer.describe()}")
+    expect(answer.ok, clients.NEG_004, f"the turn on a legacy Core failed: {answer.describe()}")

@@ -9,23 +9,17 @@ from typing import Any
 
 import pytest
 
-from conformance.clients.rules import (
-    READ_012,
-    READ_017,
-    READ_018,
-    READ_021,
-    SRCH_012,
-)
+from conformance.clients import rules as clients
 from conformance.clients.session import Session, client_failed, exchange, mapped, requests
 from conformance.clients.world import ARCHIVE
 from conformance.server.checks import describe
 from conformance.target import contract as C
 from conformance.target.rules import expect
 
-requirement = pytest.mark.requirement
+R = pytest.mark.requirement
 
 
-@requirement("READ-018")
+@R(clients.READ_018)
 def test_run_id_and_max_bytes_map_to_the_wire(sdk: Session) -> None:
     route, run, ref, mark = sdk.fresh_ref("archive")
     found = sdk.call("search", connection="main", input={"query": "archive ledger", "runId": run, "limit": 2})
@@ -34,29 +28,29 @@ def test_run_id_and_max_bytes_map_to_the_wire(sdk: Session) -> None:
     searches, reads = requests(wire, "POST", "search"), requests(wire, "POST", "read")
     expect(
         searches and reads,
-        READ_018,
+        clients.READ_018,
         f"search and read did not both reach the Core: {found.describe()} {page.describe()}",
     )
     s, r = searches[0].get("body") or {}, reads[0].get("body") or {}
     expect(
         s.get("run_id") == run and "runId" not in s,
-        READ_018,
+        clients.READ_018,
         f"runId did not become run_id on the wire: {describe(s)}",
     )
     expect(
         r.get("run_id") == run and "runId" not in r,
-        READ_018,
+        clients.READ_018,
         f"runId did not become run_id on the wire: {describe(r)}",
     )
     expect(
         r.get("max_bytes") == 4096 and "maxBytes" not in r,
-        READ_018,
+        clients.READ_018,
         f"maxBytes did not become max_bytes on the wire: {describe(r)}",
     )
-    expect(found.ok and page.ok, READ_018, f"the mapped calls failed: {found.describe()} {page.describe()}")
+    expect(found.ok and page.ok, clients.READ_018, f"the mapped calls failed: {found.describe()} {page.describe()}")
 
 
-@requirement("READ-017")
+@R(clients.READ_017)
 def test_one_read_is_one_page(sdk: Session) -> None:
     route, run, ref, mark = sdk.fresh_ref("archive")
     page = sdk.call("read", connection="main", input={"ref": ref, "runId": run, "maxBytes": 4096})
@@ -66,12 +60,12 @@ def test_one_read_is_one_page(sdk: Session) -> None:
         client_failed(f"the first page of a longer document did not come back with a next_cursor: {page.describe()}")
     expect(
         len(reads) == 1,
-        READ_017,
+        clients.READ_017,
         f"one read of a longer document sent {len(reads)} read requests: pages are followed only when needed",
     )
 
 
-@requirement("SRCH-012")
+@R(clients.SRCH_012)
 @pytest.mark.parametrize("how", ["unavailable-workspace", "unavailable-once", "partial"])
 def test_unavailability_is_not_an_empty_corpus(sdk: Session, how: str) -> None:
     # the once-fault has its own route: a fault left armed harms no other check
@@ -86,12 +80,12 @@ def test_unavailability_is_not_an_empty_corpus(sdk: Session, how: str) -> None:
     expected = "partial" if how == "partial" else "unavailable"
     expect(
         not answer.ok or answer.value["status"] == expected,
-        SRCH_012,
+        clients.SRCH_012,
         f"a search the Core answered {expected} was given back as {answer.describe()}",
     )
 
 
-@requirement("READ-018")
+@R(clients.READ_018)
 @pytest.mark.parametrize("max_bytes", [4095, 4096, 32768, 32769, "4096", 4096.5, None], ids=str)
 def test_max_bytes_at_and_past_both_ends(sdk: Session, max_bytes: Any) -> None:
     """In range (4096, 32768 included) maxBytes goes out as max_bytes, exactly; out of range or of the wrong
@@ -107,25 +101,25 @@ def test_max_bytes_at_and_past_both_ends(sdk: Session, max_bytes: Any) -> None:
     if not reads:
         expect(
             not valid and max_bytes is not None and not page.ok,
-            READ_018,
+            clients.READ_018,
             f"maxBytes {max_bytes!r} sent no read: {page.describe()}",
         )
         return
     body = reads[0].get("body") or {}
     mapped(reads)
     if max_bytes is None:
-        expect("max_bytes" not in body, READ_018, f"a read without maxBytes sent one: {exchange(reads[:1])}")
+        expect("max_bytes" not in body, clients.READ_018, f"a read without maxBytes sent one: {exchange(reads[:1])}")
     elif valid:
         expect(
             body.get("max_bytes") == max_bytes and type(body.get("max_bytes")) is int,
-            READ_018,
+            clients.READ_018,
             f"maxBytes {max_bytes} did not reach the wire as max_bytes {max_bytes}: {exchange(reads[:1])}",
         )
-        expect(page.ok, READ_018, f"a read with maxBytes {max_bytes} failed: {page.describe()}")
+        expect(page.ok, clients.READ_018, f"a read with maxBytes {max_bytes} failed: {page.describe()}")
     else:
         expect(
             "max_bytes" in body and (body["max_bytes"] == max_bytes or str(body["max_bytes"]) == str(max_bytes)),
-            READ_018,
+            clients.READ_018,
             f"maxBytes {max_bytes!r} was dropped or changed on the wire (not refused): {exchange(reads[:1])}",
         )
 
@@ -137,7 +131,7 @@ def _claims_full(description: Any) -> bool:
     )
 
 
-@requirement("READ-012", "READ-018")
+@R(clients.READ_012, clients.READ_018)
 @pytest.mark.parametrize("max_bytes", [None, 4096, 32768], ids=["default", "smallest", "largest"])
 def test_a_budget_exhausted_chain_is_not_a_full_read(sdk: Session, max_bytes: int | None) -> None:
     route, run, ref, mark = sdk.fresh_ref("glacier")
@@ -148,32 +142,32 @@ def test_a_budget_exhausted_chain_is_not_a_full_read(sdk: Session, max_bytes: in
     if max_bytes is not None:
         expect(
             all((e.get("body") or {}).get("max_bytes") == max_bytes for e in reads),
-            READ_018,
+            clients.READ_018,
             f"a chain asked with maxBytes {max_bytes} sent other pages: {exchange(reads)}",
         )
     if not answer.ok:
         client_failed(f"read_all failed, so nothing says how much was read: {answer.describe()}")
-    expect(reads, READ_012, "read_all answered without reading")
+    expect(reads, clients.READ_012, "read_all answered without reading")
     value = answer.value
     expect(
         value["complete"] is False,
-        READ_012,
+        clients.READ_012,
         f"a chain over the {C.READ_CHAIN_MAX_BYTES}-byte budget was called complete after {len(reads)} page(s): "
         f"{answer.describe()}; judged {exchange(reads[-1:])}",
     )
     expect(
         value["truncated"] is True,
-        READ_012,
+        clients.READ_012,
         f"a chain stopped by the budget does not stay truncated: {answer.describe()}; judged {exchange(reads[-1:])}",
     )
     expect(
         not _claims_full(value.get("description")),
-        READ_012,
+        clients.READ_012,
         f"a chain stopped by the budget is described as a full read: {value.get('description')!r}",
     )
 
 
-@requirement("READ-012")
+@R(clients.READ_012)
 @pytest.mark.parametrize("max_bytes", [4096, 32768], ids=["smallest", "largest"])
 def test_a_chain_under_the_budget_reads_the_whole_revision(sdk: Session, max_bytes: int) -> None:
     route, run, ref, mark = sdk.fresh_ref("archive")
@@ -185,13 +179,13 @@ def test_a_chain_under_the_budget_reads_the_whole_revision(sdk: Session, max_byt
     value = answer.value
     expect(
         not value["complete"] or value["content"] == ARCHIVE[1],
-        READ_012,
+        clients.READ_012,
         f"a chain called complete did not read the whole revision ({len(value['content'])} of {len(ARCHIVE[1])} "
         f"characters): {answer.describe()}",
     )
 
 
-@requirement("READ-021", "READ-012")
+@R(clients.READ_021, clients.READ_012)
 @pytest.mark.parametrize("budget", ["budget-exhausted", "no-budget-flag"])
 def test_a_last_page_marked_truncated_is_never_complete(sdk: Session, budget: str) -> None:
     """The chain's second page comes back ``truncated: true`` with ``next_cursor: null`` (with
@@ -221,7 +215,7 @@ def test_a_last_page_marked_truncated_is_never_complete(sdk: Session, budget: st
     if len(reads) < 2:
         sdk.world.direct("canned").disarm("read", 2 - len(reads))
         client_failed(f"read_all did not reach the chain's second page: {answer.describe()}")
-    rule = READ_012 if budget == "budget-exhausted" else READ_021
+    rule = clients.READ_012 if budget == "budget-exhausted" else clients.READ_021
     if not answer.ok:
         rule.held()  # the client refused the page: nothing was called complete
         return
@@ -239,7 +233,7 @@ def test_a_last_page_marked_truncated_is_never_complete(sdk: Session, budget: st
     )
 
 
-@requirement("SRCH-012")
+@R(clients.SRCH_012)
 @pytest.mark.parametrize("where", ["read", "chain"])
 def test_an_unavailable_read_is_not_an_empty_page(sdk: Session, where: str) -> None:
     route, run, ref, _ = sdk.fresh_ref("archive", "canned")
@@ -260,11 +254,11 @@ def test_an_unavailable_read_is_not_an_empty_page(sdk: Session, where: str) -> N
         and (where == "read" or len(reads) > failed_at + 1)
     ):
         if where == "read" or answer.value["complete"] is False or answer.value["content"] == ARCHIVE[1]:
-            SRCH_012.held()  # the client read the page again and the Core itself answered it
+            clients.SRCH_012.held()  # the client read the page again and the Core itself answered it
             return
     expect(
         not answer.ok or (where == "chain" and answer.value["complete"] is False),
-        SRCH_012,
+        clients.SRCH_012,
         f"a {cmd} the Core answered 503 unavailable was given back as a result: {answer.describe()}; "
         f"judged {exchange([e for e in reads if e.get('status') == 503][:1])}",
     )

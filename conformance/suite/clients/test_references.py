@@ -7,14 +7,11 @@ from typing import Any
 
 import pytest
 
-from conformance.clients.rules import (
-    REF_010,
-    REF_013,
-)
+from conformance.clients import rules as clients
 from conformance.clients.session import Session, client_failed, exchange, mapped, next_action, requests
 from conformance.target.rules import expect
 
-requirement = pytest.mark.requirement
+R = pytest.mark.requirement
 
 
 # family -> (status, body) of a reference error that breaks a chain after its first page
@@ -27,7 +24,7 @@ CHAIN_ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
 }
 
 
-@requirement("REF-013")
+@R(clients.REF_013)
 @pytest.mark.parametrize("family", list(CHAIN_ERRORS))
 def test_a_chain_broken_by_a_reference_error_says_search_again(sdk: Session, family: str) -> None:
     """read_all stops on the error: it answers the error (next_action search_knowledge), or what it read
@@ -47,23 +44,23 @@ def test_a_chain_broken_by_a_reference_error_says_search_again(sdk: Session, fam
     action = next_action(answer) if not answer.ok else (stopped or {}).get("next_action")
     expect(
         not answer.ok or answer.value["complete"] is False,
-        REF_013,
+        clients.REF_013,
         f"a chain broken by {body['error']} was called complete: {answer.describe()}",
     )
     expect(
         action == "search_knowledge",
-        REF_013,
+        clients.REF_013,
         f"a chain broken by {body['error']} does not say to search again (next_action {action!r}): "
         f"{answer.describe()}; judged {exchange(reads[1:2])}",
     )
     expect(
         len(reads) == 2 and not turns,
-        REF_013,
+        clients.REF_013,
         f"after the reference error the chain replayed: {len(reads)} read(s), {len(turns)} turn(s)",
     )
 
 
-@requirement("REF-013")
+@R(clients.REF_013)
 @pytest.mark.parametrize("what", ["reference", "cursor-mid-chain"])
 def test_after_a_reference_error_search_again(sdk: Session, what: str) -> None:
     route = sdk.world.route("expiry")
@@ -84,21 +81,21 @@ def test_after_a_reference_error_search_again(sdk: Session, what: str) -> None:
     found = sdk.call("search", connection="expiry", input={"query": "homepage binding", "runId": run})
     reads, turns = requests(after, "POST", "read"), requests(after, "POST", "turns")
     mapped(reads + requests(sdk.wire.since(mark, route), "POST", "search"))
-    expect(not answer.ok, REF_013, f"an expired {what} was given back as a result: {answer.describe()}")
+    expect(not answer.ok, clients.REF_013, f"an expired {what} was given back as a result: {answer.describe()}")
     expect(
         next_action(answer) == "search_knowledge",
-        REF_013,
+        clients.REF_013,
         f"the reference error does not say to search again (next_action {next_action(answer)!r}): {answer.describe()}",
     )
     expect(
         len(reads) == 1 and not turns,
-        REF_013,
+        clients.REF_013,
         f"after the reference error the client replayed: {len(reads)} read(s), {len(turns)} turn(s)",
     )
-    expect(found.ok, REF_013, f"searching again on the same target failed: {found.describe()}")
+    expect(found.ok, clients.REF_013, f"searching again on the same target failed: {found.describe()}")
 
 
-@requirement("REF-010")
+@R(clients.REF_010)
 def test_no_reference_moves_to_another_account(sdk: Session) -> None:
     route = sdk.world.route("main")
     mine = sdk.turn("main", "inline")
@@ -118,13 +115,17 @@ def test_no_reference_moves_to_another_account(sdk: Session) -> None:
     searches = [e for e in requests(wire, "POST", "search") if e.get("account") == bob]
     expect(
         searches,
-        REF_010,
+        clients.REF_010,
         "the other account's search never reached the Core under its own account (a cached answer?)",
     )
-    expect(not (a_refs & set(b_refs)), REF_010, "the other account was given a reference the first account received")
+    expect(
+        not (a_refs & set(b_refs)),
+        clients.REF_010,
+        "the other account was given a reference the first account received",
+    )
     moved = [
         e
         for e in requests(wire, "POST", "read")
         if e.get("account") == bob and (e.get("body") or {}).get("ref") in a_refs
     ]
-    expect(not moved, REF_010, "a reference of one account was sent under another account")
+    expect(not moved, clients.REF_010, "a reference of one account was sent under another account")

@@ -8,15 +8,7 @@ from typing import Any
 
 import pytest
 
-from conformance.clients.rules import (
-    NEG_004,
-    TURN_001,
-    TURN_002,
-    TURN_005,
-    TURN_009,
-    TURN_010,
-    TURN_014,
-)
+from conformance.clients import rules as clients
 from conformance.clients.session import Session, client_failed, exchange, requests
 from conformance.clients.world import HOMEPAGE, QUERIES
 from conformance.server.checks import describe
@@ -24,25 +16,26 @@ from conformance.target.outcomes import HarnessError
 from conformance.target.rules import expect
 from knowledge_schemas import load_registry
 
-requirement = pytest.mark.requirement
+R = pytest.mark.requirement
 
 
+@R(clients.NEG_004)
 @pytest.mark.parametrize("text", ["homepage binding", QUERIES["archive"]], ids=["short", "long"])
 @pytest.mark.parametrize(
     "delivery",
-    [pytest.param("inline", marks=requirement("TURN-009")), pytest.param("negotiate", marks=requirement("TURN-010"))],
+    [pytest.param("inline", marks=R(clients.TURN_009)), pytest.param("negotiate", marks=R(clients.TURN_010))],
 )
 def test_a_legacy_turns_inline_bodies_are_kept(sdk: Session, delivery: str, text: str) -> None:
     """inline: the legacy body is kept (TURN-009); negotiate, where on_demand was asked for locally: it is
     not stripped for that (TURN-010)."""
-    rule = TURN_009 if delivery == "inline" else TURN_010
+    rule = clients.TURN_009 if delivery == "inline" else clients.TURN_010
     route = sdk.world.route("legacy404")
     mark = sdk.wire.mark(route)
     answer = sdk.turn("legacy404", delivery, text=text)
     turns = requests(sdk.wire.since(mark, route), "POST", "turns")
     expect(
         not any("knowledge_delivery" in (t.get("body") or {}) for t in turns),
-        NEG_004,
+        clients.NEG_004,
         "a Core that does not support knowledge got knowledge_delivery",
     )
     if not (answer.ok and turns):
@@ -66,7 +59,7 @@ def _canned_turn(sdk: Session, context: dict[str, Any] | None = None, text: str 
     return body
 
 
-@requirement("TURN-010")
+@R(clients.TURN_010)
 @pytest.mark.parametrize("text", ["homepage binding", QUERIES["archive"]], ids=["short", "long"])
 def test_an_on_demand_turn_answered_inline_keeps_its_bodies(sdk: Session, text: str) -> None:
     """The host option asked for on_demand explicitly and the Core answered the way a legacy Core does (inline
@@ -87,7 +80,7 @@ def test_an_on_demand_turn_answered_inline_keeps_its_bodies(sdk: Session, text: 
     for member in ("knowledge", "knowledge_refs"):
         expect(
             context.get(member) == canned["context"][member],
-            TURN_010,
+            clients.TURN_010,
             f"an on_demand turn the Core answered with inline bodies did not keep its {member} as sent: the client "
             f"returned {describe(context.get(member))}; judged {exchange(turns[:1])}",
         )
@@ -103,7 +96,7 @@ MALFORMED_DELIVERIES: dict[str, dict[str, Any]] = {
 }
 
 
-@requirement("TURN-014")
+@R(clients.TURN_014)
 @pytest.mark.parametrize("delivery", ["on_demand", "inline", "negotiated-inline"])
 @pytest.mark.parametrize("case", list(MALFORMED_DELIVERIES))
 def test_a_malformed_knowledge_delivery_is_refused_whatever_was_asked(sdk: Session, delivery: str, case: str) -> None:
@@ -126,14 +119,14 @@ def test_a_malformed_knowledge_delivery_is_refused_whatever_was_asked(sdk: Sessi
     kept = answer.value["context"].get("knowledge_delivery") if answer.ok else None
     expect(
         kept is None or not load_registry().errors("knowledge-delivery", kept),
-        TURN_014,
+        clients.TURN_014,
         f"a turn asked {delivery} whose answer carries a knowledge_delivery that does not match the delivery schema "
         f"({case}) was given back as the turn's delivery: {answer.describe()}; judged {exchange(turns[:1])}",
     )
 
 
 # ------------------------------------------------------------------------ turns
-@requirement("TURN-001", "TURN-002")
+@R(clients.TURN_001, clients.TURN_002)
 def test_delivery_comes_from_the_host_option_only(sdk: Session) -> None:
     """The host option chooses on_demand; a model's input naming a delivery chooses nothing. The
     seed says only that the option is "never model-controlled turn input": an SDK may ignore such
@@ -142,10 +135,10 @@ def test_delivery_comes_from_the_host_option_only(sdk: Session) -> None:
     mark = sdk.wire.mark(route)
     on_demand = sdk.turn("main", "on_demand")
     first = requests(sdk.wire.since(mark, route), "POST", "turns")
-    expect(on_demand.ok and first, TURN_002, f"the on_demand turn failed: {on_demand.describe()}")
+    expect(on_demand.ok and first, clients.TURN_002, f"the on_demand turn failed: {on_demand.describe()}")
     expect(
         first[0]["body"].get("knowledge_delivery") == "on_demand",
-        TURN_002,
+        clients.TURN_002,
         f"the on_demand host option did not emit knowledge_delivery on_demand: {describe(first[0]['body'])}",
     )
     mark = sdk.wire.mark(route)
@@ -155,14 +148,14 @@ def test_delivery_comes_from_the_host_option_only(sdk: Session) -> None:
     later = requests(sdk.wire.since(mark, route), "POST", "turns")
     expect(
         not inline.ok or later,
-        TURN_001,
+        clients.TURN_001,
         f"the turn with a model's delivery members succeeded but sent no turn request: {inline.describe()}",
     )
     chosen = [t["body"] for t in later if t["body"].get("knowledge_delivery") not in (None, "inline")]
-    expect(not chosen, TURN_001, f"a model's input chose the delivery: {describe(chosen[:1])}")
+    expect(not chosen, clients.TURN_001, f"a model's input chose the delivery: {describe(chosen[:1])}")
 
 
-@requirement("TURN-005")
+@R(clients.TURN_005)
 def test_delivery_is_pinned_across_lost_responses(sdk: Session) -> None:
     """The turn commits and its response is lost, then the retry's answer is lost too (a 503 before the
     Core): the pin holds on every retry, each under the connection's own identity."""
@@ -188,19 +181,19 @@ def test_delivery_is_pinned_across_lost_responses(sdk: Session) -> None:
     bodies = [t.get("body") for t in turns]
     expect(
         len(turns) >= 3,
-        TURN_005,
+        clients.TURN_005,
         f"the turn was not retried after both lost responses ({len(turns)} request(s)): {answer.describe()}",
     )
     expect(
         all(b == bodies[0] for b in bodies),
-        TURN_005,
+        clients.TURN_005,
         f"a retry of the same turn changed its payload: {exchange(turns)}",
     )
     conn = sdk.world.connections["main"]
     expect(
         all(e.get("account") in (None, sdk.world.accounts["main"]) for e in turns)
         and all(e.get("session_id") in (None, conn["binding"]["sessionId"]) for e in turns),
-        TURN_005,
+        clients.TURN_005,
         f"a retry went out under another identity: {[(e.get('account'), e.get('session_id')) for e in turns]}",
     )
     # Asked again with inline, the SDK keeps the pin: it returns the committed run, or refuses
@@ -214,17 +207,17 @@ def _committed_run_kept(answer: Any, again: Any, lost: list[dict[str, Any]], wha
     or was refused locally."""
     expect(
         answer.ok and answer.value["run_id"] == lost[-1]["body"]["run_id"],
-        TURN_005,
+        clients.TURN_005,
         f"the retried {what} did not return the committed run: {answer.describe()}",
     )
     expect(
         not again.ok or again.value["run_id"] == answer.value["run_id"],
-        TURN_005,
+        clients.TURN_005,
         f"{asked_again} answered another run: {again.describe()}",
     )
 
 
-@requirement("TURN-005")
+@R(clients.TURN_005)
 def test_a_negotiated_turn_stays_pinned_when_capabilities_change(sdk: Session) -> None:
     """A negotiated turn commits and its response is lost; by the retry the Core's capabilities answer has
     changed (an old endpoint's 404). The retry is the same original turn: it sends the delivery the original
@@ -254,13 +247,13 @@ def test_a_negotiated_turn_stays_pinned_when_capabilities_change(sdk: Session) -
         client_failed(f"the negotiated turn on a supported Core did not ask on_demand: {exchange(turns[:1])}")
     expect(
         len(turns) >= 2,
-        TURN_005,
+        clients.TURN_005,
         f"the negotiated turn was not retried after its lost response ({len(turns)} request(s)): {answer.describe()}",
     )
     changed = [t for t in turns[1:] if (t.get("body") or {}) != first]
     expect(
         not changed,
-        TURN_005,
+        clients.TURN_005,
         f"a retry of the negotiated turn followed the Core's new capabilities answer instead of the pinned choice: "
         f"{exchange(changed[:1])} after {exchange(turns[:1])}",
     )

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from conformance.mcp import relayed
+from conformance.mcp import rules as mcp
 from conformance.mcp.results import (
     READ,
     SEARCH,
@@ -24,12 +25,9 @@ from conformance.mcp.results import (
     said,
     success,
 )
-from conformance.mcp.rules import (
-    MCP_011,
-)
 from conformance.mcp.session import ToolResult
 from conformance.server import checks, corpus
-from conformance.server.rules import READ_010, READ_011, SRCH_006
+from conformance.server import rules as server
 from conformance.server.world import World
 from conformance.target import contract as C
 from conformance.target.outcomes import ContractViolation, NotVerified
@@ -43,7 +41,16 @@ QUERIES = {
 }
 
 
-@R("SRCH-003", "SRCH-004", "SRCH-005", "SRCH-006", "SRCH-007", "SRCH-008", "READ-007", "MCP-009")
+@R(
+    server.SRCH_003,
+    server.SRCH_004,
+    server.SRCH_005,
+    server.SRCH_006,
+    server.SRCH_007,
+    server.SRCH_008,
+    server.READ_007,
+    mcp.MCP_009,
+)
 @pytest.mark.parametrize("query", sorted(QUERIES))
 def test_searches_over_mcp_keep_the_search_rules(agent: Agent, world: World, query: str) -> None:
     """At most three hints with title, summary and ref, a contract status, ``trust`` when the
@@ -57,10 +64,14 @@ def test_searches_over_mcp_keep_the_search_rules(agent: Agent, world: World, que
     with relayed.over_mcp(agent.transport, SEARCH):
         for i, hint in enumerate(body.get("hints") or []):
             whole = seeded.whole(hint)
-            expect(whole is None, SRCH_006, f"hint {i} carries a seeded document whole ({len(whole or '')} characters)")
+            expect(
+                whole is None,
+                server.SRCH_006,
+                f"hint {i} carries a seeded document whole ({len(whole or '')} characters)",
+            )
 
 
-@R("SRCH-006")
+@R(server.SRCH_006)
 def test_a_summary_that_is_the_whole_document_is_never_relayed_whole(agent: Agent, world: World) -> None:
     """The document whose author summary is its whole content (corpus.SUMMARISED): its hint over
     MCP may quote it, never carry all of it."""
@@ -73,7 +84,7 @@ def test_a_summary_that_is_the_whole_document_is_never_relayed_whole(agent: Agen
         for hint in hints:
             expect(
                 doc.content.strip() not in " ".join(C.strings_in(hint)),
-                SRCH_006,
+                server.SRCH_006,
                 f"the hint of {doc.key!r} carries its whole content ({len(doc.content)} characters)",
             )
 
@@ -81,7 +92,16 @@ def test_a_summary_that_is_the_whole_document_is_never_relayed_whole(agent: Agen
 EMPTY_PAGES = 8  # pages without content a chain may offer before it ends (a server that never ends it is cut here)
 
 
-@R("READ-002", "READ-003", "READ-007", "READ-009", "READ-010", "READ-011", "READ-014", "MCP-011")
+@R(
+    server.READ_002,
+    server.READ_003,
+    server.READ_007,
+    server.READ_009,
+    server.READ_010,
+    server.READ_011,
+    server.READ_014,
+    mcp.MCP_011,
+)
 @pytest.mark.parametrize("key", ["big", "over"])
 def test_a_read_chain_over_mcp_stops_at_its_budget(agent: Agent, world: World, key: str) -> None:
     """A revision far past the chain budget, and one a byte past it, read over MCP in the largest
@@ -99,7 +119,9 @@ def test_a_read_chain_over_mcp_stops_at_its_budget(agent: Agent, world: World, k
         args = {"ref": ref, "max_bytes": C.READ_MAX_MAX_BYTES, **({"cursor": cursor} if cursor else {})}
         result = agent.session.call(READ, args)
         if not refused(result) and isinstance(said(result), dict):
-            relayed.page(said(result), agent.transport, READ, ref=ref, max_bytes=C.READ_MAX_MAX_BYTES, bound=MCP_011)
+            relayed.page(
+                said(result), agent.transport, READ, ref=ref, max_bytes=C.READ_MAX_MAX_BYTES, bound=mcp.MCP_011
+            )
         body = success(agent, READ, result, "mcp-read-result")
         pages.append(body)
         size = C.utf8_size(str(body.get("content", "")))
@@ -112,7 +134,7 @@ def test_a_read_chain_over_mcp_stops_at_its_budget(agent: Agent, world: World, k
     with relayed.over_mcp(agent.transport, READ):
         expect(
             delivered <= budget,
-            READ_010,
+            server.READ_010,
             f"the chain delivered {delivered} content bytes of a {C.utf8_size(doc.content)}-byte revision, "
             f"over its {budget}-byte budget",
         )
@@ -120,13 +142,13 @@ def test_a_read_chain_over_mcp_stops_at_its_budget(agent: Agent, world: World, k
             return  # cut here: more than the budget, judged above
         expect(
             last.get("budget_exhausted") is True and not checks.says_complete(dict(last)),
-            READ_011,
+            server.READ_011,
             f"the chain stopped after {delivered} content bytes of {C.utf8_size(doc.content)} "
             f"with {checks.describe({k: last.get(k) for k in ('truncated', 'next_cursor', 'budget_exhausted')})}",
         )
 
 
-@R("MCP-011")
+@R(mcp.MCP_011)
 def test_mcp_and_http_read_chains_agree(agent: Agent, world: World) -> None:
     doc = world.need_doc("cuts")  # escapes, astral characters and combining sequences at every page cut
     run_id = world.start_run()
@@ -140,7 +162,7 @@ def test_mcp_and_http_read_chains_agree(agent: Agent, world: World) -> None:
         (unparseable JSON-RPC, a dropped or hung session) is a disagreement, not a harness error."""
         answer = call(agent.session, READ, args)
         if isinstance(answer, str):
-            raise ContractViolation(MCP_011, f"the MCP read of a document HTTP delivers got no result: {answer}")
+            raise ContractViolation(mcp.MCP_011, f"the MCP read of a document HTTP delivers got no result: {answer}")
         return answer
 
     found: dict[str, Any] | None = None
@@ -165,19 +187,19 @@ def test_mcp_and_http_read_chains_agree(agent: Agent, world: World) -> None:
     mcp_text, http_text = "".join(str(p["content"]) for p in pages), "".join(p["content"] for p in http_pages)
     expect(
         mcp_text == doc.content,
-        MCP_011,
+        mcp.MCP_011,
         f"the MCP read chain ({len(mcp_text)} characters) does not rebuild the stored document "
         f"({len(doc.content)} characters), which the HTTP chain ({len(http_text)} characters) delivers",
     )
     if agent.strict:  # the same pages on both wires is this project's reading (CHOICES.md)
         expect(
             [p["revision"] for p in pages][:1] == [p["revision"] for p in http_pages][:1],
-            MCP_011,
+            mcp.MCP_011,
             "strict: the revisions differ",
         )
         expect(
             len(pages) == len(http_pages),
-            MCP_011,
+            mcp.MCP_011,
             f"strict: {len(pages)} MCP pages, {len(http_pages)} HTTP pages at the same size",
         )
 
@@ -192,7 +214,7 @@ def _page_bytes(body: dict[str, Any]) -> int:
     return len(json.dumps(page, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
-@R("MCP-011")
+@R(mcp.MCP_011)
 @pytest.mark.parametrize("max_bytes", (C.READ_MIN_MAX_BYTES, C.READ_MAX_MAX_BYTES))
 def test_mcp_pages_keep_a_requested_max_bytes(agent: Agent, world: World, max_bytes: int) -> None:
     """Bounds are the Core's, not the adapter's: a read chain over MCP at a non-default ``max_bytes``
@@ -214,7 +236,7 @@ def test_mcp_pages_keep_a_requested_max_bytes(agent: Agent, world: World, max_by
         size = _page_bytes(body)
         expect(
             size <= max_bytes,
-            MCP_011,
+            mcp.MCP_011,
             f"MCP read page {pages + 1} at max_bytes {max_bytes} is {size} bytes of page JSON (without the MCP flags)",
         )
         pages, consumed = pages + 1, consumed + len(str(body.get("content", "")).encode("utf-8"))

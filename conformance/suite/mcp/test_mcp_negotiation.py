@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from conformance.clients import rules as clients
 from conformance.clients.core import Wire
-from conformance.clients.rules import MCP_007, NEG_002, NEG_003, TURN_002
+from conformance.mcp import rules as mcp
 from conformance.mcp.results import (
     READ,
     SEARCH,
@@ -25,7 +26,6 @@ from conformance.mcp.results import (
     serving,
     turn_mode,
 )
-from conformance.mcp.rules import MCP_001, MCP_005, MCP_010
 from conformance.mcp.session import ToolResult
 from conformance.server import checks
 from conformance.server.world import World
@@ -42,7 +42,7 @@ def _wire(world: World) -> Wire | None:
     return Wire(world.control) if world.control is not None and world.control.offers("transcript") else None
 
 
-@R("TURN-002")
+@R(clients.TURN_002, mcp.MCP_001)
 def test_start_business_turn_asks_a_supporting_core_for_on_demand(agent: Agent, world: World) -> None:
     """Where the route's capabilities offer on_demand, the turn the tool starts asks for it
     (``knowledge_delivery: on_demand`` in the Core turn request, read from the transcript, or the
@@ -51,12 +51,12 @@ def test_start_business_turn_asks_a_supporting_core_for_on_demand(agent: Agent, 
         pytest.skip("not verified: the route's capabilities do not offer on_demand with knowledge enabled")
     turn, mode = turn_mode(agent.session, agent.who or world.primary, _wire(world))
     if isinstance(turn, str) or refused(turn):
-        MCP_001.fail(f"{TURN} failed: {turn if isinstance(turn, str) else clipped(turn)}")
+        mcp.MCP_001.fail(f"{TURN} failed: {turn if isinstance(turn, str) else clipped(turn)}")
     if mode is None:
         pytest.skip("not verified: neither the transcript nor the turn's result shows its delivery mode")
     expect(
         mode == "on_demand",
-        TURN_002,
+        clients.TURN_002,
         f"{TURN} started a {mode} turn though the Core's capabilities offer on_demand",
     )
 
@@ -82,7 +82,7 @@ def _canned(world: World, failure_kind: str) -> tuple[int, Any]:
     return 200, {**body, world.cfg.names.capabilities.get("schema_version", "schema_version"): UNKNOWN_SCHEMA}
 
 
-@R("NEG-002", "NEG-003", "MCP-010")
+@R(clients.NEG_002, clients.NEG_003, mcp.MCP_010, mcp.MCP_001)
 @pytest.mark.parametrize("failure_kind", ["500", "503", "unknown_schema"])
 def test_a_capabilities_failure_is_no_old_core_and_no_support_over_mcp(
     failure_kind: str, fresh_world: World, kc_config: TargetConfig, mcp_for: McpFor
@@ -102,30 +102,34 @@ def test_a_capabilities_failure_is_no_old_core_and_no_support_over_mcp(
     for _ in range(ARMED):
         control.respond_next(world.route, "capabilities", status, body)
     what = f"capabilities answered {'an unknown schema' if failure_kind == 'unknown_schema' else f'HTTP {status}'}"
-    with serving(MCP_001, [endpoint], kc_config.timeout_seconds) as (session,):  # judged after the block (a task group)
+    with serving(mcp.MCP_001, [endpoint], kc_config.timeout_seconds) as (
+        session,
+    ):  # judged after the block (a task group)
         turn, mode = turn_mode(session, world.primary, _wire(world))
     if isinstance(turn, str):
-        MCP_010.fail(f"{TURN} crashed after {what} ({turn})")
+        mcp.MCP_010.fail(f"{TURN} crashed after {what} ({turn})")
     assert isinstance(turn, ToolResult)
     if refused(turn):
         failure(TURN, turn)
-        (NEG_003 if failure_kind == "unknown_schema" else NEG_002).held()
+        (clients.NEG_003 if failure_kind == "unknown_schema" else clients.NEG_002).held()
         return
-    expect(mode != "inline", NEG_002, f"{TURN} started a plain turn after {what}: a failure taken for an old Core")
+    expect(
+        mode != "inline", clients.NEG_002, f"{TURN} started a plain turn after {what}: a failure taken for an old Core"
+    )
     if mode is None:
         pytest.skip(
             f"not verified: {TURN} succeeded after {what}, in a mode neither the transcript nor its result shows"
         )
     if failure_kind != "unknown_schema":
-        NEG_002.held()
+        clients.NEG_002.held()
         return
     still = world.core.capabilities(world.primary.token, world.route)
     if still.status_code != 200 or UNKNOWN_SCHEMA not in still.text:
         pytest.skip("not verified: the adapter asked capabilities until the canned unknown schema ran out")
-    NEG_003.fail(f"{TURN} started an on_demand turn while {what}: an unknown schema taken for support")
+    clients.NEG_003.fail(f"{TURN} started an on_demand turn while {what}: an unknown schema taken for support")
 
 
-@R("MCP-005", "MCP-006", "MCP-007", "MCP-010")
+@R(mcp.MCP_005, mcp.MCP_006, clients.MCP_007, mcp.MCP_010, mcp.MCP_001)
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_legacy_core_behind_the_tools_is_not_supported(
     transport: str, fresh_world: World, kc_config: TargetConfig, mcp_for: McpFor
@@ -151,22 +155,22 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
         (READ, {"ref": "kc-ref-of-an-old-core"}),
     )
     # judged after the block: a check failing inside would reach pytest wrapped in a task group
-    with serving(MCP_001, [endpoint], kc_config.timeout_seconds) as (session,):
+    with serving(mcp.MCP_001, [endpoint], kc_config.timeout_seconds) as (session,):
         listed = {t.name for t in session.tools()}
         results = [(name, call(session, name, arguments)) for name, arguments in calls]
-    expect(set(KNOWLEDGE_TOOLS) <= listed, MCP_005, f"{what} the tools are {sorted(listed)}")
+    expect(set(KNOWLEDGE_TOOLS) <= listed, mcp.MCP_005, f"{what} the tools are {sorted(listed)}")
     for name, result in results:
         if isinstance(result, str):
-            MCP_010.fail(f"{what} {name} crashed instead of answering isError with feedback ({result})")
+            mcp.MCP_010.fail(f"{what} {name} crashed instead of answering isError with feedback ({result})")
             continue
         if name == TURN:
             if result.is_error or result.protocol_error is not None:
                 failure(TURN, result)  # a refused turn is a failure like any other: isError with feedback
-                expect(not _plain_turn_accepted(fresh_world), MCP_007, _plain_turn_refused(what, result))
+                expect(not _plain_turn_accepted(fresh_world), clients.MCP_007, _plain_turn_refused(what, result))
             continue
         expect(
             result.is_error or result.protocol_error is not None,
-            MCP_007,
+            clients.MCP_007,
             f"{what} {name} answered as a success, taking the tools' presence as knowledge support: {clipped(result)}",
         )
         failure(name, result)
@@ -175,7 +179,7 @@ def test_a_legacy_core_behind_the_tools_is_not_supported(
 OLD_CODES = {405: "method_not_allowed", 501: "not_implemented"}
 
 
-@R("MCP-007", "MCP-010")
+@R(clients.MCP_007, mcp.MCP_010, mcp.MCP_001)
 @pytest.mark.parametrize("status", sorted(OLD_CODES))
 def test_every_old_core_status_gets_a_plain_turn_over_mcp(
     status: int, fresh_world: World, kc_config: TargetConfig, mcp_for: McpFor
@@ -193,19 +197,21 @@ def test_every_old_core_status_gets_a_plain_turn_over_mcp(
     # no specific error code, as an old server's framework answers (CONVENTIONS: "404/405/501 (with no
     # specific error code) mean not supported"); a specific code would be a new Core's error
     control.respond_next(world.route, "capabilities", status, {"error": OLD_CODES[status]})
-    with serving(MCP_001, [endpoint], kc_config.timeout_seconds) as (session,):  # judged after the block (a task group)
+    with serving(mcp.MCP_001, [endpoint], kc_config.timeout_seconds) as (
+        session,
+    ):  # judged after the block (a task group)
         result = call(session, TURN, {"user_input": "knowledge"})
     what = f"behind an old Core whose capabilities answered {status} ({endpoint.transport})"
     if isinstance(result, str):
-        MCP_010.fail(f"{what} {TURN} crashed instead of answering ({result})")
+        mcp.MCP_010.fail(f"{what} {TURN} crashed instead of answering ({result})")
         return
     refused = result.is_error or result.protocol_error is not None
     if refused and not _plain_turn_accepted(world):
         pytest.skip(f"not verified: {what} {TURN} failed, and so does a plain turn of the Core itself")
-    expect(not refused, MCP_007, _plain_turn_refused(what, result))
+    expect(not refused, clients.MCP_007, _plain_turn_refused(what, result))
 
 
-@R("MCP-007", "MCP-010")
+@R(clients.MCP_007, mcp.MCP_010, mcp.MCP_001)
 def test_a_route_error_on_capabilities_is_no_old_core_over_mcp(
     fresh_world: World, kc_config: TargetConfig, mcp_for: McpFor
 ) -> None:
@@ -217,17 +223,17 @@ def test_a_route_error_on_capabilities_is_no_old_core_over_mcp(
     control = world.need_control("make capabilities answer a route error")
     endpoint = mcp_for(world.primary, ("http", "stdio"), "a route error")
     control.respond_next(world.route, "capabilities", 404, {"error": "route_unavailable"})
-    with serving(MCP_001, [endpoint], kc_config.timeout_seconds) as (session,):
+    with serving(mcp.MCP_001, [endpoint], kc_config.timeout_seconds) as (session,):
         result = call(session, TURN, {"user_input": "knowledge"})
     if isinstance(result, str):
-        MCP_010.fail(f"{TURN} crashed after capabilities answered 404 route_unavailable ({result})")
+        mcp.MCP_010.fail(f"{TURN} crashed after capabilities answered 404 route_unavailable ({result})")
         return
-    MCP_010.held()
+    mcp.MCP_010.held()
     if not kc_config.strict_codes:
         return
     expect(
         result.is_error or result.protocol_error is not None,
-        MCP_007,
+        clients.MCP_007,
         f"strict: capabilities answered 404 route_unavailable and {TURN} started a turn ({clipped(result)}): "
         "a specific code is a new Core's error, never an old Core (CHOICES.md)",
     )

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from conformance.clients.core import Wire
+from conformance.mcp import rules as mcp
 from conformance.mcp.endpoints import skipped
 from conformance.mcp.results import (
     READ,
@@ -27,13 +28,6 @@ from conformance.mcp.results import (
     said,
     serving,
     turn_mode,
-)
-from conformance.mcp.rules import (
-    MCP_001,
-    MCP_004,
-    MCP_008,
-    MCP_010,
-    MCP_013,
 )
 from conformance.mcp.session import McpSession, ToolResult
 from conformance.plugin.options import option
@@ -67,7 +61,7 @@ def _says_search_again(result: ToolResult, what: str) -> bool:
         return False
     expect(
         feedback.get("next_action") == "search_knowledge",
-        MCP_010,
+        mcp.MCP_010,
         f"{what} was refused as {sorted({str(c) for c in codes if c})} with feedback next_action "
         f"{feedback.get('next_action')!r}, expected search_knowledge",
     )
@@ -92,10 +86,12 @@ def _own_refs_only(agent: Agent, result: ToolResult, what: str) -> None:
     hints = [h for h in (said(result) or {}).get("hints", []) if isinstance(h, dict) and isinstance(h.get("ref"), str)]
     if hints:
         page = agent.session.call(READ, {"ref": hints[0]["ref"]})
-        expect(not refused(page), MCP_008, f"a ref from a search with {what} is not the session's own: {clipped(page)}")
+        expect(
+            not refused(page), mcp.MCP_008, f"a ref from a search with {what} is not the session's own: {clipped(page)}"
+        )
 
 
-@R("MCP-008")
+@R(mcp.MCP_008)
 def test_inputs_admit_no_identity_route_connection_run_or_delivery(
     agent: Agent, world: World, kc_config: TargetConfig
 ) -> None:
@@ -107,7 +103,7 @@ def test_inputs_admit_no_identity_route_connection_run_or_delivery(
     for tool in agent.session.tools():
         declared = set((tool.input_schema or {}).get("properties", {}))
         chosen = sorted(declared & set(CHOSEN_ARGUMENTS))
-        expect(not chosen, MCP_008, f"{tool.name} lets a model choose {chosen}")
+        expect(not chosen, mcp.MCP_008, f"{tool.name} lets a model choose {chosen}")
     who = agent.who or world.primary
     doc = world.docs.get("unicode")
     query = doc.token if doc else kc_config.probe_query
@@ -117,7 +113,7 @@ def test_inputs_admit_no_identity_route_connection_run_or_delivery(
     if own is not None:
         asked = "inline" if own == "on_demand" else "on_demand"
         _, got = turn_mode(agent.session, who, wire, {"knowledge_delivery": asked, "knowledgeDelivery": asked})
-        expect(got in (None, own), MCP_008, f"{TURN} let the model choose {asked} delivery (the host's is {own})")
+        expect(got in (None, own), mcp.MCP_008, f"{TURN} let the model choose {asked} delivery (the host's is {own})")
     agent.start_turn("knowledge")  # the session's own current run again, whatever the probe did
     # Another run of this Agent Session (over HTTP), and runs of another account and of another route.
     elsewhere = [(who, world.start_run(who))]
@@ -139,11 +135,13 @@ def test_inputs_admit_no_identity_route_connection_run_or_delivery(
             continue  # the session itself reads it: a read with the injection then shows nothing
         page = agent.session.call(READ, {"ref": ref, **_chosen(them, run_id)})
         expect(
-            refused(page), MCP_008, f"a read with {what} in its arguments read that run's reference: {clipped(page)}"
+            refused(page),
+            mcp.MCP_008,
+            f"a read with {what} in its arguments read that run's reference: {clipped(page)}",
         )
 
 
-@R("MCP-004", "MCP-010")
+@R(mcp.MCP_004, mcp.MCP_010)
 def test_reads_bind_the_current_run(agent: Agent, world: World, kc_config: TargetConfig) -> None:
     doc = world.docs.get("unicode")
     hints = hits(agent, doc.token if doc else kc_config.probe_query)
@@ -153,13 +151,13 @@ def test_reads_bind_the_current_run(agent: Agent, world: World, kc_config: Targe
     stale = agent.session.call(READ, {"ref": hints[0]["ref"]})
     expect(
         stale.is_error or stale.protocol_error is not None,
-        MCP_004,
+        mcp.MCP_004,
         "a reference of the previous turn's run was read in the current run",
     )
     failure(READ, stale, reference=True)
 
 
-@R("MCP-004", "MCP-010")
+@R(mcp.MCP_004, mcp.MCP_010, mcp.MCP_001)
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_each_agent_session_of_an_account_reads_in_its_own_run(
     transport: str, world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
@@ -183,7 +181,7 @@ def test_each_agent_session_of_an_account_reads_in_its_own_run(
     pair = (ends[0], ends[1])
     doc = world.docs.get("unicode")
     query = doc.token if doc else kc_config.probe_query
-    with serving(MCP_001, pair, kc_config.timeout_seconds) as (first, second):  # judged after the block: a check
+    with serving(mcp.MCP_001, pair, kc_config.timeout_seconds) as (first, second):  # judged after the block: a check
         # failing inside would reach pytest in a task group
         turns = [first.call(TURN, {"user_input": "knowledge"}), second.call(TURN, {"user_input": "knowledge"})]
         found = first.call(SEARCH, {"query": query})
@@ -193,19 +191,19 @@ def test_each_agent_session_of_an_account_reads_in_its_own_run(
         own = first.call(READ, {"ref": hints[0]["ref"]}) if hints else None
         foreign = second.call(READ, {"ref": hints[0]["ref"]}) if hints else None
     for turn in turns:
-        expect(not refused(turn), MCP_004, f"{TURN} failed: {clipped(turn)}")
+        expect(not refused(turn), mcp.MCP_004, f"{TURN} failed: {clipped(turn)}")
     if own is None or foreign is None or refused(own):
         pytest.skip("not verified: the first session's search gave no reference it reads itself")
     expect(
         refused(foreign),
-        MCP_004,
+        mcp.MCP_004,
         "a reference of one Agent Session's current run was read by another Agent Session of the same account",
     )
     if foreign.protocol_error is None:  # a binding mismatch: a reference error, which says search again
         _says_search_again(foreign, "a read of another Agent Session's reference")
 
 
-@R("MCP-010")
+@R(mcp.MCP_010, mcp.MCP_001, mcp.MCP_004)
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_expired_and_changed_references_over_mcp_say_search_knowledge(
     transport: str, fresh_world: World, kc_config: TargetConfig, mcp_for: McpFor
@@ -250,7 +248,9 @@ def test_expired_and_changed_references_over_mcp_say_search_knowledge(
         return None
 
     answers: list[tuple[str, ToolResult | str | None]] = []
-    with serving(MCP_001, [endpoint], kc_config.timeout_seconds) as (session,):  # judged after the block (a task group)
+    with serving(mcp.MCP_001, [endpoint], kc_config.timeout_seconds) as (
+        session,
+    ):  # judged after the block (a task group)
         turn = call(session, TURN, {"user_input": "knowledge"})
         if not isinstance(turn, str) and not refused(turn):
             for what, change in changes:
@@ -259,11 +259,13 @@ def test_expired_and_changed_references_over_mcp_say_search_knowledge(
                     change()
                 answers.append((what, None if ref is None else call(session, READ, {"ref": ref})))
     if isinstance(turn, str) or refused(turn):
-        MCP_004.fail(f"{TURN} failed: {turn if isinstance(turn, str) else clipped(turn)}")
+        mcp.MCP_004.fail(f"{TURN} failed: {turn if isinstance(turn, str) else clipped(turn)}")
     judged = []
     for what, answer in answers:
         if isinstance(answer, str):
-            MCP_010.fail(f"a reference {what} crashed the read instead of an isError result with feedback ({answer})")
+            mcp.MCP_010.fail(
+                f"a reference {what} crashed the read instead of an isError result with feedback ({answer})"
+            )
         if isinstance(answer, ToolResult) and refused(answer) and _says_search_again(answer, f"a reference {what}"):
             judged.append(what)
     if not judged:
@@ -273,7 +275,7 @@ def test_expired_and_changed_references_over_mcp_say_search_knowledge(
         )
 
 
-@R("MCP-013", "MCP-010")
+@R(mcp.MCP_013, mcp.MCP_010)
 def test_a_turn_whose_response_was_lost_returns_the_committed_run(agent: Agent, world: World) -> None:
     """The Core commits a turn of the MCP session and loses its response (control's
     ``lose_next_turn_response``). ``start_business_turn`` may answer that as an error (the seed asks
@@ -303,15 +305,15 @@ def test_a_turn_whose_response_was_lost_returns_the_committed_run(agent: Agent, 
             f"({len(withheld)} new)"
         )
     if isinstance(result, str):
-        MCP_010.fail(f"{TURN} after a lost turn response crashed instead of answering ({result})")
+        mcp.MCP_010.fail(f"{TURN} after a lost turn response crashed instead of answering ({result})")
     if refused(result):
-        MCP_013.held()  # no retry is asked for: a failure claims no run, so it cannot claim a second one
+        mcp.MCP_013.held()  # no retry is asked for: a failure claims no run, so it cannot claim a second one
         return
     body = said(result)
     run_id = body.get("run_id") if isinstance(body, dict) else None
     expect(
         run_id == committed["run_id"],
-        MCP_013,
+        mcp.MCP_013,
         f"{TURN} retried a turn whose response was lost and returned run {run_id!r}; the Core committed "
         f"{committed['run_id']!r} for the original turn",
     )

@@ -9,13 +9,9 @@ from __future__ import annotations
 import pytest
 
 from conformance.mcp import raw
+from conformance.mcp import rules as mcp
 from conformance.mcp.endpoints import agent_endpoints, skipped
 from conformance.mcp.results import SEARCH, TURN
-from conformance.mcp.rules import (
-    MCP_004,
-    MCP_008,
-    MCP_012,
-)
 from conformance.plugin.options import option
 from conformance.server.world import World
 from conformance.target.config import TargetConfig
@@ -25,7 +21,7 @@ from conformance.target.rules import expect
 R = pytest.mark.requirement
 
 
-@R("MCP-008")
+@R(mcp.MCP_008, mcp.MCP_004)
 def test_a_session_id_acts_only_for_the_route_and_credential_that_opened_it(
     world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
 ) -> None:
@@ -55,7 +51,7 @@ def test_a_session_id_acts_only_for_the_route_and_credential_that_opened_it(
         pytest.skip("not verified: the streamable-HTTP endpoint keeps no session (no Mcp-Session-Id)")
     query = {"query": kc_config.probe_query}
     turn = raw.tool_call(own.url, TURN, {"user_input": "knowledge"}, timeout, token=own.token, session_id=session_id)
-    expect(raw.succeeded(turn), MCP_004, f"{TURN} failed in a fresh session (HTTP {turn.status})")
+    expect(raw.succeeded(turn), mcp.MCP_004, f"{TURN} failed in a fresh session (HTTP {turn.status})")
     if not raw.succeeded(raw.tool_call(own.url, SEARCH, query, timeout, token=own.token, session_id=session_id)):
         pytest.skip("not verified: the session's own search after its turn did not succeed")
     probed = 0
@@ -66,7 +62,7 @@ def test_a_session_id_acts_only_for_the_route_and_credential_that_opened_it(
         probed += 1
         expect(
             not raw.succeeded(answer),
-            MCP_008,
+            mcp.MCP_008,
             f"a session's Mcp-Session-Id presented with {whose} credential (on its route's URL) served {SEARCH} "
             "for an Agent Session that started no turn: the session's identity, route and run were carried over",
         )
@@ -92,7 +88,7 @@ def _initialized(answer: raw.Posted) -> bool:
     return 200 <= answer.status < 300
 
 
-@R("MCP-012")
+@R(mcp.MCP_012)
 def test_the_streamable_http_endpoint_refuses_a_foreign_origin(
     world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config
 ) -> None:
@@ -119,13 +115,15 @@ def test_the_streamable_http_endpoint_refuses_a_foreign_origin(
     served = [
         f"HTTP {r.status} to Origin {o}" for o, r in answers.items() if _initialized(r) or not 400 <= r.status < 500
     ]
-    expect(not served, MCP_012, f"the streamable-HTTP endpoint did not refuse a foreign origin: {'; '.join(served)}")
+    expect(
+        not served, mcp.MCP_012, f"the streamable-HTTP endpoint did not refuse a foreign origin: {'; '.join(served)}"
+    )
     if kc_config.strict_codes:
         other = [f"HTTP {r.status} to Origin {o}" for o, r in answers.items() if r.status != 403]
-        expect(not other, MCP_012, f"strict: a foreign Origin got another status than 403: {'; '.join(other)}")
+        expect(not other, mcp.MCP_012, f"strict: a foreign Origin got another status than 403: {'; '.join(other)}")
         host = raw.initialize(endpoint.url, timeout, token=endpoint.token, host=FOREIGN)
         expect(
             not _initialized(host) and 400 <= host.status < 500,
-            MCP_012,
+            mcp.MCP_012,
             f"strict: the streamable-HTTP endpoint answered HTTP {host.status} to Host {FOREIGN} (CHOICES.md)",
         )

@@ -15,6 +15,6 @@ from conformance.target.open import Target
 
 
 @pytest.fixture(scope="package")
-def sk(world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config) -> Iterator[SkWorld]:
+def tool(world: World, kc_config: TargetConfig, kc_target: Target, pytestconfig: pytest.Config) -> Iterator[SkWorld]:
     with sk_world(world, kc_config, kc_target, option(pytestconfig, "--mcp-target")) as made:
         yield made

@@ -9,53 +9,50 @@ from typing import Any
 
 import pytest
 
-from conformance.search_knowledge.rules import (
-    SK_003,
-    SK_004,
-)
+from conformance.search_knowledge import rules as sk
 from conformance.search_knowledge.world import SkWorld
 from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 
 
-@R("SK-003", "SK-004", "SK-001", "SK-017", "SK-018")
-def test_query_follows_the_current_revision_and_reads_address_revisions(sk: SkWorld) -> None:
-    control = sk.need_control()
-    first, old_title = sk.revisions["sk-evolving"], sk.corpus.titles["sk-evolving"]
-    new_title, new_text = "Changed course", f"second revision {sk.corpus.token('second')} replaces the earlier"
+@R(sk.SK_003, sk.SK_004, sk.SK_001, sk.SK_017, sk.SK_018)
+def test_query_follows_the_current_revision_and_reads_address_revisions(tool: SkWorld) -> None:
+    control = tool.need_control()
+    first, old_title = tool.revisions["sk-evolving"], tool.corpus.titles["sk-evolving"]
+    new_title, new_text = "Changed course", f"second revision {tool.corpus.token('second')} replaces the earlier"
     current = control.publish("sk-evolving", new_text, title=new_title)
-    found = sk.search(sk.corpus.token("second"), mode="lexical")
+    found = tool.search(tool.corpus.token("second"), mode="lexical")
     hits = [h for h in found.hits() if h.get("knowledge_item_id") == "sk-evolving"]
-    expect(hits, SK_003, "a query for the new revision's text does not find the item")
+    expect(hits, sk.SK_003, "a query for the new revision's text does not find the item")
     for hit in hits:
-        _of_current_revision(hit, current, (new_title, new_text), (old_title, sk.corpus.texts["sk-evolving"]))
+        _of_current_revision(hit, current, (new_title, new_text), (old_title, tool.corpus.texts["sk-evolving"]))
     for mode in ("lexical", "hybrid", "semantic", "rrf"):
-        old = sk.search(sk.corpus.token("first"), mode=mode, max_results=50)
+        old = tool.search(tool.corpus.token("first"), mode=mode, max_results=50)
         mine = [h for h in old.hits() if h.get("knowledge_item_id") == "sk-evolving"]
         stale = [h.get("knowledge_revision_id") for h in mine if h.get("knowledge_revision_id") != current]
-        expect(not stale, SK_003, f"{mode} search returned the historical revision {stale} of sk-evolving")
+        expect(not stale, sk.SK_003, f"{mode} search returned the historical revision {stale} of sk-evolving")
         expect(
             mode != "lexical" or not mine,
-            SK_003,
-            f"lexical search for {sk.corpus.token('first')}, a term only the historical revision holds, finds "
+            sk.SK_003,
+            f"lexical search for {tool.corpus.token('first')}, a term only the historical revision holds, finds "
             "sk-evolving: it ranks a revision that is not current",
         )
         for hit in mine:
-            _of_current_revision(hit, current, (new_title, new_text), (old_title, sk.corpus.texts["sk-evolving"]))
-    body = sk.read(knowledge_item_id="sk-evolving")
+            _of_current_revision(hit, current, (new_title, new_text), (old_title, tool.corpus.texts["sk-evolving"]))
+    body = tool.read(knowledge_item_id="sk-evolving")
     expect(
         body["knowledge_revision_id"] == current and body["content"] == new_text and body["title"] == new_title,
-        SK_004,
+        sk.SK_004,
         f"an addressed read without revision gave revision {body['knowledge_revision_id']} titled "
         f"{body['title']!r}; the current one is {current}, titled {new_title!r}",
     )
-    pinned = sk.read(knowledge_item_id="sk-evolving", knowledge_revision_id=first)
+    pinned = tool.read(knowledge_item_id="sk-evolving", knowledge_revision_id=first)
     expect(
         pinned["knowledge_revision_id"] == first
-        and pinned["content"] == sk.corpus.texts["sk-evolving"]
+        and pinned["content"] == tool.corpus.texts["sk-evolving"]
         and pinned["title"] == old_title,
-        SK_004,
+        sk.SK_004,
         "the addressed immutable revision did not read as it was published",
     )
 
@@ -77,11 +74,11 @@ def _of_current_revision(hit: dict[str, Any], current: str, now: tuple[str, str]
     title, and its excerpt (no term only the previous revision holds; an excerpt's first and last
     words may be cut)."""
     named = [(k, v) for k, v in _revision_ids(hit) if str(v) != str(current)]
-    expect(not named, SK_003, f"a result for revision {current} also names {named}")
+    expect(not named, sk.SK_003, f"a result for revision {current} also names {named}")
     title = str(hit.get("title", ""))
     expect(
         now[0] in title and before[0] not in title,
-        SK_003,
+        sk.SK_003,
         f"a result for the current revision {current} is titled {title!r}; its title is {now[0]!r} ({before[0]!r} before)",
     )
     inner = _WORDS.findall(str(hit.get("excerpt", "")).casefold())[1:-1]
@@ -90,7 +87,9 @@ def _of_current_revision(hit: dict[str, Any], current: str, now: tuple[str, str]
     )
     leaked = sorted(set(inner) & only_before)
     expect(
-        not leaked, SK_003, f"the excerpt of the current revision {current} holds {leaked}, words of the previous one"
+        not leaked,
+        sk.SK_003,
+        f"the excerpt of the current revision {current} holds {leaked}, words of the previous one",
     )
 
 

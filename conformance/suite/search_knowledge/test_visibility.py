@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from conformance.search_knowledge import rules as sk
 from conformance.search_knowledge.answers import (
     ARCHIVED_BASE,
     MAIN,
@@ -16,52 +17,45 @@ from conformance.search_knowledge.answers import (
     PRIVATE,
     message_of,
 )
-from conformance.search_knowledge.rules import (
-    SK_003,
-    SK_008,
-    SK_010,
-    SK_011,
-    SK_023,
-)
 from conformance.search_knowledge.world import UNAVAILABLE, SkWorld
 from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 
 
-@R("SK-003", "SK-011")
-def test_query_shows_only_visible_published_items_and_narrows_by_base(sk: SkWorld) -> None:
-    sk.need_control()
+@R(sk.SK_003, sk.SK_011)
+def test_query_shows_only_visible_published_items_and_narrows_by_base(tool: SkWorld) -> None:
+    tool.need_control()
     for mode in ("lexical", "hybrid", "rrf", "semantic"):
-        hidden = sk.search(sk.corpus.token("hidden"), mode=mode, max_results=50).items()
+        hidden = tool.search(tool.corpus.token("hidden"), mode=mode, max_results=50).items()
         shown = sorted(set(hidden) & {"sk-archived", "sk-unpublished", "sk-private", "sk-in-archived-base"})
-        expect(not shown, SK_003, f"{mode} search shows {shown}: archived, unpublished or unauthorized")
-    shared = sk.corpus.token("shared")
-    both = sk.search(shared, mode="lexical").items()
-    expect({"sk-other", "sk-main-shared"} <= set(both), SK_003, f"a query over both bases found {both}")
-    narrowed = sk.search(shared, mode="lexical", knowledge_base_id=OTHER)
+        expect(not shown, sk.SK_003, f"{mode} search shows {shown}: archived, unpublished or unauthorized")
+    shared = tool.corpus.token("shared")
+    both = tool.search(shared, mode="lexical").items()
+    expect({"sk-other", "sk-main-shared"} <= set(both), sk.SK_003, f"a query over both bases found {both}")
+    narrowed = tool.search(shared, mode="lexical", knowledge_base_id=OTHER)
     expect(
         "sk-main-shared" not in narrowed.items() and "sk-other" in narrowed.items(),
-        SK_011,
+        sk.SK_011,
         f"knowledge_base_id {OTHER} gave {narrowed.items()}",
     )
     expect(
         all(h.get("knowledge_base_id", OTHER) == OTHER for h in narrowed.hits()),
-        SK_011,
+        sk.SK_011,
         "a narrowed hit names another base",
     )
-    sk.refused(
-        sk.ask({"knowledge_item_id": "sk-window", "knowledge_base_id": OTHER}),
+    tool.refused(
+        tool.ask({"knowledge_item_id": "sk-window", "knowledge_base_id": OTHER}),
         {UNAVAILABLE},
-        SK_011,
+        sk.SK_011,
         "an addressed item validated against another base",
     )
-    sk.read(knowledge_item_id="sk-window", knowledge_base_id=MAIN)
+    tool.read(knowledge_item_id="sk-window", knowledge_base_id=MAIN)
 
 
-@R("SK-023")
-def test_unavailable_resources_are_indistinguishable(sk: SkWorld) -> None:
-    sk.need_control()
+@R(sk.SK_023)
+def test_unavailable_resources_are_indistinguishable(tool: SkWorld) -> None:
+    tool.need_control()
     cases = {
         "absent item": {"knowledge_item_id": "sk-no-such-item"},
         "unauthorized item": {"knowledge_item_id": "sk-private"},
@@ -71,7 +65,7 @@ def test_unavailable_resources_are_indistinguishable(sk: SkWorld) -> None:
         "absent revision": {"knowledge_item_id": "sk-window", "knowledge_revision_id": "rev-no-such-revision"},
         "another item's revision": {
             "knowledge_item_id": "sk-window",
-            "knowledge_revision_id": sk.revisions["sk-lexical"],
+            "knowledge_revision_id": tool.revisions["sk-lexical"],
         },
     }
     for what, item in {  # naming the item's own revision must not bypass its state or the caller's access
@@ -80,15 +74,15 @@ def test_unavailable_resources_are_indistinguishable(sk: SkWorld) -> None:
         "unpublished item": "sk-unpublished",
         "item in an archived base": "sk-in-archived-base",
     }.items():
-        if item in sk.revisions:
+        if item in tool.revisions:
             cases[f"{what}, its own revision named"] = {
                 "knowledge_item_id": item,
-                "knowledge_revision_id": sk.revisions[item],
+                "knowledge_revision_id": tool.revisions[item],
             }
     seen: dict[str, tuple[Any, ...]] = {}
     for what, arguments in cases.items():
-        answer = sk.ask(arguments)
-        sk.refused(answer, {UNAVAILABLE}, SK_023, what)
+        answer = tool.ask(arguments)
+        tool.refused(answer, {UNAVAILABLE}, sk.SK_023, what)
         text = message_of(answer)
         for value in arguments.values():
             text = text.replace(value, "<id>")
@@ -98,39 +92,43 @@ def test_unavailable_resources_are_indistinguishable(sk: SkWorld) -> None:
             re.sub(r"\s+", " ", text),
             tuple(sorted(answer.body or {})),
         )
-    if sk.strict:  # one answer, word for word, is this project's reading of "indistinguishable" (CHOICES.md)
+    if tool.strict:  # one answer, word for word, is this project's reading of "indistinguishable" (CHOICES.md)
         distinct = {v: k for k, v in seen.items()}
         expect(
-            len(distinct) == 1, SK_023, f"strict: unavailable resources answer differently: {sorted(distinct.values())}"
+            len(distinct) == 1,
+            sk.SK_023,
+            f"strict: unavailable resources answer differently: {sorted(distinct.values())}",
         )
     for base in (PRIVATE, ARCHIVED_BASE, "kb-no-such-base"):
-        answer = sk.ask({"query": sk.corpus.token("hidden"), "knowledge_base_id": base})
-        expect(not answer.items(), SK_023, f"a query narrowed to {base} returned {answer.items()}")
-        expect(answer.ok or answer.codes & {UNAVAILABLE}, SK_023, f"a query narrowed to {base}: {answer.raw}")
+        answer = tool.ask({"query": tool.corpus.token("hidden"), "knowledge_base_id": base})
+        expect(not answer.items(), sk.SK_023, f"a query narrowed to {base} returned {answer.items()}")
+        expect(answer.ok or answer.codes & {UNAVAILABLE}, sk.SK_023, f"a query narrowed to {base}: {answer.raw}")
 
 
-@R("SK-010")
-def test_owner_and_scope_arguments_do_not_change_the_caller(sk: SkWorld) -> None:
-    sk.need_control()
+@R(sk.SK_010)
+def test_owner_and_scope_arguments_do_not_change_the_caller(tool: SkWorld) -> None:
+    tool.need_control()
     for extra in ({"owner": "carol"}, {"scope": "all"}, {"team": "all"}, {"owner_id": "carol"}):
-        answer = sk.ask({"query": sk.corpus.token("private"), "mode": "lexical", **extra})
-        expect("sk-private" not in answer.items(), SK_010, f"with {extra} the caller found an item outside its scope")
-        read = sk.ask({"knowledge_item_id": "sk-private", **extra})
-        expect(not read.ok, SK_010, f"with {extra} the caller read an item outside its scope")
+        answer = tool.ask({"query": tool.corpus.token("private"), "mode": "lexical", **extra})
+        expect(
+            "sk-private" not in answer.items(), sk.SK_010, f"with {extra} the caller found an item outside its scope"
+        )
+        read = tool.ask({"knowledge_item_id": "sk-private", **extra})
+        expect(not read.ok, sk.SK_010, f"with {extra} the caller read an item outside its scope")
     expect(
-        "sk-private" in sk.search(sk.corpus.token("private"), who="carol", mode="lexical").items(),
-        SK_010,
+        "sk-private" in tool.search(tool.corpus.token("private"), who="carol", mode="lexical").items(),
+        sk.SK_010,
         "carol, who sees every base, does not find the private item: the check shows nothing",
     )
 
 
-@R("SK-008")
-def test_knowledge_read_is_required(sk: SkWorld) -> None:
-    sk.need_control()
-    for arguments in ({"query": sk.corpus.token("many")}, {"knowledge_item_id": "sk-window"}):
-        answer = sk.ask(arguments, who="bob")
+@R(sk.SK_008)
+def test_knowledge_read_is_required(tool: SkWorld) -> None:
+    tool.need_control()
+    for arguments in ({"query": tool.corpus.token("many")}, {"knowledge_item_id": "sk-window"}):
+        answer = tool.ask(arguments, who="bob")
         expect(
             not answer.ok and not answer.hits() and "content" not in (answer.body or {}),
-            SK_008,
+            sk.SK_008,
             f"a caller without knowledge:read got {answer.raw}",
         )

@@ -8,14 +8,10 @@ from typing import Any
 
 import pytest
 
+from conformance.search_knowledge import rules as sk
 from conformance.search_knowledge.answers import (
     utf16_len,
     utf16_slice,
-)
-from conformance.search_knowledge.rules import (
-    SK_012,
-    SK_013,
-    SK_026,
 )
 from conformance.search_knowledge.world import INVALID, SkWorld
 from conformance.target.rules import expect
@@ -24,18 +20,18 @@ R = pytest.mark.requirement
 
 
 # ----------------------------------------------------------------- windows
-def _unit(sk: SkWorld, text: str, body: dict[str, Any]) -> str:
+def _unit(tool: SkWorld, text: str, body: dict[str, Any]) -> str:
     """Which character the server counts: code points, or UTF-16 units (unless strict)."""
     total = body.get("content_total_chars")
     if total == len(text):
         return "code point"
-    if total == utf16_len(text) and not sk.strict:
+    if total == utf16_len(text) and not tool.strict:
         return "utf-16"
     expect(
         False,
-        SK_026,
+        sk.SK_026,
         f"content_total_chars is {total}; the text has {len(text)} code points"
-        f"{'' if sk.strict else f' and {utf16_len(text)} UTF-16 units'} ({len(text.encode())} bytes)",
+        f"{'' if tool.strict else f' and {utf16_len(text)} UTF-16 units'} ({len(text.encode())} bytes)",
     )
     return ""
 
@@ -44,57 +40,57 @@ def _slice(unit: str, text: str, start: int, count: int) -> str:
     return text[start : start + count] if unit == "code point" else utf16_slice(text, start, count)
 
 
-@R("SK-012", "SK-013")
-def test_windows_count_characters(sk: SkWorld) -> None:
-    sk.need_control()
-    text = sk.corpus.texts["sk-window"]
-    first = sk.read(knowledge_item_id="sk-window")
+@R(sk.SK_012, sk.SK_013)
+def test_windows_count_characters(tool: SkWorld) -> None:
+    tool.need_control()
+    text = tool.corpus.texts["sk-window"]
+    first = tool.read(knowledge_item_id="sk-window")
     expect(
         first["content_offset"] == 0 and first["content"] == text,
-        SK_012,
+        sk.SK_012,
         f"a read without offset does not start at character 0 ({first['content_offset']})",
     )
     for offset, limit in ((1, 3), (2, 5), (3, 1), (7, 11), (len(text) - 2, 5)):
-        body = sk.read(knowledge_item_id="sk-window", offset=offset, limit_chars=limit)
+        body = tool.read(knowledge_item_id="sk-window", offset=offset, limit_chars=limit)
         fits = body["content"] in (
             text[offset : offset + limit],
-            *(() if sk.strict else (utf16_slice(text, offset, limit),)),
+            *(() if tool.strict else (utf16_slice(text, offset, limit),)),
         )
         expect(
             fits,
-            SK_012,
+            sk.SK_012,
             f"offset {offset}, limit_chars {limit} gave {body['content']!r}; "
             f"{limit} characters from character {offset} are {text[offset : offset + limit]!r}",
         )
-    long_text = sk.corpus.texts["sk-long"]
-    body = sk.read(knowledge_item_id="sk-long")
-    unit = _unit(sk, long_text, body)
+    long_text = tool.corpus.texts["sk-long"]
+    body = tool.read(knowledge_item_id="sk-long")
+    unit = _unit(tool, long_text, body)
     expect(
         body["content"] == _slice(unit, long_text, 0, 4000) and body["content_truncated"] is True,
-        SK_013,
+        sk.SK_013,
         f"the default window is {len(body['content'])} code points, truncated {body['content_truncated']}; expected 4000 {unit}s",
     )
 
 
-@R("SK-026")
-def test_paging_rebuilds_the_text_with_honest_truncation(sk: SkWorld) -> None:
-    sk.need_control()
-    text = sk.corpus.texts["sk-window"]
-    unit = _unit(sk, text, sk.read(knowledge_item_id="sk-window", limit_chars=1))
+@R(sk.SK_026)
+def test_paging_rebuilds_the_text_with_honest_truncation(tool: SkWorld) -> None:
+    tool.need_control()
+    text = tool.corpus.texts["sk-window"]
+    unit = _unit(tool, text, tool.read(knowledge_item_id="sk-window", limit_chars=1))
     total = len(text) if unit == "code point" else utf16_len(text)
     offset, pieces = 0, []
     for _ in range(200):
-        body = sk.read(knowledge_item_id="sk-window", offset=offset, limit_chars=7)
+        body = tool.read(knowledge_item_id="sk-window", offset=offset, limit_chars=7)
         expect(
             body["content_total_chars"] == total,
-            SK_026,
+            sk.SK_026,
             f"content_total_chars changed to {body['content_total_chars']}",
         )
-        expect(body["content"] == _slice(unit, text, offset, 7), SK_026, f"the window at {offset} is not the text's")
+        expect(body["content"] == _slice(unit, text, offset, 7), sk.SK_026, f"the window at {offset} is not the text's")
         size = len(body["content"]) if unit == "code point" else utf16_len(body["content"])
         expect(
             body["content_truncated"] == (offset + size < total),
-            SK_026,
+            sk.SK_026,
             f"content_truncated is {body['content_truncated']} at {offset}+{size} of {total}",
         )
         pieces.append(body["content"])
@@ -106,13 +102,13 @@ def test_paging_rebuilds_the_text_with_honest_truncation(sk: SkWorld) -> None:
         if unit == "code point"
         else "".join(pieces).encode("utf-16-le", "surrogatepass").decode("utf-16-le")
     )
-    expect(rebuilt == text, SK_026, "the windows do not rebuild the revision's text")
-    past = sk.ask({"knowledge_item_id": "sk-window", "offset": total + 10})
+    expect(rebuilt == text, sk.SK_026, "the windows do not rebuild the revision's text")
+    past = tool.ask({"knowledge_item_id": "sk-window", "offset": total + 10})
     if past.ok:
         expect(
             past.body is not None and past.body.get("content") == "" and past.body.get("content_truncated") is False,
-            SK_026,
+            sk.SK_026,
             f"a window past the end: {past.raw}",
         )
     else:
-        expect(past.codes & {INVALID}, SK_026, f"a window past the end: {past.raw}")
+        expect(past.codes & {INVALID}, sk.SK_026, f"a window past the end: {past.raw}")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conformance.server import checks
-from conformance.server.rules import WIRE_001
+from conformance.server import rules as server
 from conformance.server.world import World
 from conformance.target.rules import expect
 
@@ -31,13 +31,13 @@ CASES: dict[str, bytes] = {
 }
 
 
-@R("WIRE-001")
+@R(server.WIRE_001)
 @pytest.mark.parametrize("operation", ["search", "read", "turns"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_input_gets_a_4xx_envelope(world: World, operation: str, case: str) -> None:
     path = world.cfg.path(operation, world.route)
     response = world.core.raw("POST", path, world.primary.token, CASES[case], {"Content-Type": "application/json"})
-    checks.error_envelope(response, WIRE_001, strict=world.cfg.strict_codes)
+    checks.error_envelope(response, server.WIRE_001, strict=world.cfg.strict_codes)
 
 
 ONE_DEFECT_RUN_IDS = {"number": 5, "array": ["x"], "object": {"a": 1}, "boolean": True}
@@ -45,7 +45,7 @@ ONE_DEFECT_RUN_IDS = {"number": 5, "array": ["x"], "object": {"a": 1}, "boolean"
 several defects, and a Core that refuses the first one it meets never reaches its type check."""
 
 
-@R("WIRE-001")
+@R(server.WIRE_001)
 @pytest.mark.parametrize("operation", ["search", "read"])
 @pytest.mark.parametrize("kind", sorted(ONE_DEFECT_RUN_IDS))
 def test_a_run_id_of_another_type_alone_gets_a_4xx_envelope(world: World, operation: str, kind: str) -> None:
@@ -55,10 +55,10 @@ def test_a_run_id_of_another_type_alone_gets_a_4xx_envelope(world: World, operat
     response = world.core.raw(
         "POST", world.cfg.path(operation, world.route), world.primary.token, body, {"Content-Type": "application/json"}
     )
-    checks.error_envelope(response, WIRE_001, strict=world.cfg.strict_codes)
+    checks.error_envelope(response, server.WIRE_001, strict=world.cfg.strict_codes)
 
 
-@R("WIRE-001")
+@R(server.WIRE_001)
 def test_json_under_another_content_type_is_read_or_refused(world: World) -> None:
     """A valid search sent as text/plain. The seed says nothing about media types: reading it (a
     valid search response) or refusing it (a 4xx error envelope) both pass, a 5xx never; strict
@@ -71,21 +71,21 @@ def test_json_under_another_content_type_is_read_or_refused(world: World) -> Non
         body,
         {"Content-Type": "text/plain; charset=utf-8"},
     )
-    expect(response.status_code < 500, WIRE_001, f"JSON sent as text/plain answered HTTP {response.status_code}")
+    expect(response.status_code < 500, server.WIRE_001, f"JSON sent as text/plain answered HTTP {response.status_code}")
     if world.cfg.strict_codes:
         status, code = world.cfg.status("unsupported_media_type"), world.cfg.code("unsupported_media_type")
         expect(
             response.status_code == status,
-            WIRE_001,
+            server.WIRE_001,
             f"strict: JSON sent as text/plain answered HTTP {response.status_code}, configured {status} {code!r}",
         )
-        envelope = checks.error_envelope(response, WIRE_001, strict=True)
+        envelope = checks.error_envelope(response, server.WIRE_001, strict=True)
         expect(
             envelope["error"] == code,
-            WIRE_001,
+            server.WIRE_001,
             f"strict: JSON sent as text/plain got error {envelope['error']!r}, configured {code!r}",
         )
     elif response.status_code == 200:
         checks.search_response(response, what="a search sent as text/plain")
     else:
-        checks.error_envelope(response, WIRE_001)
+        checks.error_envelope(response, server.WIRE_001)

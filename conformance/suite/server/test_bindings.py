@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from conformance.server import checks
-from conformance.server.rules import REF_003, REF_004, REF_005, REF_006, REF_009
+from conformance.server import rules as server
 from conformance.server.world import World
 from conformance.target import contract as C
 
@@ -27,10 +27,10 @@ R = pytest.mark.requirement
 
 # dimension -> (the identity that differs from the victim in that dimension only, the rule)
 DIMENSIONS = {
-    "hub": ("other_hub", REF_003),
-    "session": ("other_session", REF_004),
-    "route": ("other_route", REF_005),
-    "account": ("other_account", REF_009),
+    "hub": ("other_hub", server.REF_003),
+    "session": ("other_session", server.REF_004),
+    "route": ("other_route", server.REF_005),
+    "account": ("other_account", server.REF_009),
 }
 PRESENTED_RUN = ("victims_run", "strangers_run")
 
@@ -43,13 +43,13 @@ def _cases() -> list[Any]:
         for run in PRESENTED_RUN
     ]
     cases += [
-        pytest.param("run", what, "victims_other_run", marks=R("REF-006"), id=f"run-{what}")
+        pytest.param("run", what, "victims_other_run", marks=R(server.REF_006), id=f"run-{what}")
         for what in ("ref", "cursor")
     ]
     return cases
 
 
-@R("REF-011", "REF-012", "REF-014")
+@R(server.REF_011, server.REF_012, server.REF_014)
 @pytest.mark.parametrize(("dimension", "what", "presented"), _cases())
 def test_one_differing_binding_is_refused(world: World, dimension: str, what: str, presented: str) -> None:
     doc = world.docs.get("unicode")  # long enough for a cursor at the smallest page size
@@ -65,5 +65,5 @@ def test_one_differing_binding_is_refused(world: World, dimension: str, what: st
         run = run_id if presented == "victims_run" else world.start_run(stranger)
     extra = {"cursor": page["next_cursor"]} if what == "cursor" else {}
     response = world.read(ref, run, who=stranger, max_bytes=C.READ_MIN_MAX_BYTES, **extra)
-    rule = DIMENSIONS[dimension][1] if dimension in DIMENSIONS else REF_006
+    rule = DIMENSIONS[dimension][1] if dimension in DIMENSIONS else server.REF_006
     checks.binding_refused(world, response, rule, what, known=[page["content"]])

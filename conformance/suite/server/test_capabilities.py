@@ -8,21 +8,7 @@ from typing import Any
 import pytest
 
 from conformance.server import checks
-from conformance.server.rules import (
-    AUTH_001,
-    AUTH_002,
-    CAP_001,
-    CAP_002,
-    CAP_003,
-    CAP_004,
-    CAP_005,
-    CAP_006,
-    CAP_007,
-    SRCH_009,
-    TURN_003,
-    WIRE_001,
-    WIRE_003,
-)
+from conformance.server import rules as server
 from conformance.server.world import Stated, World
 from conformance.target import contract as C
 from conformance.target.outcomes import NotVerified
@@ -31,29 +17,31 @@ from conformance.target.rules import Rule, expect
 R = pytest.mark.requirement
 
 
-@R("CAP-001", "CAP-002", "CAP-003", "CAP-004", "CAP-005", "WIRE-002")
+@R(server.CAP_001, server.CAP_002, server.CAP_003, server.CAP_004, server.CAP_005, server.WIRE_002)
 def test_capabilities_advertise_the_protocol(world: World) -> None:
     """Members are looked up by their configured names ([wire.names.capabilities] / [wire.names.limits])."""
     names = world.cfg.names
     member, limit_name = names.capabilities, names.limits
-    body = checks.ok(world.core.capabilities(world.primary.token, world.route), CAP_001, "capabilities")
+    body = checks.ok(world.core.capabilities(world.primary.token, world.route), server.CAP_001, "capabilities")
     strings = set(C.strings_in(body))
     expect(
         C.CAPABILITIES_SCHEMA in strings and C.KNOWLEDGE_SCHEMA in strings,
-        CAP_002,
+        server.CAP_002,
         f"capabilities must name {C.CAPABILITIES_SCHEMA} and {C.KNOWLEDGE_SCHEMA}: {checks.describe(body)}",
     )
     route = body.get(member["route"])
-    expect(route == world.route, CAP_003, f"{member['route']} {route!r}, asked for {world.route!r}")
+    expect(route == world.route, server.CAP_003, f"{member['route']} {route!r}, asked for {world.route!r}")
     modes = body.get(member["delivery_modes"])
     expect(
         isinstance(modes, list) and sorted(modes) == ["inline", "on_demand"],
-        CAP_004,
+        server.CAP_004,
         f"{member['delivery_modes']} {modes!r}",
     )
     limits = body.get(member["limits"])
     expect(
-        isinstance(limits, dict), CAP_005, f"capabilities carry no {member['limits']} object: {checks.describe(body)}"
+        isinstance(limits, dict),
+        server.CAP_005,
+        f"capabilities carry no {member['limits']} object: {checks.describe(body)}",
     )
     bounds = {
         "search_max_hints": C.SEARCH_MAX_HINTS,
@@ -67,7 +55,7 @@ def test_capabilities_advertise_the_protocol(world: World) -> None:
         value = limits.get(name)
         expect(
             isinstance(value, int) and 0 < value <= bound,
-            CAP_005,
+            server.CAP_005,
             f"limit {name} = {value!r}, contract bound is {bound}",
         )
     exact = {
@@ -77,11 +65,13 @@ def test_capabilities_advertise_the_protocol(world: World) -> None:
     }
     for canonical, value in exact.items():
         name = limit_name[canonical]
-        expect(limits.get(name) == value, CAP_005, f"limit {name} = {limits.get(name)!r}, contract value is {value}")
+        expect(
+            limits.get(name) == value, server.CAP_005, f"limit {name} = {limits.get(name)!r}, contract value is {value}"
+        )
     checks.schema("capabilities-response", body, names=names)
 
 
-@R("CAP-001", "CAP-003")
+@R(server.CAP_001, server.CAP_003)
 def test_every_identity_gets_the_capabilities_of_its_own_route(world: World) -> None:
     """Each identity of the run (their routes differ in name and sort order) negotiates on its
     own route: 200 and that route, not only the primary's."""
@@ -90,19 +80,19 @@ def test_every_identity_gets_the_capabilities_of_its_own_route(world: World) -> 
     if not routes:
         pytest.skip("not verified: every identity of the run shares the primary's route")
     for route, who in routes:
-        body = checks.ok(world.core.capabilities(who.token, route), CAP_001, f"capabilities on route {route!r}")
-        expect(body.get(member) == route, CAP_003, f"{member} {body.get(member)!r}, asked for {route!r}")
+        body = checks.ok(world.core.capabilities(who.token, route), server.CAP_001, f"capabilities on route {route!r}")
+        expect(body.get(member) == route, server.CAP_003, f"{member} {body.get(member)!r}, asked for {route!r}")
 
 
-@R("CAP-007", "AUTH-001")
+@R(server.CAP_007, server.AUTH_001)
 @pytest.mark.parametrize("token", [None, "bha_" + "0" * 44], ids=["no-token", "unknown-token"])
 def test_capabilities_need_a_valid_token(world: World, token: str | None) -> None:
     _refused_for_its_token(
-        world, world.core.capabilities(token, world.route), CAP_007, "capabilities without a valid token"
+        world, world.core.capabilities(token, world.route), server.CAP_007, "capabilities without a valid token"
     )
 
 
-@R("AUTH-001")
+@R(server.AUTH_001)
 @pytest.mark.parametrize("token", [None, "bha_" + "0" * 44], ids=["no-token", "unknown-token"])
 @pytest.mark.parametrize("operation", ["search", "read"])
 def test_knowledge_calls_need_a_valid_token(world: World, operation: str, token: str | None) -> None:
@@ -115,7 +105,7 @@ def test_knowledge_calls_need_a_valid_token(world: World, operation: str, token:
         else {"ref": world.ref_for(run_id), "run_id": run_id}
     )
     what = f"{operation} {'without a token' if token is None else 'with a token no identity holds'}"
-    _refused_for_its_token(world, getattr(world.core, operation)(token, world.route, body), AUTH_001, what)
+    _refused_for_its_token(world, getattr(world.core, operation)(token, world.route, body), server.AUTH_001, what)
 
 
 def _refused_for_its_token(world: World, response: Any, requirement: Rule, what: str) -> None:
@@ -131,10 +121,10 @@ def _refused_for_its_token(world: World, response: Any, requirement: Rule, what:
         f"{'strict: ' if strict else ''}{what} answered HTTP {response.status_code}, "
         f"expected {' or '.join(map(str, allowed))}",
     )
-    checks.error_envelope(response, AUTH_001, strict=strict)
+    checks.error_envelope(response, server.AUTH_001, strict=strict)
 
 
-@R("AUTH-002")
+@R(server.AUTH_002)
 @pytest.mark.parametrize("direction", ["theirs_here", "mine_there"])
 def test_a_token_of_another_workspace_gets_no_data(world: World, direction: str) -> None:
     """Both ways round: a Core that compares a token's workspace with the route by order, not
@@ -148,13 +138,13 @@ def test_a_token_of_another_workspace_gets_no_data(world: World, direction: str)
     ):
         expect(
             400 <= response.status_code < 500,
-            AUTH_002,
+            server.AUTH_002,
             f"a token of route {who.route!r} got HTTP {response.status_code} on {route!r}",
         )
-        checks.error_envelope(response, AUTH_002)
+        checks.error_envelope(response, server.AUTH_002)
 
 
-@R("WIRE-001")
+@R(server.WIRE_001)
 @pytest.mark.parametrize(
     "route", ["a", "x" * 65, "Bad Route", "-dash-first"], ids=["one-char", "65-chars", "space-upper", "dash-first"]
 )
@@ -164,32 +154,32 @@ def test_a_route_that_is_not_the_tokens_gets_an_error_envelope(world: World, rou
     response = world.core.capabilities(world.primary.token, route)
     expect(
         400 <= response.status_code < 500,
-        WIRE_001,
+        server.WIRE_001,
         f"capabilities on route {route!r} answered HTTP {response.status_code}",
     )
-    checks.error_envelope(response, WIRE_001, strict=world.cfg.strict_codes)
+    checks.error_envelope(response, server.WIRE_001, strict=world.cfg.strict_codes)
 
 
-@R("WIRE-003")
+@R(server.WIRE_003)
 def test_responses_are_not_cacheable(world: World) -> None:
     response = world.core.capabilities(world.primary.token, world.route)
     expect(
         "no-store" in response.headers.get("cache-control", ""),
-        WIRE_003,
+        server.WIRE_003,
         f"Cache-Control is {response.headers.get('cache-control')!r}",
     )
 
 
-@R("CAP-006")
+@R(server.CAP_006)
 def test_disabled_workspace_reports_enabled_false(in_state: Callable[[str], Stated]) -> None:
     """A workspace kept disabled ([target.workspaces.disabled]) or set so through control."""
     world = in_state("disabled").world
-    body = checks.ok(world.core.capabilities(world.primary.token, world.route), CAP_006, "capabilities")
+    body = checks.ok(world.core.capabilities(world.primary.token, world.route), server.CAP_006, "capabilities")
     enabled = world.cfg.names.capabilities["enabled"]
-    expect(body.get(enabled) is False, CAP_006, f"a disabled workspace reports {enabled} {body.get(enabled)!r}")
+    expect(body.get(enabled) is False, server.CAP_006, f"a disabled workspace reports {enabled} {body.get(enabled)!r}")
 
 
-@R("TURN-003")
+@R(server.TURN_003, server.WIRE_001)
 def test_a_disabled_workspace_accepts_an_on_demand_turn(in_state: Callable[[str], Stated]) -> None:
     """enabled false means the protocol exists (CAP-006): a client that negotiated it emits
     knowledge_delivery on_demand. The seed does not say the turn must then succeed, so by default
@@ -197,15 +187,15 @@ def test_a_disabled_workspace_accepts_an_on_demand_turn(in_state: Callable[[str]
     world = in_state("disabled").world
     response = world.core.turn(world.primary.token, world.route, world.core.turn_body("homepage binding", "on_demand"))
     if response.status_code != 200 and not world.cfg.strict_codes:
-        checks.error_envelope(response, WIRE_001)  # the seed does not say a disabled Core must take the turn
+        checks.error_envelope(response, server.WIRE_001)  # the seed does not say a disabled Core must take the turn
         raise NotVerified(
             f"not verified: the disabled workspace refused the on_demand turn (HTTP {response.status_code}), "
             "which the seed allows; TURN-003 is shown by the turns of an enabled workspace"
         )
-    checks.ok(response, TURN_003, "an on_demand turn while knowledge is disabled")
+    checks.ok(response, server.TURN_003, "an on_demand turn while knowledge is disabled")
 
 
-@R("CAP-006")
+@R(server.CAP_006, server.WIRE_001)
 @pytest.mark.parametrize("delivery", ["inline", "unset", "on_demand"])
 def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(in_state: Callable[[str], Stated], delivery: str) -> None:
     """enabled false means knowledge is disabled: a turn that asks for inline delivery, on_demand
@@ -219,22 +209,22 @@ def test_a_disabled_workspace_delivers_no_knowledge_in_a_turn(in_state: Callable
         world.route,
         world.core.turn_body("homepage binding", None if delivery == "unset" else delivery),
     )
-    body = checks.body_of(response, WIRE_001)
+    body = checks.body_of(response, server.WIRE_001)
     leaked = world.document_text().leaked(body)
     expect(
         leaked is None,
-        CAP_006,
+        server.CAP_006,
         f"a turn of a disabled workspace (delivery {delivery}) carries document text: {leaked!r}",
     )
 
 
-@R("SRCH-009")
+@R(server.SRCH_009)
 def test_disabled_workspace_searches_with_status_disabled(in_state: Callable[[str], Stated]) -> None:
     """Its own test, so a Core that also misreports capabilities is still checked here."""
     stated = in_state("disabled")
     found = checks.search_response(stated.world.search("binding", stated.need_run()))
     expect(
         found["status"] == "disabled" and found["hints"] == [],
-        SRCH_009,
+        server.SRCH_009,
         f"search while disabled: {checks.describe(found)}",
     )

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from conformance.plugin.options import option
 from conformance.server import checks
-from conformance.server.rules import WIRE_001, WIRE_002
+from conformance.server import rules as server
 from conformance.server.world import World
 from conformance.target.names import response_stem
 from conformance.target.outcomes import ContractViolation
@@ -79,7 +79,7 @@ def _bind_run(case: Any, run_id: str, negative: bool) -> None:
         case.body["run_id"] = original
 
 
-@R("WIRE-001", "WIRE-002")
+@R(server.WIRE_001, server.WIRE_002)
 @pytest.mark.parametrize("mode", ["positive", "negative"])
 @pytest.mark.parametrize(
     ("path", "method"), OPERATIONS, ids=[f"{m} {p.rsplit('/', 2)[-2]}/{p.rsplit('/', 1)[-1]}" for p, m in OPERATIONS]
@@ -124,11 +124,11 @@ def test_generated_requests_never_break_the_server(
         response = world.core.http.request(kwargs.pop("method"), kwargs.pop("url"), **kwargs)
         expect(
             response.status_code < 500,
-            WIRE_001,
+            server.WIRE_001,
             f"{method} {path} answered HTTP {response.status_code}: {clip(response.text, 200)}\n{case.as_curl_command(base_url=base_url)}",
         )
         if response.status_code >= 400:
-            checks.error_envelope(response, WIRE_001, strict=strict)
+            checks.error_envelope(response, server.WIRE_001, strict=strict)
         content = world.cfg.names.canonical_content(
             response_stem(path, method, response.status_code), response.content
         )  # schemas use canonical names
@@ -142,11 +142,11 @@ def test_generated_requests_never_break_the_server(
             accepted = [f for f in group.exceptions if "negative_data_rejection" in type(f).checks]
             if accepted:
                 raise ContractViolation(
-                    WIRE_001,
+                    server.WIRE_001,
                     f"strict: a request schemathesis generated to violate the request schema was "
                     f"accepted with HTTP {response.status_code}: {clip(str(accepted[0]), 600)}\n{case.as_curl_command(base_url=base_url)}",
                 ) from None
-            raise ContractViolation(WIRE_002, f"{method} {path}: {clip(str(group), 800)}") from None
-        WIRE_002.held()  # schemathesis' response_schema_conformance found the response as documented
+            raise ContractViolation(server.WIRE_002, f"{method} {path}: {clip(str(group), 800)}") from None
+        server.WIRE_002.held()  # schemathesis' response_schema_conformance found the response as documented
 
     check()

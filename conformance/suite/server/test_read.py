@@ -11,22 +11,7 @@ import httpx
 import pytest
 
 from conformance.server import checks, corpus
-from conformance.server.rules import (
-    READ_002,
-    READ_004,
-    READ_005,
-    READ_006,
-    READ_008,
-    READ_009,
-    READ_010,
-    READ_011,
-    READ_014,
-    READ_015,
-    READ_016,
-    READ_019,
-    READ_020,
-    WIRE_001,
-)
+from conformance.server import rules as server
 from conformance.server.world import World, chain_ended
 from conformance.target import contract as C
 from conformance.target import fanout
@@ -40,28 +25,37 @@ def _joined(pages: list[dict[str, Any]]) -> str:
     return "".join(p["content"] for p in pages)
 
 
-@R("READ-001", "READ-002", "READ-003", "READ-004", "READ-009", "READ-014", "READ-015", "WIRE-002")
+@R(
+    server.READ_001,
+    server.READ_002,
+    server.READ_003,
+    server.READ_004,
+    server.READ_009,
+    server.READ_014,
+    server.READ_015,
+    server.WIRE_002,
+)
 def test_default_pages_fit_16384_bytes_and_rebuild_the_document(world: World) -> None:
     run_id = world.start_run()
     doc = world.docs.get("unicode")
     ref = world.ref_for(run_id, doc)
     pages = world.follow(ref, run_id)
     revisions = {p["revision"] for p in pages}
-    expect(len(revisions) == 1, READ_002, f"one chain reported several revisions: {sorted(revisions)}")
+    expect(len(revisions) == 1, server.READ_002, f"one chain reported several revisions: {sorted(revisions)}")
     last = pages[-1]
     if doc is None:  # a live Core's own document: bounds and flags, but nothing to compare the chain with
         chain_ended(pages)
         return
-    expect(len(pages) > 1, READ_004, "a 60 KB document fit into one default page")
+    expect(len(pages) > 1, server.READ_004, "a 60 KB document fit into one default page")
     stopped = pages[-1].get("budget_exhausted") is True and C.utf8_size(doc.content) > world.chain_budget(pages)
     if not stopped:  # its own check, before the split check names a cut character (READ-016)
-        expect(_joined(pages) == doc.content, READ_015, "the pages do not concatenate to the stored revision")
+        expect(_joined(pages) == doc.content, server.READ_015, "the pages do not concatenate to the stored revision")
     if _read_to_the_end(world, doc.content, pages, _continues(doc.content, pages)):
-        expect(checks.says_complete(last), READ_009, "the page that completes the document says truncated true")
+        expect(checks.says_complete(last), server.READ_009, "the page that completes the document says truncated true")
     if "total_content_bytes" in last:
         expect(
             last["total_content_bytes"] == C.utf8_size(doc.content),
-            READ_014,
+            server.READ_014,
             f"total_content_bytes {last['total_content_bytes']}, the revision has {C.utf8_size(doc.content)} bytes",
         )
 
@@ -72,10 +66,10 @@ def _continues_at(doc: str, position: int, piece: str, i: int) -> int:
     expected = doc[position : position + len(piece)]
     if piece != expected:
         split = checks.split_in(piece, expected)
-        expect(split is None, READ_016, f"page {i} splits a character near character {position}: {split}")
-        READ_015.fail(f"page {i} does not continue the document at character {position}")
-    READ_015.held()  # the page is the document's next characters, so no character was split either
-    READ_016.held()
+        expect(split is None, server.READ_016, f"page {i} splits a character near character {position}: {split}")
+        server.READ_015.fail(f"page {i} does not continue the document at character {position}")
+    server.READ_015.held()  # the page is the document's next characters, so no character was split either
+    server.READ_016.held()
     return position + len(piece)
 
 
@@ -84,7 +78,7 @@ def _read_to_the_end(world: World, doc: str, pages: list[dict[str, Any]], positi
     than the budget the Core advertises (False: where it stopped is READ-011's and READ-020's to judge)."""
     if pages[-1].get("budget_exhausted") is True and C.utf8_size(doc) > world.chain_budget(pages):
         return False
-    expect(position == len(doc), READ_015, f"the chain ended after {position} of {len(doc)} characters")
+    expect(position == len(doc), server.READ_015, f"the chain ended after {position} of {len(doc)} characters")
     return True
 
 
@@ -96,7 +90,7 @@ def _continues(doc: str, pages: list[dict[str, Any]]) -> int:
     return position
 
 
-@R("READ-005", "READ-015", "READ-016")
+@R(server.READ_005, server.READ_015, server.READ_016)
 @pytest.mark.parametrize("max_bytes", [C.READ_MIN_MAX_BYTES, 5001, C.READ_DEFAULT_MAX_BYTES, C.READ_MAX_MAX_BYTES])
 def test_requested_max_bytes_bounds_every_page(world: World, max_bytes: int) -> None:
     """Both ends of the range and the default, asked for explicitly: accepted, and every page's
@@ -110,13 +104,13 @@ def test_requested_max_bytes_bounds_every_page(world: World, max_bytes: int) -> 
     _read_to_the_end(world, doc.content, pages, _continues(doc.content, pages))
 
 
-@R("READ-009", "READ-015", "READ-016")
+@R(server.READ_009, server.READ_015, server.READ_016)
 @pytest.mark.parametrize(
     "max_bytes",
     [
-        pytest.param(None, marks=R("READ-004"), id="default"),
+        pytest.param(None, marks=R(server.READ_004), id="default"),
         *(
-            pytest.param(n, marks=R("READ-005"), id=str(n))
+            pytest.param(n, marks=R(server.READ_005), id=str(n))
             for n in (C.READ_MIN_MAX_BYTES, C.READ_MIN_MAX_BYTES + 3, C.READ_MAX_MAX_BYTES)
         ),
     ],
@@ -136,10 +130,12 @@ def test_pages_cut_next_to_escapes_astral_characters_and_combining_marks(
     run_id = world.start_run()
     pages = world.follow(world.ref_for(run_id, doc), run_id, max_bytes=max_bytes)
     if _read_to_the_end(world, doc.content, pages, _continues(doc.content, pages)):
-        expect(checks.says_complete(pages[-1]), READ_009, "the page that completes the document says truncated true")
+        expect(
+            checks.says_complete(pages[-1]), server.READ_009, "the page that completes the document says truncated true"
+        )
 
 
-@R("READ-006")
+@R(server.READ_006)
 @pytest.mark.parametrize(
     "max_bytes", [0, 1, C.READ_MIN_MAX_BYTES - 1, C.READ_MAX_MAX_BYTES + 1, 2 * C.READ_MAX_MAX_BYTES, 10**9, -4096]
 )
@@ -153,10 +149,10 @@ def test_out_of_range_max_bytes_is_refused_or_clamped(world: World, max_bytes: i
     run_id = world.start_run()
     ref = _big_ref(world, run_id)
     response = world.read(ref, run_id, max_bytes=max_bytes)
-    if _refused(world, response, READ_006, max_bytes):
+    if _refused(world, response, server.READ_006, max_bytes):
         return
     clamped = C.READ_MIN_MAX_BYTES if max_bytes < C.READ_MIN_MAX_BYTES else C.READ_MAX_MAX_BYTES
-    checks.page(response, ref=ref, max_bytes=clamped, requirement_bound=READ_006)
+    checks.page(response, ref=ref, max_bytes=clamped, requirement_bound=server.READ_006)
 
 
 def _refused(world: World, response: httpx.Response, rule: Rule, max_bytes: object) -> bool:
@@ -187,7 +183,7 @@ def _big_ref(world: World, run_id: str) -> str:
         return world.ref_for(run_id)
 
 
-@R("READ-005", "WIRE-001")
+@R(server.READ_005, server.WIRE_001)
 @pytest.mark.parametrize("max_bytes", ["8192", 8192.5, "5000"])
 def test_a_max_bytes_that_is_no_integer_is_refused_or_bounds_the_page_as_its_number(
     world: World, max_bytes: Any
@@ -199,12 +195,12 @@ def test_a_max_bytes_that_is_no_integer_is_refused_or_bounds_the_page_as_its_num
     run_id = world.start_run()
     ref = _big_ref(world, run_id)
     response = world.read(ref, run_id, max_bytes=max_bytes)
-    if _refused(world, response, WIRE_001, max_bytes):
+    if _refused(world, response, server.WIRE_001, max_bytes):
         return
-    checks.page(response, ref=ref, max_bytes=int(float(max_bytes)), requirement_bound=READ_005)
+    checks.page(response, ref=ref, max_bytes=int(float(max_bytes)), requirement_bound=server.READ_005)
 
 
-@R("READ-004")
+@R(server.READ_004, server.READ_005)
 def test_the_default_page_is_the_page_of_16384_bytes(world: World) -> None:
     """ "Read complete JSON defaults to 16384 bytes": a read without max_bytes is the read that asks
     for 16384, so its page carries as much of a long document as the explicit one does (less only
@@ -213,17 +209,17 @@ def test_the_default_page_is_the_page_of_16384_bytes(world: World) -> None:
     big = world.need_doc("big")
     run_id = world.start_run()
     ref = world.ref_for(run_id, big)
-    default = checks.page(world.read(ref, run_id), ref=ref, max_bytes=None, requirement_bound=READ_004)
+    default = checks.page(world.read(ref, run_id), ref=ref, max_bytes=None, requirement_bound=server.READ_004)
     explicit = checks.page(
         world.read(ref, run_id, max_bytes=C.READ_DEFAULT_MAX_BYTES),
         ref=ref,
         max_bytes=C.READ_DEFAULT_MAX_BYTES,
-        requirement_bound=READ_005,
+        requirement_bound=server.READ_005,
     )
     got, asked = C.utf8_size(str(default["content"])), C.utf8_size(str(explicit["content"]))
     expect(
         got >= asked - DEFAULT_SLACK,
-        READ_004,
+        server.READ_004,
         f"a default page carries {got} content bytes, a page asked for with max_bytes 16384 carries {asked}: "
         "the default is not 16384",
     )
@@ -246,7 +242,7 @@ def _flags(page: dict[str, Any]) -> str:
     return checks.describe({k: page.get(k) for k in ("truncated", "next_cursor", "budget_exhausted")})
 
 
-@R("READ-010", "READ-015", "READ-016")
+@R(server.READ_010, server.READ_015, server.READ_016)
 @pytest.mark.parametrize("key", ["big", "over"])
 def test_read_chain_delivers_at_most_131072_content_bytes(world: World, key: str) -> None:
     """A revision far past the budget, and one a single byte past it."""
@@ -254,14 +250,14 @@ def test_read_chain_delivers_at_most_131072_content_bytes(world: World, key: str
     read = sum(C.utf8_size(p["content"]) for p in pages)
     expect(
         read <= C.READ_CHAIN_MAX_BYTES,
-        READ_010,
+        server.READ_010,
         f"the chain delivered {read} content bytes of a {C.utf8_size(content)}-byte "
         f"revision, over {C.READ_CHAIN_MAX_BYTES}",
     )
     _continues(content, pages)
 
 
-@R("READ-011", "READ-015", "READ-016")
+@R(server.READ_011, server.READ_015, server.READ_016)
 @pytest.mark.parametrize("key", ["big", "over"])
 def test_the_page_that_exhausts_the_budget_says_so(world: World, key: str) -> None:
     """Once the revision's next character no longer fits the chain budget (131072 content bytes, or
@@ -280,7 +276,7 @@ def test_the_page_that_exhausts_the_budget_says_so(world: World, key: str) -> No
             later = pages[i + 1 :]
             expect(
                 all(p["content"] == "" for p in later),
-                READ_011,
+                server.READ_011,
                 f"page {i} brought the chain to {delivered} content bytes, where the next character no longer fits "
                 f"its {budget}-byte budget, yet a later page carries content",
             )
@@ -289,7 +285,7 @@ def test_the_page_that_exhausts_the_budget_says_so(world: World, key: str) -> No
                 last.get("budget_exhausted") is True
                 and last.get("truncated", True) is True
                 and last["next_cursor"] is None,
-                READ_011,
+                server.READ_011,
                 f"page {i} brought the chain to {delivered} content bytes and the next character ({C.utf8_size(rest)} bytes) "
                 f"no longer fits the {budget}-byte budget, yet the chain ends with {_flags(last)}",
             )
@@ -297,18 +293,18 @@ def test_the_page_that_exhausts_the_budget_says_so(world: World, key: str) -> No
     last = pages[-1]
     expect(
         position < len(content),
-        READ_011,
+        server.READ_011,
         f"a {C.utf8_size(content)}-byte revision was read completely, past the {budget}-byte budget",
     )
     expect(
         last.get("budget_exhausted") is True,
-        READ_011,
+        server.READ_011,
         f"the chain stopped after {delivered} content bytes of "
         f"{C.utf8_size(content)} without budget_exhausted: {_flags(last)}",
     )
 
 
-@R("READ-020", "READ-009", "READ-015", "READ-016")
+@R(server.READ_020, server.READ_009, server.READ_015, server.READ_016, server.READ_010, server.READ_011)
 @pytest.mark.parametrize("key", ["exact", "over", "big"])
 def test_a_chain_reads_up_to_its_budget(world: World, key: str) -> None:
     """The seed fixes the most a chain may carry ("at most 131072 content bytes"), not how close
@@ -327,7 +323,7 @@ def test_a_chain_reads_up_to_its_budget(world: World, key: str) -> None:
     if last.get("budget_exhausted") is True and not strict:
         expect(
             delivered > budget - C.READ_MAX_MAX_BYTES,
-            READ_020,
+            server.READ_020,
             f"the chain of a {C.utf8_size(content)}-byte revision stopped budget_exhausted after only {delivered} content bytes "
             f"(more than {budget - C.READ_MAX_MAX_BYTES} were expected before its {budget}-byte budget runs out)",
         )
@@ -335,38 +331,38 @@ def test_a_chain_reads_up_to_its_budget(world: World, key: str) -> None:
         rest = content[len(joined) : len(joined) + 1]
         expect(
             rest and C.utf8_size(rest) > budget - delivered,
-            READ_020,
+            server.READ_020,
             f"the chain of a {C.utf8_size(content)}-byte revision stopped budget_exhausted after {delivered} content bytes, "
             f"though its next character ({C.utf8_size(rest)} bytes) still fits {budget}",
         )
         expect(
             pages[-1]["content"] != "" or len(pages) == 1,
-            READ_020,
+            server.READ_020,
             f"strict: the chain offered one more cursor after the page that exhausted its budget, "
             f"and ended with an empty page: {_flags(last)} (CHOICES.md)",
         )
     elif C.utf8_size(content) > budget:  # never pass without judging where the chain stopped
         expect(
             False,
-            READ_010 if joined == content else READ_011,
+            server.READ_010 if joined == content else server.READ_011,
             f"the chain of a {C.utf8_size(content)}-byte revision, over "
             f"its {budget}-byte budget, ended after {delivered} content bytes without budget_exhausted: {_flags(last)}",
         )
     if joined == content:  # whatever stopped the chain, nothing of the document is missing
         expect(
             checks.says_complete(last),
-            READ_009,
+            server.READ_009,
             f"the chain delivered all {delivered} bytes of the revision, yet its last page says {_flags(last)}: "
             "truncated true means incomplete",
         )
     if C.utf8_size(content) <= budget and (strict or last.get("budget_exhausted") is not True):
         expect(
             joined == content,
-            READ_020,
+            server.READ_020,
             f"a {C.utf8_size(content)}-byte revision, within the budget, was not read "
             f"completely: the chain ended after {delivered} bytes with {_flags(last)}",
         )
-        expect(checks.says_complete(last), READ_009, "the page that completes the document says truncated true")
+        expect(checks.says_complete(last), server.READ_009, "the page that completes the document says truncated true")
 
 
 def _padded(token: str, size: int, unit: str = "A") -> str:
@@ -392,7 +388,7 @@ def _send(world: World, field: str, run_id: str, ref: str, token: str) -> httpx.
     return response
 
 
-@R("READ-008")
+@R(server.READ_008)
 @pytest.mark.parametrize("padding", ["ascii", "multibyte"])
 @pytest.mark.parametrize("field", ["ref", "cursor"])
 def test_oversized_reference_or_cursor_is_refused(world: World, field: str, padding: str) -> None:
@@ -403,22 +399,22 @@ def test_oversized_reference_or_cursor_is_refused(world: World, field: str, padd
     response = _send(world, field, run_id, ref, oversized)
     expect(
         response.status_code != 200,
-        READ_008,
+        server.READ_008,
         f"a {field} of {C.utf8_size(oversized)} bytes ({len(oversized)} characters), "
         f"over {C.REFERENCE_MAX_BYTES}, was accepted",
     )
-    body = checks.body_of(response, READ_008)
+    body = checks.body_of(response, server.READ_008)
     if (
         response.status_code == 400
         and isinstance(body, dict)
         and body.get("error") in ("invalid_request", world.cfg.code("invalid_request"))
     ):
         checks.error_envelope(
-            response, READ_008, strict=world.cfg.strict_codes
+            response, server.READ_008, strict=world.cfg.strict_codes
         )  # refused by request validation: acceptable
     else:
         checks.reference_error(
-            response, world.cfg, "reference_invalid", requirement=READ_008, text=world.document_text()
+            response, world.cfg, "reference_invalid", requirement=server.READ_008, text=world.document_text()
         )
 
 
@@ -430,7 +426,7 @@ def _answer(response: httpx.Response) -> tuple[int, object]:
     return response.status_code, body.get("error") if isinstance(body, dict) else None
 
 
-@R("READ-019")
+@R(server.READ_019)
 @pytest.mark.parametrize("field", ["ref", "cursor"])
 def test_a_reference_or_cursor_of_4096_bytes_is_not_refused_for_its_size(world: World, field: str) -> None:
     """Padded to 4095 and to exactly 4096 bytes, a token is the same token but for its size,
@@ -443,7 +439,7 @@ def test_a_reference_or_cursor_of_4096_bytes_is_not_refused_for_its_size(world: 
     at = _answer(_send(world, field, run_id, ref, _padded(token, C.REFERENCE_MAX_BYTES)))
     expect(
         at == below,
-        READ_019,
+        server.READ_019,
         f"a {field} padded to {C.REFERENCE_MAX_BYTES} bytes answered HTTP {at[0]} {at[1]!r}, the same "
         f"{field} padded to {C.REFERENCE_MAX_BYTES - 1} bytes HTTP {below[0]} {below[1]!r}: a token within the bound was refused for its size",
     )
@@ -512,25 +508,25 @@ def _same_text(small: str, large: str, what: str, *, complete: bool, credit: boo
     if not same:
         split = checks.split_in(small, large) or checks.split_in(large, small)
         if split is not None:
-            READ_016.fail(f"{what}: the chains of 4096- and 32768-byte pages differ, one shows {split}")
-        READ_015.fail(
+            server.READ_016.fail(f"{what}: the chains of 4096- and 32768-byte pages differ, one shows {split}")
+        server.READ_015.fail(
             f"{what}: the chain of 4096-byte pages ({C.utf8_size(small)} bytes) and of 32768-byte pages "
             f"({C.utf8_size(large)} bytes) do not carry the same text"
         )
     if credit:
-        READ_015.held()
+        server.READ_015.held()
 
 
 @R(
-    "READ-004",
-    "READ-005",
-    "READ-009",
-    "READ-010",
-    "READ-011",
-    "READ-014",
-    "READ-015",
-    "READ-016",
-    "READ-020",
+    server.READ_004,
+    server.READ_005,
+    server.READ_009,
+    server.READ_010,
+    server.READ_011,
+    server.READ_014,
+    server.READ_015,
+    server.READ_016,
+    server.READ_020,
 )
 def test_any_document_reads_the_same_through_every_page_size(world: World) -> None:
     """What needs no ground truth, on whatever the probe query and each [target.documents] query
@@ -559,24 +555,26 @@ def test_any_document_reads_the_same_through_every_page_size(world: World) -> No
                 small, texts[size], what, complete=not (exhausted[size] or exhausted[C.READ_MIN_MAX_BYTES]), credit=cut
             )
         if cut and any(ord(ch) > 0x7F for ch in small):
-            READ_016.held()  # multibyte text cut at different places by three page sizes, and nowhere split
+            server.READ_016.held()  # multibyte text cut at different places by three page sizes, and nowhere split
         for size, pages in chains.items():
             if not exhausted[size]:
                 continue
             delivered = C.utf8_size(texts[size])
             last = pages[-1]
             expect(
-                delivered <= C.READ_CHAIN_MAX_BYTES, READ_010, f"{what}: the chain carried {delivered} content bytes"
+                delivered <= C.READ_CHAIN_MAX_BYTES,
+                server.READ_010,
+                f"{what}: the chain carried {delivered} content bytes",
             )
             expect(
                 last.get("truncated", True) is True and last["next_cursor"] is None,
-                READ_011,
+                server.READ_011,
                 f"{what}: the exhausted chain ends with {_flags(last)}",
             )
             floor = world.chain_budget(pages) - C.READ_MAX_MAX_BYTES  # the budget the Core advertises
             _held_if(
                 delivered > floor,
-                READ_020,
+                server.READ_020,
                 f"{what}: the chain stopped budget_exhausted after only {delivered} content bytes "
                 f"(more than {floor} were expected before the budget runs out)",
                 credit=not world.cfg.strict_codes,  # strict's edge needs the document's next character

@@ -9,34 +9,22 @@ from typing import Any
 import pytest
 
 from conformance.server import checks, corpus
+from conformance.server import rules as server
 from conformance.server.expiry import STEP, ExpiryProbes, Probe, aged, ages
-from conformance.server.rules import (
-    READ_002,
-    READ_004,
-    READ_005,
-    REF_001,
-    REF_002,
-    REF_007,
-    REF_008,
-    REF_011,
-    REF_012,
-    REF_014,
-    REF_015,
-    REF_016,
-    REF_017,
-)
 from conformance.server.world import World
 from conformance.target import contract as C
 from conformance.target.rules import expect
 from conformance.target.secrets import clip
 
 R = pytest.mark.requirement
-ERROR_RULES = (REF_011, REF_012, REF_014)
+ERROR_RULES = (server.REF_011, server.REF_012, server.REF_014)
 
 
 def _secret_of(world: World, ref: str, run_id: str) -> str:
     """A slice of the document, to prove that errors do not carry it."""
-    return str(checks.page(world.read(ref, run_id), ref=ref, max_bytes=None, requirement_bound=READ_004)["content"])
+    return str(
+        checks.page(world.read(ref, run_id), ref=ref, max_bytes=None, requirement_bound=server.READ_004)["content"]
+    )
 
 
 def _issued(world: World, what: str) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
@@ -97,7 +85,7 @@ def _controlled(world: World, expiry: ExpiryProbes, kind: str, what: str, age: f
     return probe
 
 
-@R("REF-001", *ERROR_RULES)
+@R(server.REF_001, *ERROR_RULES)
 @pytest.mark.parametrize("what", ["ref", "cursor"])
 def test_references_and_cursors_are_expired_just_after_300_seconds(
     world: World, expiry_probes: ExpiryProbes, what: str
@@ -108,7 +96,7 @@ def test_references_and_cursors_are_expired_just_after_300_seconds(
             probe.answer,
             world.cfg,
             "reference_expired",
-            requirement=REF_001,
+            requirement=server.REF_001,
             secret=probe.first["content"],
             text=world.document_text(),
         )
@@ -130,7 +118,7 @@ def _unread(world: World, run_id: str) -> list[str]:
     return refs
 
 
-@R("REF-001", *ERROR_RULES)
+@R(server.REF_001, *ERROR_RULES, server.READ_004, server.REF_002)
 @pytest.mark.parametrize("reads", sorted(READS))
 @pytest.mark.parametrize("what", ["ref", "cursor"])
 def test_expiry_counts_from_issue_whatever_was_read_in_between(world: World, what: str, reads: str) -> None:
@@ -156,10 +144,10 @@ def test_expiry_counts_from_issue_whatever_was_read_in_between(world: World, wha
         for ref, response in answers:
             expect(
                 response.status_code == 200,
-                REF_002,
+                server.REF_002,
                 f"a {what} {age:.0f} s old was refused: HTTP {response.status_code} {clip(response.text, 200)}",
             )
-            checks.page(response, ref=ref, max_bytes=None, requirement_bound=READ_004)
+            checks.page(response, ref=ref, max_bytes=None, requirement_bound=server.READ_004)
         if len(refs) > 1:  # from now on, the one that reads as the probe document
             refs = [next((r for r, a in answers if _reads_as_probe(world, a)), refs[0])]
     expired = C.REFERENCE_TTL_SECONDS + STEP + skew
@@ -168,7 +156,7 @@ def test_expiry_counts_from_issue_whatever_was_read_in_between(world: World, wha
     read_at = ", ".join(f"{at:.0f}" for at in READS[reads])
     with aged(f"{expired:.1f} s after its issue on the control clock, read at {read_at} s in between"):
         checks.reference_error(
-            response, world.cfg, "reference_expired", requirement=REF_001, text=world.document_text()
+            response, world.cfg, "reference_expired", requirement=server.REF_001, text=world.document_text()
         )
 
 
@@ -178,22 +166,22 @@ def _reads_as_probe(world: World, response: Any) -> bool:
     return doc is None or (isinstance(content, str) and doc.token in content)
 
 
-@R("REF-002")
+@R(server.REF_002)
 @pytest.mark.parametrize("what", ["ref", "cursor"])
 def test_references_and_cursors_stay_valid_just_before_300_seconds(
     world: World, expiry_probes: ExpiryProbes, what: str
 ) -> None:
     probe = _probe(world, expiry_probes, "before", what)
     response = probe.answer
-    checks.read(response, REF_002)  # a failure is this read's: the report shows it, not the first page's
+    checks.read(response, server.REF_002)  # a failure is this read's: the report shows it, not the first page's
     expect(
         response.status_code == 200,
-        REF_002,
+        server.REF_002,
         f"a {what} younger than 300 s was refused ({probe.measured}): HTTP {response.status_code} {clip(response.text, 200)}",
     )
 
 
-@R("REF-016", *ERROR_RULES)
+@R(server.REF_016, *ERROR_RULES, server.READ_004)
 @pytest.mark.parametrize("what", ["ref", "cursor"])
 def test_at_exactly_300_seconds_a_reference_is_read_or_expired(
     world: World, expiry_probes: ExpiryProbes, what: str
@@ -208,20 +196,20 @@ def test_at_exactly_300_seconds_a_reference_is_read_or_expired(
     response = probe.answer
     with aged(probe.measured):
         if response.status_code == 200 and not strict:
-            checks.page(response, ref=probe.ref, max_bytes=None, requirement_bound=READ_004)
-            REF_016.held()  # read at the edge: one of the two answers the rule allows, and a valid page
+            checks.page(response, ref=probe.ref, max_bytes=None, requirement_bound=server.READ_004)
+            server.REF_016.held()  # read at the edge: one of the two answers the rule allows, and a valid page
             return
         checks.reference_error(
             response,
             world.cfg,
             "reference_expired",
-            requirement=REF_016,
+            requirement=server.REF_016,
             secret=probe.first["content"],
             text=world.document_text(),
         )
 
 
-@R("REF-007", *ERROR_RULES)
+@R(server.REF_007, *ERROR_RULES)
 @pytest.mark.parametrize("what", ["ref", "cursor"])
 def test_a_scope_change_invalidates_references(fresh_world: World, what: str) -> None:
     """The account's scope drops the document's knowledge base: its reference, and a cursor of a
@@ -245,13 +233,13 @@ def test_a_scope_change_invalidates_references(fresh_world: World, what: str) ->
         response,
         fresh_world.cfg,
         "scope_changed",
-        requirement=REF_007,
+        requirement=server.REF_007,
         secret=first["content"],
         text=fresh_world.document_text(),
     )
 
 
-@R("REF-017", *ERROR_RULES)
+@R(server.REF_017, *ERROR_RULES, server.READ_004)
 def test_a_widened_scope_reads_or_refuses_references_as_changed(fresh_world: World) -> None:
     """The account's scope names the main base when the reference is issued, then is widened (the
     second base added): the document is still in scope. The seed binds references to the "current
@@ -267,15 +255,15 @@ def test_a_widened_scope_reads_or_refuses_references_as_changed(fresh_world: Wor
     control.set_scope(world.route, world.primary.account, [corpus.MAIN_BASE, corpus.SECOND_BASE])
     response = world.read(ref, run_id)
     if response.status_code == 200 and not world.cfg.strict_codes:
-        checks.page(response, ref=ref, max_bytes=None, requirement_bound=READ_004)
-        REF_017.held()  # read after the widening: one of the two answers the rule allows, and a valid page
+        checks.page(response, ref=ref, max_bytes=None, requirement_bound=server.READ_004)
+        server.REF_017.held()  # read after the widening: one of the two answers the rule allows, and a valid page
         return
     checks.reference_error(
-        response, world.cfg, "scope_changed", requirement=REF_017, secret=secret, text=world.document_text()
+        response, world.cfg, "scope_changed", requirement=server.REF_017, secret=secret, text=world.document_text()
     )
 
 
-@R("REF-008", *ERROR_RULES)
+@R(server.REF_008, *ERROR_RULES)
 def test_a_new_revision_invalidates_references(fresh_world: World) -> None:
     run_id = fresh_world.start_run()
     doc = fresh_world.docs["alpha"]
@@ -289,7 +277,7 @@ def test_a_new_revision_invalidates_references(fresh_world: World) -> None:
         response,
         fresh_world.cfg,
         "revision_changed",
-        requirement=REF_008,
+        requirement=server.REF_008,
         secret=secret,
         text=fresh_world.document_text(),
     )
@@ -301,7 +289,7 @@ def _tamper(ref: str) -> str:
     return ref[:middle] + swapped + ref[middle + 1 :]
 
 
-@R("REF-015", *ERROR_RULES)
+@R(server.REF_015, *ERROR_RULES)
 @pytest.mark.parametrize("how", ["flipped", "forged", "garbage"])
 def test_tampered_references_are_refused(world: World, how: str) -> None:
     run_id = world.start_run()
@@ -316,7 +304,7 @@ def test_tampered_references_are_refused(world: World, how: str) -> None:
         bad = "not-a-reference"
     response = world.read(bad, run_id)
     checks.reference_error(
-        response, world.cfg, "reference_invalid", requirement=REF_015, secret=secret, text=world.document_text()
+        response, world.cfg, "reference_invalid", requirement=server.REF_015, secret=secret, text=world.document_text()
     )
 
 
@@ -335,7 +323,7 @@ def _cut_or_extended(ref: str) -> list[str]:
     return [*found, *extended]
 
 
-@R("REF-015", *ERROR_RULES)
+@R(server.REF_015, *ERROR_RULES)
 def test_references_cut_short_or_extended_at_a_separator_are_refused(world: World) -> None:
     run_id = world.start_run()
     ref = world.ref_for(run_id)
@@ -348,13 +336,13 @@ def test_references_cut_short_or_extended_at_a_separator_are_refused(world: Worl
             world.read(bad, run_id),
             world.cfg,
             "reference_invalid",
-            requirement=REF_015,
+            requirement=server.REF_015,
             secret=secret,
             text=world.document_text(),
         )
 
 
-@R("REF-008", *ERROR_RULES)
+@R(server.REF_008, *ERROR_RULES)
 @pytest.mark.parametrize("scope", ["default", "named_bases"])
 def test_a_removed_document_invalidates_its_reference(fresh_world: World, scope: str) -> None:
     """The referenced item leaves the corpus: its reference names no current revision any more,
@@ -376,13 +364,13 @@ def test_a_removed_document_invalidates_its_reference(fresh_world: World, scope:
         world.read(ref, run_id),
         world.cfg,
         ("revision_changed", "reference_invalid", "scope_changed"),
-        requirement=REF_008,
+        requirement=server.REF_008,
         secret=secret,
         text=world.document_text(),
     )
 
 
-@R("REF-008", *ERROR_RULES)
+@R(server.REF_008, *ERROR_RULES, server.READ_002, server.READ_005)
 def test_a_cursor_continues_only_its_own_reference(world: World) -> None:
     """A cursor is bound to the revision its chain reads. Presented beside the reference of
     another document of the same run and context, it must not read the other document from a
@@ -400,9 +388,11 @@ def test_a_cursor_continues_only_its_own_reference(world: World) -> None:
     for mine, theirs in ((0, 1), (1, 0)):
         response = world.read(refs[mine], run_id, cursor=pages[theirs]["next_cursor"], max_bytes=C.READ_MIN_MAX_BYTES)
         if response.status_code == 200 and not world.cfg.strict_codes:
-            named = checks.body_of(response, READ_002)
+            named = checks.body_of(response, server.READ_002)
             shown = named.get("ref") if isinstance(named, dict) and named.get("ref") in refs else refs[theirs]
-            page = checks.page(response, ref=str(shown), max_bytes=C.READ_MIN_MAX_BYTES, requirement_bound=READ_005)
+            page = checks.page(
+                response, ref=str(shown), max_bytes=C.READ_MIN_MAX_BYTES, requirement_bound=server.READ_005
+            )
             chain, content = docs[theirs].content, str(page["content"])
             # Not quite the next characters but text of the cursor's own document is a paging bug
             # (READ-015's to judge); REF-008 is broken by a page of the other document.
@@ -411,7 +401,7 @@ def test_a_cursor_continues_only_its_own_reference(world: World) -> None:
             )
             expect(
                 own,
-                REF_008,
+                server.REF_008,
                 "a cursor presented beside another document's reference was answered with a page that does not continue "
                 "the cursor's own chain",
             )
@@ -420,7 +410,7 @@ def test_a_cursor_continues_only_its_own_reference(world: World) -> None:
             response,
             world.cfg,
             ("reference_invalid", "revision_changed", "reference_mismatch"),
-            requirement=REF_008,
+            requirement=server.REF_008,
             secret=pages[theirs]["content"],
             text=text,
         )

@@ -10,17 +10,7 @@ import pytest
 
 from conformance.clients.reference_client import ReferenceClient
 from conformance.server import checks, corpus
-from conformance.server.rules import (
-    AUTH_003,
-    SRCH_001,
-    SRCH_002,
-    SRCH_003,
-    SRCH_005,
-    SRCH_006,
-    SRCH_010,
-    SRCH_011,
-    WIRE_001,
-)
+from conformance.server import rules as server
 from conformance.server.world import Stated, World
 from conformance.target import contract as C
 from conformance.target.rules import expect
@@ -28,7 +18,16 @@ from conformance.target.rules import expect
 R = pytest.mark.requirement
 
 
-@R("SRCH-001", "SRCH-003", "SRCH-004", "SRCH-005", "SRCH-007", "SRCH-008", "READ-007", "WIRE-002")
+@R(
+    server.SRCH_001,
+    server.SRCH_003,
+    server.SRCH_004,
+    server.SRCH_005,
+    server.SRCH_007,
+    server.SRCH_008,
+    server.READ_007,
+    server.WIRE_002,
+)
 @pytest.mark.parametrize("limit", [None, 3])
 def test_search_returns_at_most_three_bounded_hints(world: World, limit: int | None) -> None:
     """The seed says "at most three": 0..3 hints pass; strict also expects 3 where more than three documents match.
@@ -39,12 +38,12 @@ def test_search_returns_at_most_three_bounded_hints(world: World, limit: int | N
     if world.docs and world.cfg.strict_codes:
         expect(
             body["status"] == "ok" and len(body["hints"]) == C.SEARCH_MAX_HINTS,
-            SRCH_003,
+            server.SRCH_003,
             f"strict: more than three documents of the suite's corpus match 'binding'; expected status ok with 3 hints, got {body['status']!r} with {len(body['hints'])}",
         )
 
 
-@R("SRCH-003")
+@R(server.SRCH_003, server.WIRE_001)
 def test_a_limit_above_three_yields_at_most_three_hints_or_a_refusal(world: World) -> None:
     """The seed's example asks for 3 and says nothing of more: a Core may clamp (at most 3 hints) or
     refuse with a 4xx error envelope; strict expects this project's clamp (CHOICES.md)."""
@@ -53,16 +52,16 @@ def test_a_limit_above_three_yields_at_most_three_hints_or_a_refusal(world: Worl
     if 400 <= response.status_code < 500:
         expect(
             not world.cfg.strict_codes,
-            SRCH_003,
+            server.SRCH_003,
             f"strict: a search with limit 10 was refused (HTTP {response.status_code}); "
             "the configured choice is to clamp the limit to 3",
         )
-        checks.error_envelope(response, WIRE_001)
+        checks.error_envelope(response, server.WIRE_001)
         return
     checks.search_response(response)
 
 
-@R("SRCH-008")
+@R(server.SRCH_008)
 def test_search_stays_within_4096_bytes_with_huge_multibyte_titles(world: World) -> None:
     doc = world.need_doc("longtitle")
     run_id = world.start_run()
@@ -73,7 +72,7 @@ def test_search_stays_within_4096_bytes_with_huge_multibyte_titles(world: World)
         )
 
 
-@R("SRCH-008")
+@R(server.SRCH_008)
 @pytest.mark.parametrize("mode", ["normal", "partial"])
 def test_search_stays_within_4096_bytes_with_three_worst_case_hints_at_once(world: World, mode: str) -> None:
     """Three documents found together whose titles and summaries are all escapes, control and
@@ -100,13 +99,13 @@ def test_search_stays_within_4096_bytes_with_three_worst_case_hints_at_once(worl
         )
 
 
-@R("SRCH-005")
+@R(server.SRCH_005)
 def test_search_without_hits_has_a_contract_status(world: World) -> None:
     body = checks.search_response(world.search("zqxwvjkdoesnotexist", world.start_run()))
-    expect(body["status"] in ("ok", "partial"), SRCH_005, f"a search with no hits has status {body['status']!r}")
+    expect(body["status"] in ("ok", "partial"), server.SRCH_005, f"a search with no hits has status {body['status']!r}")
 
 
-@R("SRCH-006")
+@R(server.SRCH_006, server.SRCH_001)
 def test_hints_never_carry_the_full_document(world: World) -> None:
     """Every member of every hint, nested, not only title and summary (a Core may add its own
     members, say a preview): none carries the whole text its reference reads as, nor the whole
@@ -114,7 +113,9 @@ def test_hints_never_carry_the_full_document(world: World) -> None:
     run_id = world.start_run()
     client = ReferenceClient.from_wire(world.core.http, world.route, world.primary.token, world.cfg.wire)
     response = world.search("binding" if world.docs else world.cfg.probe_query, run_id)
-    body = checks.ok(response, SRCH_001, "search")  # content first: a full body also breaks the bounds checked below
+    body = checks.ok(
+        response, server.SRCH_001, "search"
+    )  # content first: a full body also breaks the bounds checked below
     hints = body.get("hints") if isinstance(body.get("hints"), list) else []
     seeded = world.document_text()
     checked = 0
@@ -122,7 +123,7 @@ def test_hints_never_carry_the_full_document(world: World) -> None:
         whole = seeded.whole(hint)
         expect(
             whole is None,
-            SRCH_006,
+            server.SRCH_006,
             f"hint {i} carries a seeded document whole ({len(whole or '')} characters): {_carriers(hint, whole or '')}",
         )
         checked += 1 if len(seeded) else 0  # compared with every seeded text
@@ -133,7 +134,9 @@ def test_hints_never_carry_the_full_document(world: World) -> None:
             continue
         checked += 1
         carriers = _carriers(hint, text)
-        expect(not carriers, SRCH_006, f"hint {i} carries the full document ({len(text)} characters) in {carriers}")
+        expect(
+            not carriers, server.SRCH_006, f"hint {i} carries the full document ({len(text)} characters) in {carriers}"
+        )
     if not checked:
         pytest.skip(
             f"not verified: the search returned {len(hints)} hints, none leading to a document of at least 32 characters"
@@ -141,13 +144,13 @@ def test_hints_never_carry_the_full_document(world: World) -> None:
     checks.search_response(response)
 
 
-@R("SRCH-006")
+@R(server.SRCH_006, server.SRCH_001)
 def test_a_summary_that_is_the_whole_document_is_never_sent_whole(world: World) -> None:
     """The corpus document whose seeded (author) summary is its whole content (corpus.SUMMARISED):
     its hint may quote it, never carry all of it, whatever the author wrote."""
     doc = world.need_doc(corpus.SUMMARISED)
     run_id = world.start_run()
-    body = checks.ok(world.search(doc.token, run_id), SRCH_001, "search")
+    body = checks.ok(world.search(doc.token, run_id), server.SRCH_001, "search")
     hints = body.get("hints") if isinstance(body.get("hints"), list) else []
     hint = world.hint_for(hints, doc, run_id)
     if hint is None:
@@ -155,7 +158,7 @@ def test_a_summary_that_is_the_whole_document_is_never_sent_whole(world: World) 
     carriers = _carriers(hint, doc.content.strip())
     expect(
         not carriers,
-        SRCH_006,
+        server.SRCH_006,
         f"the hint of {doc.key!r} carries its whole content ({len(doc.content)} characters) in {carriers}: "
         "its author summary sent as it is",
     )
@@ -168,18 +171,18 @@ def _carriers(hint: Any, text: str) -> list[str]:
     return [name for name, value in hint.items() if any(text in s for s in C.strings_in(value))]
 
 
-@R("SRCH-002")
+@R(server.SRCH_002)
 def test_search_refuses_a_run_that_was_never_started(world: World) -> None:
     unknown = world.search("binding", str(uuid.uuid4()))
     expect(
         400 <= unknown.status_code < 500,
-        SRCH_002,
+        server.SRCH_002,
         f"search with a run that was never started answered HTTP {unknown.status_code}",
     )
-    checks.error_envelope(unknown, SRCH_002, strict=world.cfg.strict_codes)
+    checks.error_envelope(unknown, server.SRCH_002, strict=world.cfg.strict_codes)
 
 
-@R("AUTH-003")
+@R(server.AUTH_003)
 @pytest.mark.parametrize("direction", ["theirs_by_me", "mine_by_them"])
 @pytest.mark.parametrize("other", ["other_session", "other_hub", "other_route"])
 def test_search_refuses_another_sessions_run(world: World, other: str, direction: str) -> None:
@@ -193,38 +196,40 @@ def test_search_refuses_another_sessions_run(world: World, other: str, direction
         foreign = world.search("binding", world.start_run(), stranger)
     expect(
         400 <= foreign.status_code < 500,
-        AUTH_003,
+        server.AUTH_003,
         f"search with a run of another {other.removeprefix('other_')} "
         f"({direction.replace('_', ' ')}) answered HTTP {foreign.status_code}",
     )
-    checks.error_envelope(foreign, AUTH_003, strict=world.cfg.strict_codes)
+    checks.error_envelope(foreign, server.AUTH_003, strict=world.cfg.strict_codes)
 
 
-@R("SRCH-010", "SRCH-005")
+@R(server.SRCH_010, server.SRCH_005)
 def test_a_failed_search_is_reported_unavailable(fresh_world: World) -> None:
     run_id = fresh_world.start_run()
     fresh_world.need_control("inject a fault").fault("fail_next_search_unavailable", fresh_world.route)
     body = checks.search_response(fresh_world.search("binding", run_id))
     expect(
         body["status"] == "unavailable",
-        SRCH_010,
+        server.SRCH_010,
         f"an unavailable search reported {body['status']!r} with {len(body['hints'])} hints",
     )
 
 
-@R("SRCH-010", "SRCH-005")
+@R(server.SRCH_010, server.SRCH_005)
 def test_unavailable_is_reported_never_ok_and_empty(in_state: Callable[[str], Stated]) -> None:
     """A workspace kept unavailable ([target.workspaces.unavailable]) or set so through control."""
     stated = in_state("unavailable")
     body = checks.search_response(stated.world.search("binding", stated.need_run()))
     expect(
-        body["status"] == "unavailable", SRCH_010, f"an unavailable workspace searched with status {body['status']!r}"
+        body["status"] == "unavailable",
+        server.SRCH_010,
+        f"an unavailable workspace searched with status {body['status']!r}",
     )
 
 
-@R("SRCH-011")
+@R(server.SRCH_011)
 def test_partly_searchable_corpus_reports_partial(fresh_world: World) -> None:
     run_id = fresh_world.start_run()
     fresh_world.need_control("set the workspace's mode").set_mode(fresh_world.route, "partial")
     body = checks.search_response(fresh_world.search("binding", run_id))
-    expect(body["status"] == "partial", SRCH_011, f"a partly searchable corpus reported {body['status']!r}")
+    expect(body["status"] == "partial", server.SRCH_011, f"a partly searchable corpus reported {body['status']!r}")

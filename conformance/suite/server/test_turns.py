@@ -11,7 +11,7 @@ import pytest
 
 from conformance.clients.reference_client import KnowledgeError, ReferenceClient
 from conformance.server import checks, corpus
-from conformance.server.rules import REF_007, SRCH_010, TURN_003, TURN_004, TURN_007, TURN_011, TURN_012, TURN_013
+from conformance.server import rules as server
 from conformance.server.world import Stated, World
 from conformance.target import contract as C
 from conformance.target.outcomes import ContractViolation, HarnessError
@@ -26,12 +26,12 @@ def _on_demand_context(world: World, text: str | None = None) -> tuple[dict[str,
     if text is None:
         text = "how is the homepage binding done" if world.docs else world.cfg.probe_query
     response = world.core.turn(world.primary.token, world.route, world.core.turn_body(text))
-    body = checks.ok(response, TURN_003, "an on_demand turn")
+    body = checks.ok(response, server.TURN_003, "an on_demand turn")
     context = body.get("context")
     return body, context if isinstance(context, dict) else {}
 
 
-@R("TURN-003", "TURN-006", "TURN-007", "WIRE-002")
+@R(server.TURN_003, server.TURN_006, server.TURN_007, server.WIRE_002)
 def test_on_demand_turn_carries_bounded_hints(world: World) -> None:
     """Context members are looked up by their configured names ([wire.names.turn_context], and
     [wire.names.knowledge_delivery] for the delivery object's own members). The seed does not forbid
@@ -41,7 +41,7 @@ def test_on_demand_turn_carries_bounded_hints(world: World) -> None:
     checks.bounded_delivery(world, body, context)
 
 
-@R("TURN-008")
+@R(server.TURN_008)
 def test_on_demand_turn_keeps_knowledge_and_refs_present_and_empty(world: World) -> None:
     """Its own test, independent of the delivery object: a Core that answers on_demand with
     the inline context fails here whatever it does with context.knowledge_delivery."""
@@ -49,7 +49,7 @@ def test_on_demand_turn_keeps_knowledge_and_refs_present_and_empty(world: World)
     checks.empty_knowledge(world, context)
 
 
-@R("TURN-007", "TURN-003")
+@R(server.TURN_007, server.TURN_003)
 def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: World) -> None:
     """The turn's own hints for a message that finds the three worst-case documents of the
     corpus (see test_search): the delivery object stays within a search response's bound."""
@@ -61,7 +61,7 @@ def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: World)
     size = len(C.canonical(sent).encode())
     expect(
         size <= C.SEARCH_MAX_BYTES,
-        TURN_007,
+        server.TURN_007,
         f"context.{field} is {size} bytes as compact JSON, over {C.SEARCH_MAX_BYTES}",
     )
     delivery = world.cfg.names.delivery(context)
@@ -71,46 +71,48 @@ def test_on_demand_hints_stay_bounded_with_three_worst_case_titles(world: World)
         pytest.skip(f"not verified: the turn's {len(hints)} hints read as {found}, not the three worst-case documents")
 
 
-@R("TURN-004")
+@R(server.TURN_004)
 def test_same_turn_identity_and_payload_replays_the_run(world: World) -> None:
     body = world.core.turn_body("homepage binding", "on_demand")
-    first = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_004, "turn")
-    again = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_004, "the replayed turn")
+    first = checks.ok(world.core.turn(world.primary.token, world.route, body), server.TURN_004, "turn")
+    again = checks.ok(world.core.turn(world.primary.token, world.route, body), server.TURN_004, "the replayed turn")
     expect(
-        again.get("run_id") == first.get("run_id"), TURN_004, "the same turn identity and payload started another run"
+        again.get("run_id") == first.get("run_id"),
+        server.TURN_004,
+        "the same turn identity and payload started another run",
     )
     expect(
         C.canonical(again.get("context")) == C.canonical(first.get("context")),
-        TURN_004,
+        server.TURN_004,
         "the replayed turn's context is not the frozen original",
     )
 
 
-@R("TURN-004")
+@R(server.TURN_004)
 def test_a_replay_with_reordered_members_never_starts_another_run(world: World) -> None:
     """JSON object members are unordered (RFC 8259), so the replay with its members in the reverse
     order is the same payload. Pinning forbids only another run: by default the Core may replay
     the committed run (with its frozen context) or refuse; strict expects the replay."""
     body = world.core.turn_body("homepage binding", "on_demand")
-    first = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_004, "turn")
+    first = checks.ok(world.core.turn(world.primary.token, world.route, body), server.TURN_004, "turn")
     response = world.core.turn(world.primary.token, world.route, dict(reversed(list(body.items()))))
     if response.status_code != 200:
         expect(
             not world.cfg.strict_codes,
-            TURN_004,
+            server.TURN_004,
             f"strict: the replay with reordered members was refused: HTTP {response.status_code}",
         )
-        checks.error_envelope(response, TURN_004)
+        checks.error_envelope(response, server.TURN_004)
         return
-    again = checks.body_of(response, TURN_004)
+    again = checks.body_of(response, server.TURN_004)
     expect(
         isinstance(again, dict) and again.get("run_id") == first.get("run_id"),
-        TURN_004,
+        server.TURN_004,
         "the same turn identity and payload, members reordered, started another run",
     )
     expect(
         C.canonical(again.get("context")) == C.canonical(first.get("context")),
-        TURN_004,
+        server.TURN_004,
         "the replay with reordered members answered another context than the frozen original",
     )
 
@@ -124,30 +126,30 @@ CHANGED_PAYLOADS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 }
 
 
-@R("TURN-011")
+@R(server.TURN_011, server.TURN_003)
 @pytest.mark.parametrize("change", sorted(CHANGED_PAYLOADS))
 def test_same_turn_identity_with_another_payload_keeps_the_pinned_run(world: World, change: str) -> None:
     """Its own test: a Core that never replays fails here too, not only in the replay test.
     Several changed payloads, not one: a Core that compares payloads by an ordering (or by a
     prefix, or by length) instead of equality lets some changes through."""
     body = world.core.turn_body("homepage binding", "on_demand", key=f"changed-{change}")
-    first = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_003, "turn")
+    first = checks.ok(world.core.turn(world.primary.token, world.route, body), server.TURN_003, "turn")
     other = world.core.turn(world.primary.token, world.route, CHANGED_PAYLOADS[change](body))
-    _refused_or_pinned(world, other, first, TURN_011)
+    _refused_or_pinned(world, other, first, server.TURN_011)
 
 
-@R("TURN-011")
+@R(server.TURN_011, server.TURN_003)
 def test_an_inline_turn_identity_sent_again_on_demand_keeps_the_pinned_run(world: World) -> None:
     """The other way round: the identity committed without knowledge_delivery (inline), then sent
     with on_demand. A Core whose fingerprint leaves the delivery out answers the inline run; by
     default that keeps the choice pinned and passes, strict demands the 409 turn_conflict."""
     body = world.core.turn_body("homepage binding", None, key="changed-to-on-demand")
-    first = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_003, "an inline turn")
+    first = checks.ok(world.core.turn(world.primary.token, world.route, body), server.TURN_003, "an inline turn")
     other = world.core.turn(world.primary.token, world.route, {**body, "knowledge_delivery": "on_demand"})
-    _refused_or_pinned(world, other, first, TURN_011, pinned="inline")
+    _refused_or_pinned(world, other, first, server.TURN_011, pinned="inline")
 
 
-@R("TURN-013")
+@R(server.TURN_013, server.TURN_003)
 def test_another_sessions_turn_with_the_same_ids_is_its_own_run(world: World) -> None:
     """The idempotency key is Agent Session + route + conversation + turn + user message id
     (CONVENTIONS): another Agent Session of the same account and route that sends the same ids
@@ -155,25 +157,27 @@ def test_another_sessions_turn_with_the_same_ids_is_its_own_run(world: World) ->
     answers it 404 run_not_found)."""
     other = world.isolated("other_session", "session")
     body = world.core.turn_body("homepage binding", "on_demand", key="two-sessions")
-    mine = checks.ok(world.core.turn(world.primary.token, world.route, body), TURN_003, "turn")
+    mine = checks.ok(world.core.turn(world.primary.token, world.route, body), server.TURN_003, "turn")
     theirs = checks.ok(
-        world.core.turn(other.token, other.route, body), TURN_013, "the same turn ids sent by another Agent Session"
+        world.core.turn(other.token, other.route, body),
+        server.TURN_013,
+        "the same turn ids sent by another Agent Session",
     )
     run_id = theirs.get("run_id") if isinstance(theirs, dict) else None
     expect(
         run_id != mine.get("run_id"),
-        TURN_013,
+        server.TURN_013,
         f"another Agent Session sending the same turn ids got the first session's run {run_id!r}",
     )
     search = world.search("binding" if world.docs else world.cfg.probe_query, str(run_id), other)
     expect(
         search.status_code == 200,
-        TURN_013,
+        server.TURN_013,
         f"the run another Agent Session's turn answered is not its own: its search with it answered HTTP {search.status_code}",
     )
 
 
-@R("REF-007")
+@R(server.REF_007)
 def test_on_demand_hints_respect_the_account_scope(fresh_world: World) -> None:
     """An on_demand turn's hints are search hints: the account's scope names only the main
     knowledge base, and the turn's message names the document of the second base; no hint of the
@@ -191,13 +195,13 @@ def test_on_demand_hints_respect_the_account_scope(fresh_world: World) -> None:
     for i, hint in enumerate(hints):
         expect(
             not world.shows(hint, second, run_id),
-            REF_007,
+            server.REF_007,
             f"hint {i} of an on_demand turn shows {second.key!r}, a document of base {second.base!r} outside the "
             "account's scope",
         )
 
 
-@R("TURN-007")
+@R(server.TURN_007)
 def test_on_demand_hints_never_carry_a_summary_that_is_the_whole_document(world: World) -> None:
     """The corpus document whose seeded summary is its whole content (corpus.SUMMARISED): a
     turn's hint of it may quote it, never carry all of it (a hint that does is not bounded)."""
@@ -213,13 +217,13 @@ def test_on_demand_hints_never_carry_a_summary_that_is_the_whole_document(world:
     carriers = [i for i, hint in enumerate(hints) if any(whole in text for text in C.strings_in(hint))]
     expect(
         not carriers,
-        TURN_007,
+        server.TURN_007,
         f"hint {carriers[0] if carriers else 0} of an on_demand turn carries document {doc.key!r} whole "
         f"({len(whole)} characters), its author summary sent as it is",
     )
 
 
-@R("SRCH-010")
+@R(server.SRCH_010, server.TURN_003)
 def test_an_on_demand_turn_while_unavailable_is_never_ok_and_empty(in_state: Callable[[str], Stated]) -> None:
     """Seed: "Service unavailability is not evidence of an empty corpus." A workspace kept unavailable
     ([target.workspaces.unavailable]) or set so through control: an on_demand turn may be refused, or
@@ -231,7 +235,7 @@ def test_an_on_demand_turn_while_unavailable_is_never_ok_and_empty(in_state: Cal
     response = world.core.turn(world.primary.token, world.route, world.core.turn_body(text, "on_demand"))
     if response.status_code != 200:
         pytest.skip(f"not verified: the unavailable workspace refused the on_demand turn (HTTP {response.status_code})")
-    body = checks.body_of(response, TURN_003)
+    body = checks.body_of(response, server.TURN_003)
     context = body.get("context") if isinstance(body, dict) else None
     delivery = world.cfg.names.delivery(context) if isinstance(context, dict) else None
     if not isinstance(delivery, dict) or not delivery:
@@ -239,7 +243,7 @@ def test_an_on_demand_turn_while_unavailable_is_never_ok_and_empty(in_state: Cal
     status, hints = delivery.get("status"), delivery.get("hints")
     expect(
         not (status == "ok" and hints == []),
-        SRCH_010,
+        server.SRCH_010,
         "an on_demand turn of an unavailable workspace reported delivery status 'ok' with no hints",
     )
 
@@ -258,11 +262,11 @@ def _refused_or_pinned(
         status = cfg.status("turn_conflict")
         expect(
             response.status_code == status,
-            TURN_011,
+            server.TURN_011,
             f"the same turn identity with another delivery mode answered HTTP {response.status_code}, strict expects {status}",
         )
-        envelope = checks.error_envelope(response, TURN_011, statuses=range(status, status + 1))
-        expect(envelope["error"] == cfg.code("turn_conflict"), TURN_011, f"conflict code {envelope['error']!r}")
+        envelope = checks.error_envelope(response, server.TURN_011, statuses=range(status, status + 1))
+        expect(envelope["error"] == cfg.code("turn_conflict"), server.TURN_011, f"conflict code {envelope['error']!r}")
         return
     if response.status_code != 200:
         checks.error_envelope(response, requirement)
@@ -288,7 +292,7 @@ def _lose(world: World, ids: dict[str, Any]) -> None:
         raise HarnessError("the control extension's lose_next_turn_response fault did not lose the response")
 
 
-@R("TURN-012", "TURN-004", "TURN-011")
+@R(server.TURN_012, server.TURN_004, server.TURN_011)
 def test_retry_after_a_lost_response_gets_the_committed_run(fresh_world: World) -> None:
     """Without reading back what was lost: the retry succeeds, replays agree, delivery stays pinned.
     Nothing here sees whether the retry returned the run the Core committed (a Core that starts a
@@ -302,20 +306,26 @@ def test_retry_after_a_lost_response_gets_the_committed_run(fresh_world: World) 
     try:
         retried = client.start_turn(ids["user_input"], ids, knowledge_delivery="on_demand")
     except KnowledgeError as exc:
-        raise ContractViolation(TURN_012, f"the retry with the same identity and payload failed: {exc}") from None
+        raise ContractViolation(
+            server.TURN_012, f"the retry with the same identity and payload failed: {exc}"
+        ) from None
     again = checks.ok(
-        fresh_world.core.turn(fresh_world.primary.token, fresh_world.route, ids), TURN_004, "a second replay"
+        fresh_world.core.turn(fresh_world.primary.token, fresh_world.route, ids), server.TURN_004, "a second replay"
     )
-    expect(retried["run_id"] == again["run_id"], TURN_004, "two replays of one committed turn returned different runs")
+    expect(
+        retried["run_id"] == again["run_id"],
+        server.TURN_004,
+        "two replays of one committed turn returned different runs",
+    )
     expect(
         (fresh_world.cfg.names.delivery(retried.get("context")) or {}).get("mode") == "on_demand",
-        TURN_004,
+        server.TURN_004,
         "the retried turn lost its pinned on_demand delivery",
     )
     conflict = fresh_world.core.turn(
         fresh_world.primary.token, fresh_world.route, {**ids, "knowledge_delivery": "inline"}
     )
-    _refused_or_pinned(fresh_world, conflict, retried, TURN_004)
+    _refused_or_pinned(fresh_world, conflict, retried, server.TURN_004)
 
 
 def _committed(world: World) -> dict[str, Any]:
@@ -332,8 +342,10 @@ def _committed(world: World) -> dict[str, Any]:
     return dict(withheld[-1]["body"])
 
 
-@R("TURN-012")
-@pytest.mark.parametrize("retry", ["same_payload", pytest.param("other_mode", marks=R("TURN-004", "TURN-011"))])
+@R(server.TURN_012)
+@pytest.mark.parametrize(
+    "retry", ["same_payload", pytest.param("other_mode", marks=R(server.TURN_004, server.TURN_011))]
+)
 def test_a_retry_after_a_lost_response_resolves_to_the_committed_run(fresh_world: World, retry: str) -> None:
     """The run the Core committed before the response was lost, read back through control: a
     retry with the same identity returns exactly that run and context (TURN-012); the first
@@ -349,19 +361,21 @@ def test_a_retry_after_a_lost_response_resolves_to_the_committed_run(fresh_world
             fresh_world,
             core.turn(who.token, fresh_world.route, {**ids, "knowledge_delivery": "inline"}),
             committed,
-            TURN_004,
+            server.TURN_004,
         )
     for attempt in ("the retry", "a second replay"):
         replay = checks.ok(
-            core.turn(who.token, fresh_world.route, ids), TURN_012, f"{attempt} with the same identity and payload"
+            core.turn(who.token, fresh_world.route, ids),
+            server.TURN_012,
+            f"{attempt} with the same identity and payload",
         )
         expect(
             replay.get("run_id") == committed["run_id"],
-            TURN_012,
+            server.TURN_012,
             f"{attempt} returned run {replay.get('run_id')!r}; the Core committed {committed['run_id']!r} before the response was lost",
         )
         expect(
             C.canonical(replay.get("context")) == C.canonical(committed.get("context")),
-            TURN_012,
+            server.TURN_012,
             f"{attempt} returned another context than the one committed with the lost response",
         )
