@@ -476,3 +476,44 @@ def binding_refused(world: Any, response: Any, rule: Rule, what: str, *, known: 
             server.REF_011,
             f"refused with {response.status_code} {code!r}; strict expects {cfg.code('reference_mismatch')!r} or {cfg.code('run_not_found')!r}",
         )
+
+
+# ------------------------------------------------ read chains against the stored revision (shared by the read areas)
+def joined(pages: list[dict[str, Any]]) -> str:
+    """A chain's text: its pages' content, in order."""
+    return "".join(p["content"] for p in pages)
+
+
+def continues_at(doc: str, position: int, piece: str, i: int) -> int:
+    """Page ``i`` continues the document at character ``position``; a difference that shows a
+    split character is READ-016's, any other READ-015's. Returns where the next page starts."""
+    expected = doc[position : position + len(piece)]
+    if piece != expected:
+        split = split_in(piece, expected)
+        expect(split is None, server.READ_016, f"page {i} splits a character near character {position}: {split}")
+        server.READ_015.fail(f"page {i} does not continue the document at character {position}")
+    server.READ_015.held()  # the page is the document's next characters, so no character was split either
+    server.READ_016.held()
+    return position + len(piece)
+
+
+def read_to_the_end(world: Any, doc: str, pages: list[dict[str, Any]], position: int) -> bool:
+    """The chain read the whole revision (True), unless it stopped budget_exhausted on a revision larger
+    than the budget the Core advertises (False: where it stopped is READ-011's and READ-020's to judge)."""
+    if pages[-1].get("budget_exhausted") is True and C.utf8_size(doc) > world.chain_budget(pages):
+        return False
+    expect(position == len(doc), server.READ_015, f"the chain ended after {position} of {len(doc)} characters")
+    return True
+
+
+def continues(doc: str, pages: list[dict[str, Any]]) -> int:
+    """Every page continues the document; returns the characters read."""
+    position = 0
+    for i, page in enumerate(pages):
+        position = continues_at(doc, position, page["content"], i)
+    return position
+
+
+def flags(page: dict[str, Any]) -> str:
+    """A page's end-of-chain members, as a failure message shows them."""
+    return describe({k: page.get(k) for k in ("truncated", "next_cursor", "budget_exhausted")})
