@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -53,8 +52,3 @@ def test_quotes_come_from_their_source() -> None:
         if r.source_file in loaded and norm(r.quote.replace(" ... ", " ")) not in loaded[r.source_file]
     ]
     assert missing == []
-
-
-def test_the_readme_gives_the_catalogues_size() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
-    assert f"({len(load_catalogue())} requirements, each with its seed clause)" in readme

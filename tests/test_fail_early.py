@@ -159,15 +159,16 @@ def test_only_a_toml_boolean_turns_strict_on(tmp_path: Path) -> None:
 
 
 def test_the_schema_accepts_the_documented_configuration_and_every_wire_default() -> None:
-    """The README's example and wire-defaults.toml itself (as a [wire] table) are valid: the
-    schema is no stricter than what the project documents."""
+    """The documented example (docs/live-core.md) and wire-defaults.toml itself (as a [wire] table)
+    are valid: the schema is no stricter than what the project documents (tests/test_docs.py checks
+    every other example)."""
     validate_config_data({"wire": load_wire_defaults()}, "wire-defaults.toml")
-    readme = (SCHEMA_DIR.parent / "README.md").read_text("utf-8")
-    example = re.search(r"```toml\n(.*?)```", readme, re.S)
+    page = (SCHEMA_DIR.parent / "docs" / "live-core.md").read_text("utf-8")
+    example = re.search(r"```toml\n(.*?)```", page, re.S)
     assert example is not None
     import tomllib
 
-    validate_config_data(tomllib.loads(example.group(1)), "README.md")
+    validate_config_data(tomllib.loads(example.group(1)), "docs/live-core.md")
 
 
 # ----------------------------------------------------------------- 4. waivers
@@ -300,9 +301,9 @@ def test_the_cli_usage_errors_exit_4(argv: list[str], capsys: pytest.CaptureFixt
     assert "error:" in capsys.readouterr().err
 
 
-def test_the_readme_documents_exit_4_for_usage_errors() -> None:
-    readme = (SCHEMA_DIR.parent / "README.md").read_text("utf-8")
-    row = next(line for line in readme.splitlines() if line.startswith("| 4 |"))
+def test_the_docs_document_exit_4_for_usage_errors() -> None:
+    page = (SCHEMA_DIR.parent / "docs" / "scopes.md").read_text("utf-8")
+    row = next(line for line in page.splitlines() if line.startswith("| 4 |"))
     assert "usage error" in row and "`knowledge-conformance` command" in row, row
 
 

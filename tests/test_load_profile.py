@@ -80,7 +80,7 @@ def test_a_quirk_only_concurrency_shows_is_caught_under_load(tmp_path: Path, nam
 
 
 def test_the_distributed_mode_adds_up_its_workers(tmp_path: Path) -> None:
-    """The README's recipe: a master and a worker of conformance/load/locustfile.py; the worker
+    """The recipe of docs/load.md: a master and a worker of conformance/load/locustfile.py; the worker
     provisions its own world, ships its tally, and the master writes the reports and exits with
     the verdict's code."""
     import conformance.load

@@ -1,4 +1,4 @@
-"""The README's curl quick start for SDK authors, run as it is written (on a free port instead of
+"""The curl quick start for SDK authors (docs/simulator.md), run as it is written (on a free port instead of
 8765): a turn, a search, a read and its next page, a chain past the budget, and expiry through the
 control clock; each answer it saved is checked here. Also the banner's labels: every token it
 prints names its role, and a kept store's identities get their roles back."""
@@ -27,9 +27,9 @@ CHAIN_BUDGET = 131072
 
 
 def _quick_start() -> str:
-    blocks = re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text("utf-8"), re.S)
+    blocks = re.findall(r"```sh\n(.*?)```", (ROOT / "docs" / "simulator.md").read_text("utf-8"), re.S)
     found = [block for block in blocks if "knowledge-sim serve --port 8765 2> sim.log" in block]
-    assert len(found) == 1, "the README has one curl quick start"
+    assert len(found) == 1, "docs/simulator.md has one curl quick start"
     return str(found[0])
 
 

@@ -119,11 +119,6 @@ def test_a_table_entry_claiming_an_id_the_quirk_does_not_break_is_reported(tmp_p
     ]
 
 
-def test_the_readme_gives_the_tables_size() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
-    assert f"{len(FAST)} of the {len(QUIRKS)}, because the whole table is {len(QUIRKS)} whole-suite runs" in readme
-
-
 def test_runs_are_whole_suite_runs_and_strict_only_quirks_run_strict(tmp_path: Path) -> None:
     plain = detection.command(QUIRKS["search_fourth_hint"], tmp_path / "a")
     assert "--requirement" not in plain and "--target-config" not in plain and "--no-shrink" in plain
