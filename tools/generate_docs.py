@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -192,9 +193,12 @@ def _collect(package: str, *extra: str) -> dict[str, list[str]]:
     process of its own (no request is made, nothing is written), as pytest sees it."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "marks.json"
+        # this tree's packages first, whatever an installed copy of the project says (a second checkout)
+        path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
         proc = subprocess.run(
             [sys.executable, "-c", COLLECTOR, str(out), package, *extra],
             cwd=tmp,
+            env={**os.environ, "PYTHONPATH": path},
             capture_output=True,
             text=True,
             timeout=300,
