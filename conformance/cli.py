@@ -71,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
         "export", help="write the documents as plain files and a manifest (what each is for, its probe phrase)"
     )
     export.add_argument("folder", metavar="DIR")
+    observe = sub.add_parser(
+        "observe", help="judge real traffic: a reverse proxy in front of a Core, or a HAR recording", epilog=VERDICT_HELP
+    )
+    from conformance.observe.command import add_arguments as add_observe_arguments
+
+    add_observe_arguments(observe)
     return parser
 
 
@@ -234,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         return _compare(args)
     if args.command == "corpus":
         return _corpus(args)
+    if args.command == "observe":
+        from conformance.observe.command import main as observe
+
+        return observe(args)
     problem = _usage_problem(args)
     if problem is not None:
         from conformance.target.untrusted import one_line

@@ -1,0 +1,209 @@
+"""The reverse proxy: an ASGI application forwarding each request to the upstream with httpx,
+streaming both bodies chunk by chunk as they come, and copying what a rule needs beside them.
+
+It changes nothing end to end: the method, path, query, every end-to-end header and every body
+byte go out as they came (only the hop-by-hop headers a proxy must not forward, and ``Host``,
+which names the upstream, differ), and the upstream's status, headers and raw body bytes (still
+content-coded) come back the same. The copy is bounded (``seen.BodyCapture``) and handed over
+without waiting (``pipeline.Pipeline.submit``); a failure on the observing side never reaches
+the exchange. When the upstream gives no answer the proxy says so itself: 502 with a one-line
+JSON body, as any gateway does."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import AsyncIterator, Callable
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from typing import Any
+
+import httpx
+
+from conformance.observe.credentials import Credentials
+from conformance.observe.seen import KEPT_HEADERS, REQUEST_KEEP, RESPONSE_KEEP, BodyCapture, Seen
+
+HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
+"""Headers that describe one connection, not the message (RFC 9110 7.6.1): never forwarded."""
+NO_ANSWER = b'{"error":"bad_gateway","message":"knowledge-conformance observe: the upstream gave no answer"}'
+
+
+def upstream_client(timeout: float = 60.0, verify: Any = True, transport: Any = None) -> httpx.AsyncClient:
+    """The client to the upstream: TLS verified, no redirect followed, no cookie kept, no header of its own."""
+    jar = CookieJar(DefaultCookiePolicy(allowed_domains=[]))  # keeps no cookie: every request is the client's own
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+        limits=httpx.Limits(max_connections=512, max_keepalive_connections=128),
+        verify=verify,
+        follow_redirects=False,
+        cookies=jar,
+        transport=transport,
+    )
+
+
+def _forwarded(headers: list[tuple[bytes, bytes]], *, request: bool) -> list[tuple[bytes, bytes]]:
+    """End-to-end headers as they came: the hop-by-hop ones (and those ``Connection`` names) left
+    out, and on a request ``Host`` (httpx names the upstream's)."""
+    named = {
+        token.strip().lower()
+        for name, value in headers
+        if name.lower() == b"connection"
+        for token in value.split(b",")
+        if token.strip()
+    }
+    dropped = HOP_BY_HOP | named | ({b"host"} if request else frozenset())
+    return [(name, value) for name, value in headers if name.lower() not in dropped]
+
+
+class ObserveProxy:
+    """``ObserveProxy(upstream, sink, credentials)``: an ASGI app; ``sink`` receives each exchange
+    (it must not block: ``Pipeline.submit``). ``clock`` stamps the exchanges (injected)."""
+
+    def __init__(
+        self,
+        upstream: str,
+        sink: Callable[[Seen], None],
+        credentials: Credentials,
+        *,
+        client: httpx.AsyncClient | None = None,
+        clock: Callable[[], float] = time.time,
+        auth_header: str = "Authorization",
+    ) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.sink = sink
+        self.credentials = credentials
+        self.client = client or upstream_client()
+        self.clock = clock
+        self.auth_header = auth_header.lower().encode("latin-1")
+        self._numbers = itertools.count(1)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":  # the contract has no WebSocket; refused, as a plain HTTP proxy would
+            await send({"type": "websocket.close", "code": 1003})
+            return
+        await self._forward(scope, receive, send)
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.client.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _forward(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        number, sent = next(self._numbers), self.clock()
+        headers: list[tuple[bytes, bytes]] = list(scope["headers"])
+        request_copy, response_copy = BodyCapture(REQUEST_KEEP), BodyCapture(RESPONSE_KEEP)
+        has_body = any(name.lower() in (b"content-length", b"transfer-encoding") for name, _ in headers)
+
+        async def request_body() -> AsyncIterator[bytes]:
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return
+                chunk = message.get("body", b"")
+                if chunk:
+                    request_copy.add(chunk)
+                    yield chunk
+                if not message.get("more_body", False):
+                    return
+
+        raw_path = scope.get("raw_path") or scope["path"].encode("utf-8")
+        query = scope.get("query_string", b"")
+        url = httpx.URL(self.upstream + raw_path.decode("latin-1") + (("?" + query.decode("latin-1")) if query else ""))
+        request = httpx.Request(
+            scope["method"],
+            url,
+            headers=_forwarded(headers, request=True),
+            content=request_body() if has_body else None,
+        )
+        status, kept, coding = 0, [], ""
+        try:
+            response = await self.client.send(request, stream=True)
+        except httpx.HTTPError:
+            await self._no_answer(send)
+        else:
+            status = response.status_code
+            raw_headers = list(response.headers.raw)
+            kept = [
+                (k.decode("latin-1").lower(), v.decode("latin-1"))
+                for k, v in raw_headers
+                if k.lower().decode("latin-1") in KEPT_HEADERS
+            ]
+            coding = ", ".join(v for k, v in kept if k == "content-encoding")
+            try:
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": status,
+                        "headers": [(k.lower(), v) for k, v in _forwarded(raw_headers, request=False)],
+                    }
+                )
+                async for chunk in response.aiter_raw():
+                    response_copy.add(chunk)
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            finally:
+                await response.aclose()
+        finally:
+            self._hand_over(number, sent, scope, headers, request_copy, status, response_copy, kept, coding)
+
+    async def _no_answer(self, send: Any) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 502,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(NO_ANSWER)).encode())],
+            }
+        )
+        await send({"type": "http.response.body", "body": NO_ANSWER, "more_body": False})
+
+    def _hand_over(
+        self,
+        number: int,
+        sent: float,
+        scope: dict[str, Any],
+        headers: list[tuple[bytes, bytes]],
+        request_copy: BodyCapture,
+        status: int,
+        response_copy: BodyCapture,
+        kept: list[tuple[str, str]],
+        coding: str,
+    ) -> None:
+        """Build the exchange's record and give it to the sink; whatever fails here stays here."""
+        try:
+            auth = next((v.decode("latin-1") for k, v in headers if k.lower() == self.auth_header), None)
+            request_coding = next((v.decode("latin-1") for k, v in headers if k.lower() == b"content-encoding"), "")
+            seen = Seen(
+                number,
+                sent,
+                self.clock(),
+                scope["method"],
+                scope["path"],
+                scope.get("query_string", b"").decode("latin-1"),
+                self.credentials.seen(auth),
+                request_copy.body(request_coding),
+                status,
+                response_copy.body(coding),
+                tuple(kept),
+            )
+            self.sink(seen)
+        except Exception:  # fail open: observing never breaks forwarding
+            return
