@@ -15,6 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
+from contextlib import nullcontext
 from random import Random
 from typing import Any, TypeVar
 
@@ -42,7 +43,7 @@ from simulator.search_knowledge.ranking import embedder_for
 from simulator.search_knowledge.routes import control_routes as sk_control_routes
 from simulator.search_knowledge.routes import tool_route
 from simulator.search_knowledge.store import SkState
-from simulator.store import Store, WouldBlock
+from simulator.store import Moved, Store, WouldBlock
 from simulator.wire_names import WireNames
 
 log = logging.getLogger("knowledge_sim")
@@ -165,9 +166,13 @@ def _endpoint(
                 return Response(canned.text, status_code=canned.status, media_type="text/plain")
             return json_response(canned.body, canned.status)
         try:
-            with core.store.snapshot():  # its lookups answered from memory (simulator.store); no await inside
-                caller = core.authenticate(request.headers.get("authorization"), route, knowledge_op=knowledge)
-                refusal = core.legacy_refusal(route) if knowledge else None
+            authorization = request.headers.get("authorization")
+
+            def check() -> tuple[Caller, ApiError | None]:
+                caller = core.authenticate(authorization, route, knowledge_op=knowledge)
+                return caller, core.legacy_refusal(route) if knowledge else None
+
+            caller, refusal = _looked_up(core.store, check)
             if refusal is not None:
                 return error_response(refusal)
             return await handler(request, core, caller)
@@ -206,8 +211,7 @@ async def _store_work(request: Request, core: Core, work: Callable[[], T], *, se
             return work()
     if not serial:
         try:
-            with store.snapshot(), store.inline():
-                return work()
+            return _looked_up(store, work, inline=True)
         except WouldBlock:
             pass
     turn_lock: threading.Lock = request.app.state.turn_lock
@@ -222,9 +226,22 @@ async def _store_work(request: Request, core: Core, work: Callable[[], T], *, se
     return await in_store_thread(request, in_snapshot)
 
 
+def _looked_up(store: Store, work: Callable[[], T], *, inline: bool = False) -> T:
+    """``work`` right here, in an optimistic snapshot (its lookups from memory, no SQLite at all
+    when they are all remembered), again in a plain one if the store moved under it (``Moved``:
+    nothing before a snapshot's first read has any effect). ``inline``: a long search raises
+    ``WouldBlock`` (simulator.store)."""
+    try:
+        with store.snapshot(optimistic=True), store.inline() if inline else nullcontext():
+            return work()
+    except Moved:
+        pass
+    with store.snapshot(), store.inline() if inline else nullcontext():
+        return work()
+
+
 async def _capabilities(request: Request, core: Core, caller: Caller) -> Response:
-    with core.store.snapshot():
-        answer = core.capabilities(caller)
+    answer = _looked_up(core.store, lambda: core.capabilities(caller))
     return json_response(_names(request).capabilities(answer))
 
 
