@@ -161,6 +161,8 @@ def fit(text, budget, raw=None):
     def over(n):
         chunk = text[:n]
         return escaped(chunk) > budget or (raw is not None and len(chunk.encode()) > raw)
+    if len(text) <= budget and not over(len(text)):
+        return len(text)
     return bisect.bisect_left(range(min(len(text), budget) + 1), True, key=over) - 1
 
 
@@ -672,11 +674,13 @@ def run(
     compare: dict[str, str] | None = None,
     processes: int = 1,
     anchor: bool = True,
+    endpoints: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Every cell of every size; with ``compare`` (label -> source tree), those simulators too, each
     cell measured on each server in turn so that a busy machine weighs on all of them alike;
     ``processes`` > 1: also this tree as that many processes on one kept store and one port;
-    ``anchor``: also the same-work anchor, per size, on the same corpus."""
+    ``anchor``: also the same-work anchor, per size, on the same corpus; ``endpoints``: only those
+    (default: every one)."""
     cells: list[Cell] = []
     servers: list[dict[str, Any]] = []
     variants: dict[str, str | None] = {"": None, **(compare or {})}
@@ -727,7 +731,7 @@ def run(
                             Target("bare", bare_port, [bare.pid]), encode("GET", "/bare"), n, duration, size, "bare"
                         )
                         _report(cells, bare_cell, n)
-                        for name in ENDPOINTS:
+                        for name in (e for e in ENDPOINTS if not endpoints or e in endpoints):
                             for target in targets:  # each endpoint on each server in turn
                                 if (name == MIXED and n == 1) or (
                                     target.label == ANCHOR and (name == MIXED or not name.startswith(ANCHORED))
@@ -943,6 +947,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also serve this tree as N knowledge-sim processes on one kept store and one port (--reuse-port)",
     )
     parser.add_argument("--no-anchor", action="store_true", help="leave out the same-work anchor")
+    parser.add_argument(
+        "--endpoints",
+        default="",
+        help=f"measure only these endpoints, comma-separated (default: all of {', '.join(ENDPOINTS)})",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s] + ([100_000] if args.with_100k else [])
@@ -955,6 +964,7 @@ def main(argv: list[str] | None = None) -> int:
         compare,
         args.processes,
         not args.no_anchor,
+        tuple(e.strip() for e in args.endpoints.split(",") if e.strip()),
     )
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0
