@@ -27,7 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from simulator.clock import Clock, RouteTime
+from simulator.clock import CURRENT_ROUTE, Clock, workspace_of
 from simulator.config import SimConfig
 from simulator.control import control_routes
 from simulator.core import Caller, Core
@@ -68,14 +68,20 @@ def no_store(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]
 
 
 class NoStore:
-    """Exactly one Cache-Control, ``no-store``, on every response (vendor convention)."""
+    """Exactly one Cache-Control, ``no-store``, on every response (vendor convention), and the
+    request's clock the one of the workspace its path names (``simulator.clock.CURRENT_ROUTE``):
+    one layer, as every layer of middleware costs every request."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            token = CURRENT_ROUTE.set(None)
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                CURRENT_ROUTE.reset(token)
             return
 
         async def wrapped(message: Message) -> None:
@@ -83,7 +89,11 @@ class NoStore:
                 message["headers"] = no_store(message.get("headers", []))
             await send(message)
 
-        await self.app(scope, receive, wrapped)
+        token = CURRENT_ROUTE.set(workspace_of(scope["path"]))
+        try:
+            await self.app(scope, receive, wrapped)
+        finally:
+            CURRENT_ROUTE.reset(token)
 
 
 class Observe:
@@ -328,15 +338,16 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
         routes.extend(sk_control_routes(core, sk_tool))
         assert transcript is not None
         routes.append(Mount("/_control/v1", routes=control_routes(core, transcript, on_corpus=sk_tool.state.forget)))
+    observed = transcript is not None or log.isEnabledFor(logging.INFO)
     app = Starlette(
         routes=routes,
         exception_handlers={HTTPException: _not_found, Exception: _internal},
         # Miniatures sit between the transcript (what the client saw) and the clean app.
+        # Observe only when it has something to do (no transcript nor request log: nothing to observe).
         middleware=[
-            Middleware(Observe, core=core, transcript=transcript),
+            *([Middleware(Observe, core=core, transcript=transcript)] if observed else []),
             *(Middleware(w, core=core) for w in wrappers),
             Middleware(NoStore),
-            Middleware(RouteTime),
         ],
     )
     app.state.core = core

@@ -8,8 +8,6 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar
 
-from starlette.types import ASGIApp, Receive, Scope, Send
-
 CURRENT_ROUTE: ContextVar[str | None] = ContextVar("current_route", default=None)
 """The workspace a request addresses; a clock moved for some workspaces moves only for them."""
 _WORKSPACE_PATH = re.compile(r"/workspaces/([^/]+)")
@@ -69,16 +67,7 @@ class Clock:
         return self.now()
 
 
-class RouteTime:
-    """ASGI middleware: the clock of a request is the clock of the workspace its path names."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        found = _WORKSPACE_PATH.search(scope.get("path", "")) if scope["type"] == "http" else None
-        token = CURRENT_ROUTE.set(found.group(1) if found else None)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            CURRENT_ROUTE.reset(token)
+def workspace_of(path: str) -> str | None:
+    """The workspace route a request path names, if any."""
+    found = _WORKSPACE_PATH.search(path)
+    return found.group(1) if found else None

@@ -642,12 +642,15 @@ class Store:
         if not rids:
             return []
         marks = ",".join("?" * len(rids))
-        with self._reading() as db:
-            items = dict(
-                db.execute(f"SELECT rid, item_id FROM search_rows WHERE route=? AND rid IN ({marks})", (route, *rids))
+        with self._reading() as db:  # one query for the hits' current revisions, not one a hit
+            rows = db.execute(
+                "SELECT s.rid, r.*, i.base_id FROM search_rows s "
+                "JOIN items i ON i.route = s.route AND i.item_id = s.item_id "
+                f"JOIN revisions r ON r.revision_id = i.current_revision WHERE s.route=? AND s.rid IN ({marks})",
+                (route, *rids),
             )
-        found = [self.current_revision(route, items[rid]) for rid in rids if rid in items]
-        return [r for r in found if r is not None]
+            found = {row["rid"]: _revision(row) for row in rows}
+        return [found[rid] for rid in rids if rid in found]
 
     def first_items(self, route: str, bases: Sequence[str] | None, limit: int) -> list[Revision]:
         with self.snapshot(), self._reading() as db:

@@ -140,22 +140,22 @@ def test_a_search_sees_one_state_of_the_store_while_revisions_are_published(monk
         assert seeded is not None
         before[item] = seeded.revision_id
     after: dict[str, str] = {}
-    current_revision = store.current_revision
+    rank = store.indexes.search
 
-    def publish_midway(route: str, item_id: str) -> Revision | None:
-        found = current_revision(route, item_id)
-        if not after:  # between the search's first and second hit: both items get a new revision, committed
+    def publish_midway(*args: Any, **kwargs: Any) -> list[int]:
+        ranked = rank(*args, **kwargs)
+        if not after:  # between the search's ranking and its reading of the hits: new revisions, committed
             for item in ("a", "b"):
                 after[item] = str(
                     store.publish_revision("demo", item, f"zebra {item} rewritten", None, None, core.clock.now())
                 )
-        return found
+        return ranked
 
     async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
         auth = _auth(app)
         async with _client(app) as http:
             run = await _run_id(http, auth)
-            monkeypatch.setattr(store, "current_revision", publish_midway)
+            monkeypatch.setattr(store.indexes, "search", publish_midway)
             first = (
                 await http.post(f"{API}/knowledge/search", json={"run_id": run, "query": "zebra"}, headers=auth)
             ).json()
