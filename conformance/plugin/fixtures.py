@@ -128,6 +128,38 @@ def expiry_probes(world: World, kc_clock: Clock) -> ExpiryProbes:
     return ExpiryProbes(world, kc_clock)
 
 
+REALTIME_EXPIRY = "expiry_probes"
+
+
+def _waits_for_expiry(item: pytest.Item) -> bool:
+    return REALTIME_EXPIRY in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under --realtime the tests that read the expiry probes run last: the probes are issued
+    when the run starts and waited out while every other test runs."""
+    if config.stash[STATE].settings.realtime:
+        items.sort(key=_waits_for_expiry)  # stable: the order is otherwise kept
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _expiry_waited_in_the_background(request: pytest.FixtureRequest, kc_settings: RunSettings) -> None:
+    """--realtime in one process: the five-minute expiry wait starts with the run, beside the
+    other tests (under --concurrency the other workers overlap it anyway)."""
+    if not kc_settings.realtime or hasattr(request.config, "workerinput"):
+        return
+    if not any(_waits_for_expiry(item) for item in request.session.items):
+        return
+    try:
+        probes: ExpiryProbes = request.getfixturevalue(REALTIME_EXPIRY)
+    except Exception:  # the world could not be built: the tests that need it say so themselves
+        return
+    others = any(not _waits_for_expiry(item) for item in request.session.items)
+    if probes.world.control is None and not (others and getattr(probes.clock, "moves_the_core", False)):
+        probes.start()
+
+
 @pytest.fixture
 def in_state(
     kc_config: TargetConfig, kc_settings: RunSettings, core: CoreWire, control: Control | None

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
+from conformance.target import aside
 from conformance.target.outcomes import WITNESSES, ContractViolation
 from knowledge_schemas import load_catalogue
 
@@ -143,12 +144,16 @@ class _Active:
 
     def __init__(self) -> None:
         self.ledger = Ledger()  # outside any test: recorded, never reported
+        self.set_aside = Ledger()  # work set aside (conformance.target.aside): recorded, never reported
+
+    def _current(self) -> Ledger:
+        return self.set_aside if aside.active() else self.ledger
 
     def record(self, requirement: str) -> None:
-        self.ledger.record(requirement)
+        self._current().record(requirement)
 
     def witness(self, violation: ContractViolation) -> None:
-        self.ledger.witness(violation)
+        self._current().witness(violation)
 
 
 _active = _Active()

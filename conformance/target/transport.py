@@ -23,6 +23,7 @@ from typing import Any
 import httpcore
 import httpx
 
+from conformance.target import aside
 from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import SECRETS, clip, scrub
 from conformance.target.untrusted import shown
@@ -685,6 +686,8 @@ class Recorder:
         request = response.request
         if request.extensions.get("kc_control"):
             return  # control exchanges carry credentials and minted tokens: never kept for reports
+        if aside.active():
+            return  # no running test's exchange (see conformance.target.aside)
         scrub = SECRETS.text  # a Core may echo a token anywhere: bodies, paths, headers
         path = scrub(request.url.raw_path.decode("ascii", "replace"))
         exchange = Exchange(
