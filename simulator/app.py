@@ -15,7 +15,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from contextlib import nullcontext
 from random import Random
 from typing import Any, TypeVar
 
@@ -242,11 +241,11 @@ def _looked_up(store: Store, work: Callable[[], T], *, inline: bool = False) -> 
     nothing before a snapshot's first read has any effect). ``inline``: a long search raises
     ``WouldBlock`` (simulator.store)."""
     try:
-        with store.snapshot(optimistic=True), store.inline() if inline else nullcontext():
+        with store.snapshot(optimistic=True, inline=inline):
             return work()
     except Moved:
         pass
-    with store.snapshot(), store.inline() if inline else nullcontext():
+    with store.snapshot(inline=inline):
         return work()
 
 

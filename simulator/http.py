@@ -4,12 +4,14 @@ validated against the project's schemas, and error envelopes."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from functools import cache
 from typing import Any, Protocol, TypeVar
 
 import anyio.to_thread
 import jsonschema_rs
+import orjson
 from anyio import CapacityLimiter
 from starlette.requests import Request
 from starlette.responses import Response
@@ -52,6 +54,23 @@ def is_json_media_type(content_type: str | None) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
+_LONG_NUMBER = re.compile(rb"\d{19}")
+
+
+def _loads(raw: bytes) -> Any:
+    """The standard library's reading of ``raw``, by orjson where the two agree (a third of the
+    time). The standard library's own decides whatever orjson refuses (NaN, lone surrogate escapes,
+    UTF-16, a byte order mark, nesting past 1024 levels: it accepts some of it, as before, and
+    its messages name the rest) and any run of 19 digits: orjson reads an integer past 64 bits as
+    a float, which the schema would then judge as another value than the one sent."""
+    if _LONG_NUMBER.search(raw) is None:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
+
+
 async def read_json(request: Request, *, max_bytes: int) -> dict[str, Any]:
     """The request's JSON object, or an ApiError: 415 for a body declared as something
     other than JSON (never guessed at), 413 past ``max_bytes``, else 400."""
@@ -71,9 +90,7 @@ async def read_json(request: Request, *, max_bytes: int) -> dict[str, Any]:
     if not raw.strip():
         raise ApiError(400, "invalid_request", "request body is empty; a JSON object is required")
     try:
-        # The standard library's reading, not orjson's: orjson reads an integer past 64 bits as a
-        # float, which the schema would then judge as another value than the one sent.
-        body = json.loads(raw)
+        body = _loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ApiError(400, "invalid_request", f"request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):

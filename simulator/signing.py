@@ -8,8 +8,10 @@ payload as sent, and both decoders read both."""
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -22,8 +24,12 @@ class TokenError(ValueError):
     """The token is malformed, forged or of the wrong kind."""
 
 
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+
+
 def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+    """Unpadded URL-safe base64 (``base64.urlsafe_b64encode``'s, without its wrappers: a search signs three)."""
+    return binascii.b2a_base64(data, newline=False).rstrip(b"=").translate(_URLSAFE).decode("ascii")
 
 
 def _unb64(text: str) -> bytes:
@@ -60,6 +66,8 @@ class Signer:
         return claims
 
 
+@lru_cache(maxsize=4096)
 def digest(text: str) -> str:
-    """A short digest tying a cursor to the reference it continues."""
+    """A short digest tying a cursor to the reference it continues (remembered: a page signs two
+    cursors of one reference, and a chain's pages all continue one)."""
     return _b64(hashlib.sha256(text.encode()).digest()[:9])

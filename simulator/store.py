@@ -43,7 +43,7 @@ transaction counts up (whichever process commits it), read once per snapshot: a 
 empties it, an older snapshot neither reads nor fills it, so it never answers from another state
 than the snapshot's own. Outside a snapshot every lookup goes to SQLite.
 
-A request's work runs on the event loop when it is cheap (``inline()``): a search whose ranking is
+A request's work runs on the event loop when it is cheap (``snapshot(inline=True)``): a search whose ranking is
 neither remembered nor short (its words' postings are longer than ``inline_postings``) raises
 ``WouldBlock`` before it starts ranking, and the caller runs the work again on a store thread, so a
 long search never holds up the other requests, and a short one costs no hand-off between threads.
@@ -105,7 +105,7 @@ to a store thread."""
 
 
 class WouldBlock(Exception):
-    """A search run ``inline()`` would rank at length: run the work on a store thread instead."""
+    """A search in an ``inline`` snapshot would rank at length: run the work on a store thread instead."""
 
 
 class Moved(Exception):
@@ -229,11 +229,12 @@ class ItemInput:
 class _Snapshot:
     """``Store.snapshot()``: a class, not a generator, as every request enters two."""
 
-    __slots__ = ("_nested", "_optimistic", "_store")
+    __slots__ = ("_inline", "_nested", "_optimistic", "_store")
 
-    def __init__(self, store: Store, optimistic: bool) -> None:
+    def __init__(self, store: Store, optimistic: bool, inline: bool) -> None:
         self._store = store
         self._optimistic = optimistic
+        self._inline = inline
         self._nested = False
 
     def __enter__(self) -> None:
@@ -243,6 +244,7 @@ class _Snapshot:
         if depth:
             local.depth, self._nested = depth + 1, True
             return
+        local.inline = self._inline
         if not store.concurrent:
             store._lock.acquire()
             try:
@@ -272,7 +274,7 @@ class _Snapshot:
         if self._nested:
             local.depth -= 1
             return
-        local.depth, local.version = 0, None
+        local.depth, local.version, local.inline = 0, None, False
         if not store.concurrent:
             store._lock.release()
         elif local.txn:
@@ -367,7 +369,7 @@ class Store:
                 raise Moved("the store changed before this snapshot's first read")
         yield db
 
-    def snapshot(self, *, optimistic: bool = False) -> _Snapshot:
+    def snapshot(self, *, optimistic: bool = False, inline: bool = False) -> _Snapshot:
         """Every read in the block sees one state of the store: a read transaction on this thread's
         connection (concurrent), or the lock held throughout (single connection). Writes made in the
         block commit on their own; the block's reads do not see them (concurrent). Re-entrant. Its
@@ -378,18 +380,9 @@ class Store:
         version, the snapshot opens no transaction; a block served from memory reads SQLite not at
         all (a read transaction's locks were some 15% of a served read's CPU time). Its first
         read opens the transaction and raises ``Moved`` if a commit came in between: only a
-        caller that can run the block again asks for this."""
-        return _Snapshot(self, optimistic)
-
-    @contextmanager
-    def inline(self) -> Iterator[None]:
-        """Work in the block runs on the event loop: a search that would rank at length raises
-        ``WouldBlock`` instead (see the module docstring)."""
-        self._local.inline = True
-        try:
-            yield
-        finally:
-            self._local.inline = False
+        caller that can run the block again asks for this. ``inline``: the block runs on the
+        event loop, and a search that would rank at length raises ``WouldBlock`` instead."""
+        return _Snapshot(self, optimistic, inline)
 
     def _memo(self, table: str, key: Hashable, load: Callable[[], T], limit: int = _Memo.LIMIT) -> T:
         """``load()``, remembered under ``key`` for this snapshot's version of the store."""

@@ -150,3 +150,28 @@ def test_a_prefix_fits_its_budget_and_one_more_character_would_not(text: str, bu
     keep = fit_prefix(text, budget)
     assert escaped_size(text[:keep]) <= budget or keep == 0
     assert keep == len(text) or escaped_size(text[: keep + 1]) > budget
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_JSON, st.booleans())
+def test_a_request_body_reads_as_the_standard_library_reads_it(value: Any, ascii_only: bool) -> None:
+    """Request bodies are read by orjson where it agrees with the standard library (simulator.http):
+    integers past 64 bits, NaN, lone surrogates and the rest read exactly as ``json.loads`` does."""
+    from simulator.http import _loads
+
+    raw = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    try:
+        expected: Any = ("value", json.loads(raw))
+    except (ValueError, RecursionError) as exc:
+        expected = ("refused", type(exc))
+    try:
+        got: Any = ("value", _loads(raw))
+    except (ValueError, RecursionError) as exc:
+        got = ("refused", type(exc))
+    assert repr(got) == repr(expected)
