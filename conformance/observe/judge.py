@@ -55,6 +55,7 @@ class Judge:
         self.tally = Tally()
         self.base_url = base_url
         self._held: set[str] = set()  # the rules this exchange's checks held: each counts once an exchange
+        self._violated: set[str] = set()  # the rules this exchange broke (not also counted as held)
 
     # ---------------------------------------------------------------- plumbing
     def judge(self, seen: Seen) -> None:
@@ -74,6 +75,7 @@ class Judge:
             try:
                 return step()
             except ContractViolation as exc:
+                self._violated.add(exc.requirement)
                 self.tally.violate(Finding(exc.requirement, shown(str(exc), 2000), ob.seen.number, self._evidence(ob)))
                 return None
             except NotVerified:
@@ -115,13 +117,13 @@ class Judge:
         self.tally.was_judged()
         if seen.status == 0:
             self.tally.skipped("the upstream gave no answer: only the client's request judged")
-        self._held = set()
+        self._held, self._violated = set(), set()
         try:
             {"capabilities": self._capabilities, "turn": self._turn, "search": self._search, "read": self._read}[
                 ob.operation
             ](ob)
         finally:
-            self.tally.hold(dict.fromkeys(self._held - set(self.tally.findings_of(seen.number)), 1))
+            self.tally.hold(dict.fromkeys(self._held - self._violated, 1))
 
     def _answered(self, ob: Observed) -> None:
         if ob.status:
@@ -148,7 +150,8 @@ class Judge:
         self._apply(ob, lambda: sequence_rules.turn_pinned(ctx, ob, body, earlier))
         self._apply(ob, lambda: sequence_rules.disabled_turn(ctx, ob, body))
         self._apply(ob, lambda: sequence_rules.empty_knowledge(ctx, ob, body))
-        self._apply(ob, lambda: sequence_rules.bounded_delivery(ctx, ob, body))
+        shape = "TURN-008" not in self._violated
+        self._apply(ob, lambda: sequence_rules.bounded_delivery(ctx, ob, body, shape=shape))
         if body is not None and ob.field("knowledge_delivery") == "on_demand":
             delivery = ctx.cfg.names.delivery(body.get("context"))
             status = delivery.get("status") if isinstance(delivery, dict) else None

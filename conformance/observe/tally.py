@@ -48,11 +48,6 @@ class Tally:
             if len(kept) < KEPT_PER_RULE:
                 kept.append(finding)
 
-    def findings_of(self, number: int) -> set[str]:
-        """The rules exchange ``number`` was found to violate (not also counted as held by it)."""
-        with self._lock:
-            return {rule for rule, kept in self.findings.items() if any(f.number == number for f in kept)}
-
     def seen(self) -> None:
         with self._lock:
             self.exchanges += 1

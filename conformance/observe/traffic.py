@@ -100,6 +100,7 @@ class ChainAt:
     revision: str
     total: int | None
     split_edge: bool  # a page so far began or ended with U+FFFD
+    largest: int = 0  # the largest page so far, JSON bytes
 
 
 @dataclass(frozen=True)
