@@ -57,6 +57,7 @@ import json
 import os
 import re
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -675,12 +676,13 @@ def run(
     processes: int = 1,
     anchor: bool = True,
     endpoints: tuple[str, ...] = (),
+    repeat: int = 1,
 ) -> dict[str, Any]:
     """Every cell of every size; with ``compare`` (label -> source tree), those simulators too, each
     cell measured on each server in turn so that a busy machine weighs on all of them alike;
     ``processes`` > 1: also this tree as that many processes on one kept store and one port;
     ``anchor``: also the same-work anchor, per size, on the same corpus; ``endpoints``: only those
-    (default: every one)."""
+    (default: every one); ``repeat``: rounds of every cell, each figure the median of its rounds."""
     cells: list[Cell] = []
     servers: list[dict[str, Any]] = []
     variants: dict[str, str | None] = {"": None, **(compare or {})}
@@ -727,32 +729,35 @@ def run(
                         started.append((ANCHOR, proc, startup))
                         targets.append(Target(ANCHOR, port, [proc.pid], ANCHOR_TOKEN))
                     for n in clients:
-                        bare_cell = measure(
-                            Target("bare", bare_port, [bare.pid]), encode("GET", "/bare"), n, duration, size, "bare"
-                        )
-                        _report(cells, bare_cell, n)
-                        for name in (e for e in ENDPOINTS if not endpoints or e in endpoints):
-                            for target in targets:  # each endpoint on each server in turn
-                                if (name == MIXED and n == 1) or (
-                                    target.label == ANCHOR and (name == MIXED or not name.startswith(ANCHORED))
-                                ):
-                                    continue
-                                # a fresh run and reference each cell: a slow cell before may have outlived the last ones
-                                run_id, ref = asyncio.run(_prepare(target.port, target.token))
-                                raw = _request(name, target.token, run_id, ref, vocab, seed)
-                                broad = _request("search broad", target.token, run_id, ref, vocab, seed)
-                                assert isinstance(broad, bytes)
-                                beside = (broad, n - 1)
-                                cell = measure(
-                                    target,
-                                    raw,
-                                    1 if name == MIXED else n,
-                                    duration,
-                                    size,
-                                    f"{name} [{target.label}]" if target.label else name,
-                                    beside if name == MIXED else None,
-                                )
-                                _report(cells, cell, n)
+                        rounds: dict[str, list[Cell]] = {}
+                        for _ in range(repeat):  # every cell once a round: a busy spell weighs on all of them
+                            bare_cell = measure(
+                                Target("bare", bare_port, [bare.pid]), encode("GET", "/bare"), n, duration, size, "bare"
+                            )
+                            _report(rounds, bare_cell, n)
+                            for name in (e for e in ENDPOINTS if not endpoints or e in endpoints):
+                                for target in targets:  # each endpoint on each server in turn
+                                    if (name == MIXED and n == 1) or (
+                                        target.label == ANCHOR and (name == MIXED or not name.startswith(ANCHORED))
+                                    ):
+                                        continue
+                                    # a fresh run and reference each cell: a slow cell before may have outlived
+                                    # the last ones
+                                    run_id, ref = asyncio.run(_prepare(target.port, target.token))
+                                    raw = _request(name, target.token, run_id, ref, vocab, seed)
+                                    broad = _request("search broad", target.token, run_id, ref, vocab, seed)
+                                    assert isinstance(broad, bytes)
+                                    cell = measure(
+                                        target,
+                                        raw,
+                                        1 if name == MIXED else n,
+                                        duration,
+                                        size,
+                                        f"{name} [{target.label}]" if target.label else name,
+                                        (broad, n - 1) if name == MIXED else None,
+                                    )
+                                    _report(rounds, cell, n)
+                        cells.extend(_median(found) for found in rounds.values())
                     for label, _proc, startup in started:
                         if "#" in label:
                             continue
@@ -780,16 +785,37 @@ def run(
         "cpus": os.cpu_count(),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "stack": _stack(),
+        "repeat": repeat,
     }
 
 
-def _report(cells: list[Cell], cell: Cell, clients: int) -> None:
+def _report(rounds: dict[str, list[Cell]], cell: Cell, clients: int) -> None:
     cell.clients = clients  # all connections, the measured one and the rest
-    cells.append(cell)
+    rounds.setdefault(cell.endpoint, []).append(cell)
     print(
         f"  {cell.size:>7} {cell.endpoint:36} c={clients:<3} {cell.rps:>8} req/s  p50 {cell.p50_ms} ms  "
         f"p99 {cell.p99_ms} ms  CPU {cell.cpu_ms} ms/req  errors {cell.errors}",
         file=sys.stderr,
+    )
+
+
+def _median(found: list[Cell]) -> Cell:
+    """One cell of a cell's rounds: each figure the median of its rounds', requests and errors summed."""
+
+    def mid(values: list[float]) -> float:
+        return statistics.median(values) if values else float("nan")
+
+    first = found[0]
+    return Cell(
+        first.size,
+        first.endpoint,
+        first.clients,
+        sum(c.requests for c in found),
+        sum(c.errors for c in found),
+        round(mid([c.rps for c in found]), 1),
+        round(mid([c.p50_ms for c in found]), 2),
+        round(mid([c.p99_ms for c in found]), 2),
+        round(mid([c.cpu_ms for c in found]), 3),
     )
 
 
@@ -917,7 +943,8 @@ def table(result: dict[str, Any]) -> str:
                 lines.append(f"- {name}: {first[0]} → {last[0]} ms ({last[0] / first[0]:.0f}×)")
     lines += [
         "",
-        f"{result['cpus']} CPUs, load average at the end {result['load_average']}, {result['duration_s']} s per cell; "
+        f"{result['cpus']} CPUs, load average at the end {result['load_average']}, {result['duration_s']} s per cell"
+        f" (the median of {result.get('repeat', 1)} rounds); "
         f"every server on {result.get('stack', 'uvicorn')}.",
     ]
     return "\n".join(lines)
@@ -952,6 +979,13 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help=f"measure only these endpoints, comma-separated (default: all of {', '.join(ENDPOINTS)})",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="measure every cell this many times, in rounds, and report the median of each figure "
+        "(on a shared machine, a busy spell then weighs on one round of every server, not on one server)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s] + ([100_000] if args.with_100k else [])
@@ -965,6 +999,7 @@ def main(argv: list[str] | None = None) -> int:
         args.processes,
         not args.no_anchor,
         tuple(e.strip() for e in args.endpoints.split(",") if e.strip()),
+        max(1, args.repeat),
     )
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0
