@@ -15,7 +15,6 @@ from conformance.search_knowledge.stateful import (
     CLAIMS,
     TAGS,
     WALK_SEED,
-    Reach,
     SkModelWorld,
     machine,
     model_world,
@@ -26,7 +25,7 @@ from conformance.target.control import Control
 from conformance.target.open import open_target
 from conformance.target.outcomes import ContractViolation
 from conformance.target.settings import RunSettings
-from conformance.target.walk import walk_settings
+from conformance.target.walk import Reach, walk_settings
 
 
 @contextmanager
@@ -47,9 +46,9 @@ def _world(*quirks: str, strict: bool = False) -> Iterator[SkModelWorld]:
 def _run(
     *quirks: str, walk: bool = False, walk_seed: int = WALK_SEED, strict: bool = False
 ) -> tuple[Reach, ContractViolation | None]:
-    reach = Reach()
     with _world(*quirks, strict=strict) as world:
-        states = machine(lambda: world, reach, walk_seed)
+        states = machine(lambda: world, walk_seed)
+        reach = states.reach
         try:
             tour(states)
             if walk:
@@ -70,7 +69,7 @@ def test_the_tour_reaches_every_rule_and_claim_and_each_rule_checks_only_its_tag
 
 
 def test_an_unreached_rule_claims_nothing_it_is_tagged_with() -> None:
-    reach = Reach(rules=set(TAGS) - {"publish"}, checked={"query": {"SK-003", "SK-010"}, "read": {"SK-004", "SK-012"}})
+    reach = Reach(TAGS, set(TAGS) - {"publish"}, {"query": {"SK-003", "SK-010"}, "read": {"SK-004", "SK-012"}})
     assert reach.verified() == {"SK-010", "SK-012"}, "SK-003 and SK-004 hang on publish, which did not run"
 
 

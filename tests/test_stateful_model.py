@@ -28,16 +28,14 @@ def _load(path: Any) -> dict[str, Any]:
 
 def _walk(*quirks: str) -> tuple[set[str], Checker, ContractViolation | None, Any]:
     """The stateful test's default walk (20 examples of 25 steps, not shrunk) against the simulator."""
-    exercised: set[str] = set()
     checkers: list[Checker] = []
     with simulator(*quirks) as (cfg, world):
+        walk = machine(lambda: world, cfg, checkers)
         try:
-            run_state_machine_as_test(
-                machine(lambda: world, cfg, exercised, checkers), settings=walk_settings(20, 25, shrink=False)
-            )
+            run_state_machine_as_test(walk, settings=walk_settings(20, 25, shrink=False))
         except ContractViolation as exc:
-            return exercised, checkers[0], exc, cfg
-    return exercised, checkers[0], None, cfg
+            return walk.reach.verified(), checkers[0], exc, cfg
+    return walk.reach.verified(), checkers[0], None, cfg
 
 
 # ------------------------------------------------------------- recordings
@@ -117,11 +115,10 @@ def test_a_fresh_recording_is_judged_as_the_stored_one() -> None:
 @pytest.mark.parametrize("quirks", [(), ("read_refreshes_expiry",)], ids=["clean", "read_refreshes_expiry"])
 def test_the_state_machine_and_the_replay_of_its_transcript_agree(quirks: tuple[str, ...]) -> None:
     """Rules called by hand: a reference read at 60 s, then at 301 s (the expiry edge rule)."""
-    exercised: set[str] = set()
     checkers: list[Checker] = []
     with simulator(*quirks) as (cfg, world):
-        # Any: machine() builds its class inside, so the type knows none of its rules
-        state: Any = machine(lambda: world, cfg, exercised, checkers)()
+        walk = machine(lambda: world, cfg, checkers)
+        state = walk()
         state.setup()
         held = state.first_reference()
         assert isinstance(held, Held)
@@ -134,7 +131,7 @@ def test_the_state_machine_and_the_replay_of_its_transcript_agree(quirks: tuple[
     transcript = json.loads(json.dumps(checkers[0].transcript()))
     found = replay(transcript, cfg)
     if not quirks:
-        assert caught is None and found is None and "REF-001" in exercised
+        assert caught is None and found is None and "REF-001" in walk.reach.verified()
         return
     assert caught is not None and caught.requirement == "REF-001"
     assert found == Deviation(len(transcript["steps"]) - 1, "REF-001", str(caught))
@@ -171,13 +168,13 @@ def test_the_default_walk_catches_reads_that_refresh_the_expiry_and_the_replay_a
 
 # ------------------------------------------------------------- the tour
 def _tour(*quirks: str) -> tuple[set[str], ContractViolation | None]:
-    exercised: set[str] = set()
     with simulator(*quirks) as (cfg, world):
+        walk = machine(lambda: world, cfg)
         try:
-            tour(machine(lambda: world, cfg, exercised, []))
+            tour(walk)
         except ContractViolation as exc:
-            return exercised, exc
-    return exercised, None
+            return walk.reach.verified(), exc
+    return walk.reach.verified(), None
 
 
 def test_the_tour_reaches_every_claimed_rule() -> None:

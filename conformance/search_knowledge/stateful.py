@@ -21,20 +21,19 @@ answer the seed fixes, and nothing more:
 
 Like the HTTP model (``conformance/server/stateful.py``): ``tour`` reaches every rule first, then the
 random walk (fixed seed, ``--stateful-seed`` picks another). Each rule is tagged with its SK
-requirement IDs; an ID counts as verified only when a check of it ran and every rule tagged
-with it was reached (``Reach.verified``). The test is ``conformance/suite/search_knowledge/test_stateful.py``.
+requirement IDs (``conformance.target.walk.tagged``); an ID counts as verified only when a check of
+it ran and every rule tagged with it was reached (``Reach.verified``). The test is ``conformance/suite/search_knowledge/test_stateful.py``.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import re
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from hypothesis import seed
 from hypothesis import strategies as st
@@ -56,7 +55,7 @@ from conformance.target.config import TargetConfig
 from conformance.target.control import Control, KnowledgeControl
 from conformance.target.open import Target
 from conformance.target.rules import Rule, expect
-from conformance.target.walk import Steps
+from conformance.target.walk import Reach, Steps, claims, tagged, tags
 from knowledge_schemas import load_registry
 
 A, B, P = "kb-sm-a", "kb-sm-b", "kb-sm-p"  # alice sees A and B; P is private to carol
@@ -72,39 +71,6 @@ DEFAULT_LIMIT = 4000
 WALK_SEED = 11  # the random walk's default seed; reaching every rule does not hang on it (``tour``)
 CODE_POINT, UTF16 = "code point", "utf-16"
 _worlds = itertools.count(1)
-F = TypeVar("F", bound=Callable[..., Any])
-
-TAGS: dict[str, tuple[str, ...]] = {}  # rule -> the requirement IDs it checks or sets up
-
-
-def tagged(*ids: str) -> Callable[[F], F]:
-    """Tag a rule with its requirement IDs and record that it was reached (``Reach.rules``)."""
-
-    def wrap(fn: F) -> F:
-        TAGS[fn.__name__] = ids
-
-        @functools.wraps(fn)
-        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-            self.reach.rules.add(fn.__name__)
-            self.rule = fn.__name__
-            return fn(self, *args, **kwargs)
-
-        return run  # type: ignore[return-value]
-
-    return wrap
-
-
-@dataclass
-class Reach:
-    """What a tour and walk reached: the rules run, and per rule the IDs whose checks ran."""
-
-    rules: set[str] = field(default_factory=set)
-    checked: dict[str, set[str]] = field(default_factory=dict)
-
-    def verified(self) -> set[str]:
-        """IDs checked at least once whose every tagged rule was reached: a claim hangs on all of them."""
-        seen = set().union(*self.checked.values()) if self.checked else set()
-        return {rid for rid in seen if all(rule in self.rules for rule, ids in TAGS.items() if rid in ids)}
 
 
 # ----------------------------------------------------------------- what the model knows
@@ -281,7 +247,7 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
 
     # ----------------------------------------------------------- plumbing
     def _expect(self, condition: object, requirement: Rule, message: str) -> None:
-        self.reach.checked.setdefault(self.rule, set()).add(requirement)
+        self.reach.of(self.rule).add(requirement)
         expect(condition, requirement, message)
 
     def _ask(self, who: str, arguments: dict[str, Any]) -> Answer:
@@ -729,16 +695,18 @@ class SearchKnowledgeModel(RuleBasedStateMachine):
         )
 
 
-def machine(
-    make_world: Callable[[], SkModelWorld], reach: Reach, walk_seed: int = WALK_SEED
-) -> type[RuleBasedStateMachine]:
+TAGS = tags(SearchKnowledgeModel)  # rule -> the requirement IDs it checks or sets up
+CLAIMS = claims(SearchKnowledgeModel)
+
+
+def machine(make_world: Callable[[], SkModelWorld], walk_seed: int = WALK_SEED) -> type[SearchKnowledgeModel]:
     """The state machine over one world (made once; each example starts from its canonical state:
     runtime on, every item active and published with its canonical text, every base active, alice
-    seeing A and B). ``reach`` collects the rules run and the IDs checked."""
+    seeing A and B); its ``reach`` collects the rules run and the IDs checked."""
     walk = type(
         "SearchKnowledgeWalk",
         (SearchKnowledgeModel,),
-        {"make_world": staticmethod(make_world), "shared": [], "reach": reach},
+        {"make_world": staticmethod(make_world), "shared": [], "reach": Reach(TAGS)},
     )
     return seed(walk_seed)(walk)
 
@@ -812,6 +780,3 @@ def tour(walk: type[RuleBasedStateMachine]) -> None:
     except Exception as exc:
         exc.add_note("\n".join(["The scripted tour, up to the failing step:", *s.lines]))
         raise
-
-
-CLAIMS = tuple(sorted(set().union(*TAGS.values())))

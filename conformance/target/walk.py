@@ -1,13 +1,82 @@
 """What both stateful models (the Core's, ``conformance.server.stateful``, and search_knowledge's,
-``conformance.search_knowledge.stateful``) drive their walks with: Hypothesis settings that replay,
-and the scripted tour's recorder that prints its steps as Hypothesis prints a failing walk."""
+``conformance.search_knowledge.stateful``) share, so that they have one shape: a module-level
+``RuleBasedStateMachine`` whose ``machine(...)`` factory binds a subclass to its world and to a
+fresh :class:`Reach`, the one record of what a walk verified; Hypothesis settings that replay; and
+the scripted tour's recorder that prints its steps as Hypothesis prints a failing walk.
+
+A test of either model is the same few lines::
+
+    walk = machine(...)
+    with recording():  # the model's own account counts, not each check's
+        tour(walk)
+        run_state_machine_as_test(walk, settings=walk_settings(...))
+    held(walk.reach.verified())
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine
+
+F = TypeVar("F", bound=Callable[..., Any])
+_TAGS = "kc_requirements"  # the attribute ``tagged`` leaves on a rule
+
+
+@dataclass
+class Reach:
+    """What a tour and a walk reached: the machine rules that ran, and per machine rule the
+    requirement IDs whose checks ran on a definite prediction. ``tags``: per machine rule, the IDs
+    it checks (``tagged``); a claim hangs on every rule tagged with it."""
+
+    tags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    rules: set[str] = field(default_factory=set)
+    checked: dict[str, set[str]] = field(default_factory=dict)
+
+    def of(self, rule: str) -> set[str]:
+        """The IDs checked while ``rule`` ran: the set its checks add to."""
+        return self.checked.setdefault(rule, set())
+
+    def verified(self) -> set[str]:
+        """IDs checked at least once whose every tagged rule was reached."""
+        seen = set().union(*self.checked.values()) if self.checked else set()
+        return {rid for rid in seen if all(rule in self.rules for rule, ids in self.tags.items() if rid in ids)}
+
+
+def tagged(*ids: str) -> Callable[[F], F]:
+    """Tag a machine rule with the requirement IDs it checks, and record in the machine's
+    ``reach`` that it ran (its checks then go to ``reach.of(rule)``: ``self.rule`` names it)."""
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            self.reach.rules.add(fn.__name__)
+            self.rule = fn.__name__
+            return fn(self, *args, **kwargs)
+
+        setattr(run, _TAGS, ids)
+        return run  # type: ignore[return-value]
+
+    return wrap
+
+
+def tags(machine: type[RuleBasedStateMachine]) -> dict[str, tuple[str, ...]]:
+    """Per rule of ``machine``, the requirement IDs it is tagged with."""
+    return {
+        name: ids
+        for cls in reversed(machine.__mro__)
+        for name, value in vars(cls).items()
+        if (ids := getattr(value, _TAGS, None)) is not None
+    }
+
+
+def claims(machine: type[RuleBasedStateMachine]) -> tuple[str, ...]:
+    """Every ID a rule of ``machine`` is tagged with: what a walk of it may verify."""
+    return tuple(sorted(set().union(*tags(machine).values())))
 
 
 class Steps:

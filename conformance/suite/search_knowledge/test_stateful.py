@@ -13,7 +13,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from conformance.mcp.endpoints import skipped
 from conformance.plugin.options import option, walk_size
 from conformance.search_knowledge.answers import call, not_offered
-from conformance.search_knowledge.stateful import CLAIMS, WALK_SEED, Reach, machine, model_world, tour
+from conformance.search_knowledge.stateful import CLAIMS, WALK_SEED, machine, model_world, tour
 from conformance.target.config import TargetConfig
 from conformance.target.open import Target
 from conformance.target.rules import held, recording
@@ -40,11 +40,10 @@ def test_search_knowledge_model_agrees_with_the_target(
         probe = call(world.sessions["alice"], {"query": "knowledge"}, judge=False)  # offered at all: the walk judges
         if not_offered(probe):
             pytest.skip(f"not verified: the MCP server does not offer search_knowledge ({probe.raw[:120]})")
-        reach = Reach()
-        walk = machine(lambda: world, reach, option(pytestconfig, "--stateful-seed") or WALK_SEED)
+        walk = machine(lambda: world, walk_seed=option(pytestconfig, "--stateful-seed") or WALK_SEED)
         with recording():  # the model's own account counts: a rule is verified once every step of it was reached
             tour(walk)
             run_state_machine_as_test(
                 walk, settings=walk_settings(examples, steps, shrink=not option(pytestconfig, "--no-shrink"))
             )
-        held(reach.verified())
+        held(walk.reach.verified())

@@ -33,11 +33,9 @@ def test_stateful_model_agrees_with_the_target(
     if control is None:
         pytest.skip("not verified: the stateful model drives time and state through the test-control extension")
     examples, steps = walk_size(pytestconfig, default=(20, 25), deep=(200, 60))
-    exercised: set[str] = set()
     walk = machine(
         lambda: provision(kc_config, core, control, large=False),
         kc_config,
-        exercised,
         walk_seed=option(pytestconfig, "--stateful-seed") or WALK_SEED,
     )
     with recording():  # the model's own account of what it checked on a definite prediction counts, below
@@ -45,4 +43,4 @@ def test_stateful_model_agrees_with_the_target(
         run_state_machine_as_test(
             walk, settings=walk_settings(examples, steps, shrink=not option(pytestconfig, "--no-shrink"))
         )
-    held(exercised)
+    held(walk.reach.verified())
