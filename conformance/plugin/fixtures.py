@@ -214,8 +214,8 @@ def mcp_agents(
 @pytest.fixture(params=TRANSPORTS)
 def agent(request: pytest.FixtureRequest, mcp_agents: dict[str, Agent | NotServing]) -> Agent:
     """The warm Agent Session MCP session of one transport, after its first turn."""
+    from conformance.mcp import rules as mcp
     from conformance.mcp.endpoints import skipped
-    from conformance.mcp.rules import MCP_001
     from conformance.mcp.session import NotServing
     from conformance.plugin.options import option
 
@@ -225,7 +225,7 @@ def agent(request: pytest.FixtureRequest, mcp_agents: dict[str, Agent | NotServi
             pytest.skip("not verified: MCP checks skipped: --mcp-target none")
         pytest.skip(f"not verified: no Agent Session MCP server over {request.param} (--mcp-target or [mcp])")
     if isinstance(found, NotServing):
-        MCP_001.fail(f"the Agent Session MCP server {found}")
+        mcp.MCP_001.fail(f"the Agent Session MCP server {found}")
     if found.turn is None:
         found.turn = found.start_turn("knowledge")
     return found
