@@ -83,9 +83,26 @@ def static_upstream() -> Iterator[str]:
         process.wait(10)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU of one process so far (Linux; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
 @contextmanager
 def observing(upstream: str, reports: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``knowledge-conformance observe`` in front of ``upstream``; after the block, its results.json."""
+    """``knowledge-conformance observe`` in front of ``upstream``; after the block, its results.json.
+    ``results["pids"]``: the proxy's process and its judge's, while it runs."""
     port = free_port()
     command = [sys.executable, "-m", "conformance.cli", "observe", "--upstream", upstream]
     command += ["--listen", f"127.0.0.1:{port}", "--reports", str(reports), "--queue", "1024"]
@@ -93,6 +110,7 @@ def observing(upstream: str, reports: Path) -> Iterator[tuple[str, dict[str, Any
     results: dict[str, Any] = {}
     try:
         _wait(f"http://127.0.0.1:{port}", process)
+        results["pids"] = [process.pid, *children(process.pid)[-1:]]
         yield f"http://127.0.0.1:{port}", results
     finally:
         process.send_signal(signal.SIGINT)
@@ -187,7 +205,9 @@ def main() -> int:
                 with observing(base, work / name.replace(" ", "-")) as (proxy, results):
                     taken = latency(base, proxy, all_clients[0], args.requests)
                     direct_load = asyncio.run(_load(base, all_clients, args.seconds))
+                    before = [cpu_seconds(pid) for pid in results["pids"]]
                     proxied_load = asyncio.run(_load(proxy, all_clients, args.seconds))
+                    used = [cpu_seconds(pid) - b for pid, b in zip(results["pids"], before, strict=True)]
                 print(f"\n{name}:")
                 print(_line("1 client, direct", taken["direct"]))
                 print(_line("1 client, through observe", taken["proxied"]))
@@ -196,6 +216,8 @@ def main() -> int:
                 print(f"  added latency: p50 {added:+.2f} ms, p95 {added95:+.2f} ms")
                 print(_line(f"{args.clients} clients, direct", direct_load, args.seconds))
                 print(_line(f"{args.clients} clients, through observe", proxied_load, args.seconds))
+                per = [f"{1000 * u / max(1, len(proxied_load)):.2f}" for u in used]
+                print(f"  CPU per proxied exchange at {args.clients} clients: proxy {per[0]} ms, judge {per[-1]} ms")
                 summary = results.get("summary", {})
                 print(
                     f"  observe judged {summary.get('observed_judged', '?')} of {summary.get('observed_exchanges', '?')} "

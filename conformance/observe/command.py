@@ -83,15 +83,20 @@ def _problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _known(cfg: Any) -> dict[str, Any]:
+    """The configured identities by token: what each stands for (its name, account and session)."""
+    from conformance.observe.credentials import Identity
+
+    return {str(i.token): Identity(name, i.account, i.session) for name, i in cfg.identities.items()}
+
+
 def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
-    from conformance.observe.credentials import Credentials, Identity
+    from conformance.observe.credentials import Credentials
     from conformance.target.config import load_config
 
-    cfg = load_config(
-        args.target_config, target="sim"
-    )  # identities and [wire] only: the upstream is not a suite target
-    known = {str(i.token): Identity(name, i.account, i.session) for name, i in cfg.identities.items()}
-    return cfg, Credentials(known, str(cfg.wire["auth"]["scheme"]))
+    # the identities and [wire] only: the upstream is no target of the suite's own checks
+    cfg = load_config(args.target_config, target="sim")
+    return cfg, Credentials(_known(cfg), str(cfg.wire["auth"]["scheme"]))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -112,21 +117,26 @@ def main(args: argparse.Namespace) -> int:
     return _proxy(args, cfg, credentials)
 
 
-def _finish(args: argparse.Namespace, judge: Any, source: Any) -> int:
-    from conformance.observe.report import build, exit_code, write
+def _verdict_line(run: Any, reports: str) -> None:
     from conformance.target.untrusted import one_line
 
-    run = build(judge.tally.snapshot(), source, sessions=judge.ctx.credentials.count, fail_on=args.fail_on)
-    write(run, Path(args.reports))
     s = run.summary
     print(
         one_line(
             f"knowledge-conformance observe: {run.verdict.upper()} within scope observed traffic: "
             f"{s['observed_exchanges']} exchange(s), {s['observed_sessions']} session(s), {s['observed_dropped']} "
             f"dropped; {s['rules_violated']} rule(s) violated, {s['rules_held']} held, {s['rules_not_observed']} "
-            f"not observed; reports in {args.reports}"
+            f"not observed; reports in {reports}"
         )
     )
+
+
+def _finish(args: argparse.Namespace, judge: Any, source: Any) -> int:
+    from conformance.observe.report import build, exit_code, write
+
+    run = build(judge.tally.snapshot(), source, sessions=judge.ctx.credentials.count, fail_on=args.fail_on)
+    write(run, Path(args.reports))
+    _verdict_line(run, args.reports)
     return exit_code(run)
 
 
@@ -152,34 +162,24 @@ def _proxy(args: argparse.Namespace, cfg: Any, credentials: Any) -> int:
 
     import uvicorn
 
-    from conformance.observe.har import HarRecorder
-    from conformance.observe.judge import Judge
-    from conformance.observe.pipeline import Pipeline
+    from conformance.observe.judge_process import JudgeProcess, JudgeSetup
     from conformance.observe.proxy import ObserveProxy, upstream_client
-    from conformance.observe.report import Source
+    from conformance.observe.report import Source, build, exit_code, write
     from conformance.target.config import redact_url
 
     host, port = listen_address(args.listen)
     if not is_loopback(host):
-        print(
-            f"knowledge-conformance observe: listening on {host}, not loopback: anyone who reaches it reaches the Core"
-        )
+        print(f"knowledge-conformance observe: listening on {host}, not loopback: whoever reaches it reaches the Core")
     upstream = args.upstream.rstrip("/")
-    judge = Judge(cfg, credentials, base_url=redact_url(upstream), negotiating=args.client_negotiates)
-    auth = cfg.wire["auth"]
-    recorder = (
-        HarRecorder(args.record_har, redact_url(upstream), str(auth["header"]), str(auth["scheme"]))
-        if args.record_har
-        else None
-    )
-    pipeline = Pipeline(judge, args.queue, recorder.add if recorder else None).start()
+    setup = JudgeSetup(cfg, _known(cfg), redact_url(upstream), args.client_negotiates, args.record_har)
+    judge = JudgeProcess(setup, credentials, args.queue).start()
     verify: Any = ssl.create_default_context(cafile=args.upstream_ca) if args.upstream_ca else True
     app = ObserveProxy(
         upstream,
-        pipeline.submit,
+        judge.submit,
         credentials,
         client=upstream_client(args.upstream_timeout, verify),
-        auth_header=str(auth["header"]),
+        auth_header=str(cfg.wire["auth"]["header"]),
     )
     server = uvicorn.Server(
         uvicorn.Config(app, host=host, port=port, log_level="warning", server_header=False, date_header=False)
@@ -194,7 +194,9 @@ def _proxy(args: argparse.Namespace, cfg: Any, credentials: Any) -> int:
     finally:
         for sig, handler in ending.items():
             signal.signal(sig, handler)
-    pipeline.close()
-    if recorder is not None:
-        recorder.close()
-    return _finish(args, judge, Source("proxy", redact_url(upstream), duration=time.monotonic() - started))
+    tally, sessions = judge.close()
+    source = Source("proxy", redact_url(upstream), duration=time.monotonic() - started)
+    run = build(tally, source, sessions=sessions, fail_on=args.fail_on)
+    write(run, Path(args.reports))
+    _verdict_line(run, args.reports)
+    return exit_code(run)

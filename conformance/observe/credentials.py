@@ -87,6 +87,22 @@ class Credentials:
                     self._pending.append(token)
         return key
 
+    def note(self, key: str | None) -> None:
+        """Name a credential known only by its digest (a judge in another process than the proxy)."""
+        if key is None:
+            return
+        with self._lock:
+            if key in self._known:
+                self._used.add(key)
+            elif key not in self._named:
+                self._name(key)
+
+    def take_pending(self) -> list[str]:
+        """The tokens seen since the last call, for a judge in another process to scrub."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        return pending
+
     def flush(self) -> None:
         """Add the tokens seen since the last call to the scrubber (the judge's thread, before judging)."""
         with self._lock:

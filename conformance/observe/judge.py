@@ -109,6 +109,7 @@ class Judge:
     def _judge(self, seen: Seen) -> None:
         self.tally.seen()
         self.ctx.credentials.flush()
+        self.ctx.credentials.note(seen.credential)
         seen = seen.decoded()
         ob = Observed.of(seen, self.ctx.cfg.wire["paths"], self._caller)
         if ob is None:

@@ -73,6 +73,21 @@ class Tally:
             if len(self.errors) < KEPT_ERRORS:
                 self.errors.append(message)
 
+    def __getstate__(self) -> dict[str, object]:
+        """Picklable (a judge in its own process sends its tally back): the lock stays behind."""
+        with self._lock:
+            return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def merge_unjudged(self, counts: Counter[str]) -> None:
+        """Exchanges dropped before they reached this judge (counted where they were dropped)."""
+        with self._lock:
+            self.unjudged.update(counts)
+            self.exchanges += sum(counts.values())
+
     def snapshot(self) -> Tally:
         """A copy to report from while judging goes on."""
         with self._lock:
