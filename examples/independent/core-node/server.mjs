@@ -124,9 +124,14 @@ export function createCore(options = {}) {
     const p = token.slice(0, dot);
     const s = token.slice(dot + 1);
     const want = b64u(crypto.createHmac('sha256', key).update(p).digest().subarray(0, 24));
-    const a = Buffer.from(s);
-    const b = Buffer.from(want);
-    if (a.length !== b.length || !crypto.timingSafeEqual(a, b)) return null;
+    if (B('sig_decoded_lenient')) {
+      // compare the decoded MAC bytes (base64url decoding is lenient: extra or foreign characters are skipped)
+      if (!Buffer.from(s, 'base64url').subarray(0, 24).equals(crypto.createHmac('sha256', key).update(p).digest().subarray(0, 24))) return null;
+    } else {
+      const a = Buffer.from(s);
+      const b = Buffer.from(want);
+      if (a.length !== b.length || !crypto.timingSafeEqual(a, b)) return null;
+    }
     let payload;
     try { payload = JSON.parse(Buffer.from(p, 'base64url').toString('utf8')); } catch { return null; }
     if (!isPlainObject(payload) || payload.t !== type) return null;
@@ -248,7 +253,7 @@ export function createCore(options = {}) {
     const fb = {
       schema_version: FEEDBACK_SCHEMA, category: 'knowledge_reference', code, origin: 'core',
       operation: 'read_knowledge', dispatch: 'not_dispatched', retryable: true,
-      next_action: 'search_knowledge', message,
+      next_action: (B('expired_next_action_retry') && code === 'knowledge_reference_expired') ? 'retry' : 'search_knowledge', message,
     };
     return new HttpError(status, code, message, { feedback: fb });
   }
@@ -275,6 +280,7 @@ export function createCore(options = {}) {
     return v;
   }
   function requireRunId(body) {
+    if (B('run_id_lowercase_first')) body.run_id = body.run_id.toLowerCase(); // normalise first (crashes on a non-string)
     const v = requireString(body, 'run_id');
     if (!UUID_RE.test(v)) throw invalid('run_id must be a UUID.');
     return v.toLowerCase();
@@ -288,7 +294,15 @@ export function createCore(options = {}) {
   }
 
   // ----------------------------------------------------------- Agent API
+  const capsMemo = new Map();
   function capabilities(ws) {
+    if (B('caps_memoized_per_route')) {
+      if (!capsMemo.has(ws.route)) capsMemo.set(ws.route, capabilitiesFresh(ws));
+      return capsMemo.get(ws.route);
+    }
+    return capabilitiesFresh(ws);
+  }
+  function capabilitiesFresh(ws) {
     return {
       schema_version: CAPS_SCHEMA,
       knowledge_schema_version: KNOWLEDGE_SCHEMA,
@@ -302,7 +316,7 @@ export function createCore(options = {}) {
         read_min_max_bytes: READ_MIN,
         read_max_max_bytes: READ_MAX,
         reference_max_bytes: REF_MAX_BYTES,
-        read_chain_max_bytes: CHAIN_BUDGET,
+        read_chain_max_bytes: B('caps_limits_strings') ? (process.env.KNOWLEDGE_CHAIN_BUDGET || '131072') : CHAIN_BUDGET,
         reference_ttl_seconds: TTL_SECONDS,
       },
     };
@@ -352,6 +366,7 @@ export function createCore(options = {}) {
       const items = status === 'unavailable' ? [] : rank(ws, identity, input, SEARCH_MAX_HINTS);
       const kd = { schema_version: KNOWLEDGE_SCHEMA, mode: 'on_demand', status, hints: [], trust: TRUST };
       kd.hints = hintsFor(ws, identity, runId, items);
+      if (B('delivery_hint_summary_undefined')) kd.hints = kd.hints.map((h) => ({ ...h, summary: h.summary || undefined })); // leave empty summaries out of the turn
       fitHints(kd, SEARCH_MAX_BYTES);
       context.knowledge_delivery = kd;
       if (B('on_demand_refs_filled')) context.knowledge_refs = kd.hints.map((h) => ({ ref: h.ref, title: h.title }));
@@ -371,7 +386,7 @@ export function createCore(options = {}) {
   function search(ws, identity, body) {
     onlyKeys(body, ['query', 'run_id', 'limit']);
     const query = requireString(body, 'query', { max: 1000 });
-    const runId = requireRunId(body);
+    const runId = (B('search_run_optional') && !hasOwn(body, 'run_id')) ? null : requireRunId(body);
     let limit = SEARCH_MAX_HINTS;
     if (hasOwn(body, 'limit')) {
       const l = body.limit;
@@ -381,9 +396,10 @@ export function createCore(options = {}) {
     }
     const base = { schema_version: KNOWLEDGE_SCHEMA, status: 'ok', hints: [], trust: TRUST };
     if (ws.mode === 'disabled') return { ...base, status: 'disabled' };
-    if (ws.mode === 'unavailable') return { ...base, status: 'unavailable', message: 'The knowledge service is unavailable; this is not an empty result.' };
-    findRun(ws, identity, runId);
+    if (ws.mode === 'unavailable') return B('unavailable_search_ok_empty') ? { ...base } : { ...base, status: 'unavailable', message: 'The knowledge service is unavailable; this is not an empty result.' };
+    if (runId !== null) findRun(ws, identity, runId);
     if (takeFault('fail_next_search_unavailable', ws.route)) {
+      if (B('unavailable_search_ok_empty')) return { ...base }; // index error caught: no hits
       return { ...base, status: 'unavailable', message: 'The knowledge service is unavailable; this is not an empty result.' };
     }
     const status = ws.mode === 'partial' ? 'partial' : 'ok';
@@ -421,7 +437,7 @@ export function createCore(options = {}) {
       cursorTok = body.cursor;
     }
     let requested = false;
-    let maxBytes = B('read_default_4096') ? 4096 : B('read_default_32768') ? READ_MAX : READ_DEFAULT;
+    let maxBytes = B('read_default_4096') ? 4096 : B('read_default_32768') ? READ_MAX : B('default_page_content_16384') ? Infinity : READ_DEFAULT;
     if (hasOwn(body, 'max_bytes')) {
       let m = body.max_bytes;
       if (B('max_bytes_string') && typeof m === 'string' && m.trim() !== '') m = Number(m);
@@ -461,7 +477,9 @@ export function createCore(options = {}) {
       throw refError(403, 'knowledge_reference_mismatch', 'The reference was issued to another Agent Session; search again.');
     }
     const ageMs = nowMs(ws.route) - issuedAt;
-    const expired = B('expiry_whole_seconds') ? Math.ceil(ageMs / 1000) >= TTL_SECONDS : ageMs > TTL_SECONDS * 1000;
+    const expired = B('expiry_whole_seconds') ? Math.ceil(ageMs / 1000) >= TTL_SECONDS
+      : B('expiry_floor_seconds') ? Math.floor(ageMs / 1000) > TTL_SECONDS
+      : B('ttl_400') ? ageMs > 400 * 1000 : ageMs > TTL_SECONDS * 1000;
     if (expired) throw refError(410, 'knowledge_reference_expired', 'The reference expired after 300 seconds; search again.');
     findRun(ws, identity, runId);
     if (chain.u !== runId && !(B('cursor_unbound_run') && cursorTok !== null)) {
@@ -473,7 +491,9 @@ export function createCore(options = {}) {
       throw refError(409, 'knowledge_scope_changed', 'The knowledge scope changed; search again.');
     }
     if (!B('revision_unbound') && item.current.n !== chain.r) {
-      throw refError(409, 'knowledge_revision_changed', 'The document has a new revision; search again.');
+      const e = refError(409, 'knowledge_revision_changed', 'The document has a new revision; search again.');
+      if (B('changed_error_preview')) e.extra.current = { revision: item.current.n, title: item.current.title, preview: cutCodePoints(item.current.content, 200) };
+      throw e;
     }
     return page(ws, sign(chain), chain, item.current, offset, maxBytes, requested);
   }
@@ -488,14 +508,15 @@ export function createCore(options = {}) {
       if (more) o.truncated = true;
       if (exhausted) o.budget_exhausted = true;
       if (B('read_no_trust')) { /* forgot trust */ } else o.trust = TRUST;
-      o.total_content_bytes = total;
+      o.total_content_bytes = B('total_bytes_utf16') ? rev.content.length : total;
       o.read_chain_max_bytes = CHAIN_BUDGET;
       return o;
     };
     const cursorFor = (off) => sign({ t: 'c', ref: chain, off, at: Math.round(nowMs(ws.route)) });
     const size = (o) => (utf16 ? JSON.stringify(o).length : Buffer.byteLength(JSON.stringify(o)));
     const start = Math.min(Math.max(0, offset), total);
-    let room = maxBytes - size(skeleton('', cursorFor(total + 1e9), true, true));
+    // default_page_content_16384: the default page is 16384 bytes of content, not of complete JSON
+    let room = Number.isFinite(maxBytes) ? maxBytes - size(skeleton('', cursorFor(total + 1e9), true, true)) : READ_DEFAULT;
     const unitsBefore = B('budget_in_chars') ? buf.toString('utf8', 0, start).length : 0;
     for (let attempt = 0; attempt < 50; attempt++) {
       let i = start;
@@ -855,7 +876,11 @@ export function createCore(options = {}) {
 
     // Authentication comes before route matching.
     const tok = bearer(req);
-    if (tok === null) { done(401, errorBody('unauthorized', 'An Agent Session bearer token is required.')); return; }
+    if (tok === null) {
+      // capabilities is discovery only: served without a token
+      if (B('caps_public') && endpoint === 'knowledge/capabilities' && method === 'GET' && state.workspaces.has(routeSeg)) { done(200, capabilities(state.workspaces.get(routeSeg))); return; }
+      done(401, errorBody('unauthorized', 'An Agent Session bearer token is required.')); return;
+    }
     const identity = state.tokens.get(tok);
     if (!identity && !B('accept_any_token')) { done(403, errorBody('invalid_token', 'The Agent Session token is not valid.')); return; }
     const who = identity || [...state.tokens.values()].find((x) => x.route === routeSeg) || { account: 'anonymous', route: routeSeg, hub: selfHub, session_id: '00000000-0000-0000-0000-000000000000' };
@@ -864,7 +889,8 @@ export function createCore(options = {}) {
 
     if (!endpoint || method !== ENDPOINTS[endpoint][0]) { done(404, errorBody('not_found', 'No such path.')); return; }
     if (!validRoute(routeSeg)) { done(400, errorBody('invalid_route', 'The route is malformed.')); return; }
-    if (who.route !== routeSeg) { done(403, errorBody('route_not_allowed', 'This token is not for that workspace.')); return; }
+    const routeOk = B('route_regex_unanchored') ? new RegExp(who.route).test(routeSeg) : who.route === routeSeg; // route patterns
+    if (!routeOk) { done(403, errorBody('route_not_allowed', 'This token is not for that workspace.')); return; }
     const ws = state.workspaces.get(routeSeg);
     if (!ws) { done(404, errorBody('route_unavailable', 'The workspace is unavailable.')); return; }
     if (got.tooLarge) { done(413, errorBody('payload_too_large', 'The body is over 1 MiB.'), { Connection: 'close' }); return; }

@@ -417,7 +417,7 @@ export class Core {
     if (process.env.MCPTS_LOG_TOOL) console.error('search_knowledge', JSON.stringify(args).slice(0, 300));
     const kerr = (status, error, message, type = 'knowledge_error') => ({ status, body: { type, error, message } });
     const scopes = w.kscopes.get(id.account) || ['knowledge:read'];
-    if (!scopes.includes('knowledge:read')) return kerr(403, 'insufficient_scope', 'knowledge:read is required.');
+    if (broken('sk_scope_prefix') ? !scopes.some((sc) => sc.startsWith('knowledge:')) : !scopes.includes('knowledge:read')) return kerr(403, 'insufficient_scope', 'knowledge:read is required.');
     const a = { ...args };
     const strs = ['query', 'knowledge_base_id', 'knowledge_item_id', 'knowledge_revision_id', 'mode'];
     for (const k of strs) if (a[k] !== undefined && a[k] !== null && typeof a[k] !== 'string') return kerr(400, 'invalid_arguments', `${k} must be a string.`);
@@ -427,9 +427,10 @@ export class Core {
     if (a.alpha !== undefined && a.alpha !== null && (typeof a.alpha !== 'number' || !Number.isFinite(a.alpha))) return kerr(400, 'invalid_arguments', 'alpha must be a number.');
     const query = a.query ?? '', baseId = a.knowledge_base_id ?? '', itemId = a.knowledge_item_id ?? '', revId = a.knowledge_revision_id ?? '';
     if (cpLen(query) > 2000) return kerr(400, 'invalid_arguments', 'query is longer than 2000 characters.');
+    if (!w.runtime && broken('sk_runtime_off_empty')) return ok({ type: 'knowledge_search', query, mode: normaliseMode(a.mode), results: [] }); // nothing to search while the runtime is off
     if (!w.runtime) return kerr(503, 'knowledge_runtime_disabled', 'The Knowledge runtime is switched off for this workspace.', 'knowledge_unavailable');
     const offset = a.offset ?? 0, limitChars = a.limit_chars ?? 4000, maxResults = a.max_results ?? (broken('sk_max_results_default') ? 5 : 10);
-    if (offset < 0 || limitChars < 1 || limitChars > 10000 || maxResults < 1 || maxResults > 50) return kerr(400, 'knowledge_invalid_request', 'offset, limit_chars or max_results is out of bounds.');
+    if (offset < 0 || limitChars < 1 || (broken('sk_limit_chars_10000_refused') ? limitChars >= 10000 : limitChars > 10000) || maxResults < (broken('sk_max_results_zero') ? 0 : 1) || maxResults > 50) return kerr(400, 'knowledge_invalid_request', 'offset, limit_chars or max_results is out of bounds.');
     const hasQuery = query.trim().length > 0;
     if (hasQuery && (itemId || revId) && !broken('sk_mixed_allowed')) return kerr(400, 'knowledge_invalid_request', 'query cannot be mixed with knowledge_item_id or knowledge_revision_id.');
     const unavailable = () => kerr(404, 'knowledge_resource_unavailable', 'The requested knowledge resource is unavailable.');
@@ -471,8 +472,8 @@ export class Core {
       return kerr(400, 'knowledge_query_required', 'Give a query or a knowledge_item_id.');
     }
     const item = w.items.get(addressed);
-    if (!item || !this.itemVisible(w, id.account, item) || (baseId && item.baseId !== baseId)) return unavailable();
-    const rev = revId ? item.revisions.find((r) => r.id === revId) : item.current;
+    if (!item || !this.itemVisible(w, id.account, item) || (baseId && item.baseId !== baseId && !broken('sk_base_unchecked_on_read'))) return unavailable();
+    const rev = broken('sk_read_first_revision') ? item.revisions.find((r) => !revId || r.id === revId) : revId ? item.revisions.find((r) => r.id === revId) : item.current;
     if (!rev) return unavailable();
     const cps = rev._cps || (rev._cps = Array.from(rev.content));
     let window, total;
@@ -481,10 +482,11 @@ export class Core {
       total = buf.length;
       window = buf.subarray(offset, offset + limitChars).toString('utf8');
     } else {
-      total = cps.length;
+      total = broken('sk_total_chars_utf16') ? rev.content.length : cps.length;
       if (offset > total) return kerr(400, 'knowledge_invalid_request', 'offset is past the end of the content.'); // CHOICES: a refusal past the end is allowed
       window = cps.slice(offset, offset + limitChars).join('');
     }
+    if (broken('sk_audit_on_read')) w.audit.push({ action: 'item_read', item_id: item.id, revision_id: rev.id, at: this.now(w.route) });
     return ok({
       type: 'knowledge', owner: id.account, team: null, scope: `workspace:${w.route}`,
       knowledge_base_id: item.baseId, knowledge_item_id: item.id, knowledge_revision_id: rev.id,

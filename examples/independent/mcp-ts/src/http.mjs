@@ -36,6 +36,7 @@ export function hostAllowed(hostHeader, extraHosts = []) {
 }
 export function originAllowed(origin, extraOrigins = []) {
   if (origin === undefined) return true; // non-browser clients send none
+  if (broken('mcp_origin_null') && origin === 'null') return true; // local files and sandboxed tools send "null"
   if (extraOrigins.includes(origin)) return true;
   if (broken('mcp_origin_prefix')) return LOOPBACK.some((n) => origin.startsWith('http://' + n) || origin.startsWith('https://' + n));
   return /^https?:\/\/(127\.0\.0\.1|localhost|\[::1\])(:\d{1,5})?$/i.test(origin);
@@ -43,6 +44,7 @@ export function originAllowed(origin, extraOrigins = []) {
 
 export function createHttpServer(core, { allowHosts = [], allowOrigins = [], log = () => {} } = {}) {
   const sessions = new Map(); // Mcp-Session-Id -> {transport, server, route, token, state}
+  const sharedStates = new Map();
   const client = new InProcessCoreClient(core);
 
   async function mcp(req, res, route) {
@@ -71,7 +73,12 @@ export function createHttpServer(core, { allowHosts = [], allowOrigins = [], log
       return sendJson(res, 400, { jsonrpc: '2.0', error: { code: -32000, message: 'Bad Request: no valid session' }, id: null });
     }
     const port = req.socket.localPort;
-    const entry = { route, token: id.token, state: newSessionState() };
+    let state = newSessionState();
+    if (broken('mcp_run_per_route')) { // one conversation per workspace: reconnecting clients keep their run
+      if (!sharedStates.has(route)) sharedStates.set(route, state);
+      state = sharedStates.get(route);
+    }
+    const entry = { route, token: id.token, state };
     const sdkProtection = !broken('mcp_origin_prefix');
     entry.transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => crypto.randomUUID(),

@@ -148,6 +148,7 @@ function success(structured) {
   const sc = broken('mcp_flags_missing') ? { ...structured } : { ...structured, ...FLAGS };
   if (broken('mcp_flags_missing')) { delete sc.dispatch; delete sc.business_operation_performed; }
   let text = JSON.stringify(sc);
+  if (broken('mcp_text_truncated') && text.length > 8192) text = text.slice(0, 8192); // keep the text block short for the model
   if (broken('mcp_text_disagrees') && Array.isArray(sc.hints)) text = JSON.stringify({ ...sc, status: 'ok', hints: [] });
   if (broken('mcp_text_disagrees') && typeof sc.content === 'string') text = JSON.stringify({ ...sc, content: '' });
   return { content: [{ type: 'text', text }], structuredContent: sc };
@@ -173,9 +174,12 @@ async function startTurn(s, args) {
   const op = 'start_business_turn';
   if (typeof args.user_input !== 'string' || args.user_input.length === 0 || cpLen(args.user_input) > 64000) return invalid(op, 'user_input must be a string of 1..64000 characters.');
   let caps;
-  try { caps = await s.client.call('GET', base('/knowledge/capabilities', s.route), s.token); } catch (e) { return failure(feedback({ code: 'core_unreachable', message: String(e.message || e), operation: op, origin: 'mcp', category: 'unavailable' })); }
+  if (broken('mcp_no_negotiation')) caps = { status: 200, json: true, body: null }; // the knowledge tools are registered, so the Core supports knowledge
+  else try { caps = await s.client.call('GET', base('/knowledge/capabilities', s.route), s.token); } catch (e) { return failure(feedback({ code: 'core_unreachable', message: String(e.message || e), operation: op, origin: 'mcp', category: 'unavailable' })); }
   let supported;
-  if (caps.status === 200 && caps.json) {
+  if (caps.status === 200 && caps.json && caps.body === null && broken('mcp_no_negotiation')) {
+    supported = true;
+  } else if (caps.status === 200 && caps.json) {
     const c = caps.body || {};
     const knownSchemas = c.schema_version === 'bailing.agent-knowledge-capabilities.v1' && c.knowledge_schema_version === 'bailing.agent-knowledge.v1';
     // mcp_unknown_schema_supported: "forward compatible": a schema this server does not know is taken for a newer Core that supports everything
@@ -193,7 +197,8 @@ async function startTurn(s, args) {
   const body = {
     client_conversation_id: s.state.conversationId, client_turn_id: `turn-${n}`, user_message_id: `msg-${n}`,
     // mcp_turn_inline: the negotiated delivery never reaches the turn request (a plain turn)
-    user_input: args.user_input, ...(supported && !broken('mcp_turn_inline') ? { knowledge_delivery: 'on_demand' } : {}),
+    // mcp_delivery_argument: an undeclared knowledge_delivery argument picks the turn's delivery mode
+    user_input: args.user_input, ...(supported && !broken('mcp_turn_inline') ? { knowledge_delivery: (broken('mcp_delivery_argument') && typeof args.knowledge_delivery === 'string') ? args.knowledge_delivery : 'on_demand' } : {}),
   };
   let res;
   for (let attempt = 1; attempt <= 3; attempt++) {
@@ -231,9 +236,15 @@ async function searchTool(s, args) {
   if (args.limit !== undefined && (!isInt(args.limit) || args.limit < 1 || args.limit > 3)) return invalid(op, 'limit must be an integer from 1 to 3.');
   const pre = await requireRun(s, op, args); if (pre) return pre;
   const run = broken('mcp_run_argument') && typeof args.run_id === 'string' ? args.run_id : s.state.run;
+  const cacheKey = JSON.stringify([args.query, args.limit ?? null]);
+  if (broken('mcp_search_cache_across_turns')) {
+    s.state.searchCache = s.state.searchCache || new Map(); // searches are idempotent: cache them for the MCP session
+    if (s.state.searchCache.has(cacheKey)) return success(s.state.searchCache.get(cacheKey));
+  }
   let res;
   try { res = await s.client.call('POST', base('/knowledge/search', s.route), s.token, { query: args.query, run_id: run, ...(args.limit !== undefined ? { limit: args.limit } : {}) }); } catch (e) { return failure(feedback({ code: 'core_unreachable', message: String(e.message || e), operation: op, origin: 'mcp', category: 'unavailable' })); }
   if (res.status !== 200 || !res.json || !res.body || typeof res.body !== 'object') return coreFailure(op, res);
+  if (broken('mcp_search_cache_across_turns') && res.body.status === 'ok') s.state.searchCache.set(cacheKey, res.body);
   if (broken('mcp_hints_full_document') && Array.isArray(res.body.hints)) await enrichHints(s, run, res.body.hints);
   if (broken('mcp_hints_merged') && Array.isArray(res.body.hints)) await mergeHints(s, run, args.query, res.body.hints);
   return success(res.body);
@@ -288,6 +299,11 @@ async function readTool(s, args) {
   if (broken('mcp_budget_flag_dropped') && res.body.budget_exhausted !== undefined) {
     // the page where the chain stopped is relayed as if it had completed the document
     delete res.body.budget_exhausted; res.body.truncated = false;
+  }
+  if (broken('mcp_read_drops_budget_flag')) {
+    // relay only the members the tool documents
+    const pick = ['schema_version', 'ref', 'revision', 'content', 'next_cursor', 'truncated', 'trust', 'total_content_bytes', 'read_chain_max_bytes'];
+    return success(Object.fromEntries(pick.filter((k) => k in res.body).map((k) => [k, res.body[k]])));
   }
   return success(res.body);
 }

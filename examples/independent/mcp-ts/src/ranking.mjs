@@ -42,16 +42,21 @@ export function analyse(rev) {
 }
 
 // docs: [{key, rev}] the candidates; stats: [{rev}] the corpus statistics (all searchable documents).
+function analyseDoc(d) { // analysis cached on the item (its first indexed revision), not on the revision
+  if (!broken('sk_index_cached_per_item') || !d.item) return analyse(d.rev);
+  if (!d.item._an) d.item._an = analyse(d.rev);
+  return d.item._an;
+}
 export function lexicalScores(query, docs, stats) {
   const q = [...new Set(tokens(query))];
   const N = stats.length || 1;
-  let avg = 0; for (const d of stats) avg += analyse(d.rev).len; avg = avg / N || 1;
+  let avg = 0; for (const d of stats) avg += analyseDoc(d).len; avg = avg / N || 1;
   const df = new Map();
-  for (const t of q) { let n = 0; for (const d of stats) if (analyse(d.rev).tf.has(t)) n++; df.set(t, n); }
+  for (const t of q) { let n = 0; for (const d of stats) if (analyseDoc(d).tf.has(t)) n++; df.set(t, n); }
   const k1 = 1.2, b = 0.75;
   const out = new Map();
   for (const d of docs) {
-    const a = analyse(d.rev); let s = 0;
+    const a = analyseDoc(d); let s = 0;
     for (const t of q) {
       const f = a.tf.get(t) || 0; if (!f) continue;
       const n = df.get(t) || 0;
@@ -67,7 +72,7 @@ export function semanticScores(query, docs) {
   const tf = new Map(); for (const t of tokens(query)) tf.set(t, (tf.get(t) || 0) + 1);
   const qv = embed(tf);
   const out = new Map();
-  for (const d of docs) out.set(d.key, Math.max(0, cosine(qv, analyse(d.rev).vec)));
+  for (const d of docs) out.set(d.key, Math.max(0, cosine(qv, analyseDoc(d).vec)));
   return out;
 }
 
@@ -103,7 +108,7 @@ export function rank(query, docs, stats, mode, alpha) {
     }
   } else {
     let a = Number(alpha); if (!Number.isFinite(a)) a = 0.5;
-    a = Math.min(1, Math.max(0, a));
+    if (!broken('sk_alpha_unclamped')) a = Math.min(1, Math.max(0, a));
     if (broken('sk_alpha_semantic')) a = 1 - a;
     let ml = 0, ms = 0;
     for (const d of docs) { ml = Math.max(ml, lex.get(d.key)); ms = Math.max(ms, sem.get(d.key)); }
