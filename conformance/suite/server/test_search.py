@@ -11,9 +11,10 @@ import pytest
 from conformance.clients.reference_client import ReferenceClient
 from conformance.server import checks, corpus
 from conformance.server import rules as server
-from conformance.server.world import Stated, World
+from conformance.server.world import Stated, Who, World
 from conformance.target import contract as C
 from conformance.target.rules import expect
+from conformance.target.secrets import clip
 
 R = pytest.mark.requirement
 
@@ -180,6 +181,46 @@ def test_search_refuses_a_run_that_was_never_started(world: World) -> None:
         f"search with a run that was never started answered HTTP {unknown.status_code}",
     )
     checks.error_envelope(unknown, server.SRCH_002, strict=world.cfg.strict_codes)
+
+
+@R(server.SRCH_002, server.WIRE_001)
+def test_a_search_without_run_id_is_refused_or_binds_the_current_run(world: World) -> None:
+    """A search names its run on the wire ("wire fields use run_id"), and every reference it gives
+    stays bound to its original run: a search without run_id may be refused (a 4xx error envelope,
+    never a 5xx) or bound to the Agent Session's current run, whose reads then take its references.
+    References of no run of the session are neither. Through control the search is an Agent Session's
+    of its own, with one run: its current run is that one."""
+    if world.control is not None:
+        minted = world.control.mint(world.primary.account or "alice", world.route)
+        who = Who(minted["token"], minted["route"], minted["account"], minted["session_id"])
+    else:
+        who = world.primary
+    run_id = world.start_run(who)
+    response = world.core.search(who.token, who.route, {"query": "binding" if world.docs else world.cfg.probe_query})
+    expect(
+        response.status_code < 500,
+        server.WIRE_001,
+        f"a search without run_id answered HTTP {response.status_code}: {clip(response.text, 200)}",
+    )
+    if response.status_code != 200:
+        checks.error_envelope(response, server.SRCH_002, strict=world.cfg.strict_codes)
+        return
+    body = checks.search_response(response, what="a search without run_id")
+    refs = [str(h["ref"]) for h in body["hints"] if isinstance(h, dict) and isinstance(h.get("ref"), str)]
+    if not refs:
+        pytest.skip("not verified: a search without run_id was answered with no reference to read")
+    page = world.read(refs[0], run_id, who)
+    if page.status_code != 200 and world.control is None:
+        pytest.skip(
+            "not verified: a search without run_id gave a reference the run just started cannot read, "
+            "but the configured Agent Session may have started another run meanwhile"
+        )
+    expect(
+        page.status_code == 200,
+        server.SRCH_002,
+        f"a search without run_id was answered with references the Agent Session's current (and only) run "
+        f"cannot read: HTTP {page.status_code} {clip(page.text, 200)}",
+    )
 
 
 @R(server.AUTH_003)
