@@ -23,6 +23,7 @@ from conformance.mcp.results import (
     clipped,
     failure,
     flags,
+    hints,
     hits,
     refused,
     said,
@@ -80,18 +81,30 @@ def _chosen(who: Who, run_id: str | None = None) -> dict[str, Any]:
     return out
 
 
-def _own_refs_only(agent: Agent, result: ToolResult, what: str) -> None:
+def _own_refs_only(agent: Agent, result: ToolResult, query: str, what: str) -> None:
     """A search that succeeded despite injected arguments ignored them: every ref it gave reads in the
-    session's own current run, route and identity."""
-    hints = [h for h in (said(result) or {}).get("hints", []) if isinstance(h, dict) and isinstance(h.get("ref"), str)]
-    if hints:
-        page = agent.session.call(READ, {"ref": hints[0]["ref"]})
-        expect(
-            not refused(page), mcp.MCP_008, f"a ref from a search with {what} is not the session's own: {clipped(page)}"
-        )
+    session's own current run, route and identity. When a ref of the same search without them is
+    refused too, the injection is not what bound it elsewhere: the session's searches do not bind
+    its current run (MCP-004)."""
+    found = hints(result)
+    if not found:
+        return
+    page = agent.session.call(READ, {"ref": found[0]["ref"]})
+    if not refused(page):
+        mcp.MCP_008.held()
+        return
+    plain = hints(agent.session.call(SEARCH, {"query": query}))
+    own = agent.session.call(READ, {"ref": plain[0]["ref"]}) if plain else None
+    expect(
+        own is None or not refused(own),
+        mcp.MCP_004,
+        f"a ref from a search with {what} is refused in the current run, and so is one from the same search "
+        f"without them: the session's searches are not bound to its current run: {clipped(own or page)}",
+    )
+    mcp.MCP_008.fail(f"a ref from a search with {what} is not the session's own: {clipped(page)}")
 
 
-@R(mcp.MCP_008)
+@R(mcp.MCP_008, mcp.MCP_004)
 def test_inputs_admit_no_identity_route_connection_run_or_delivery(
     agent: Agent, world: World, kc_config: TargetConfig
 ) -> None:
@@ -126,7 +139,7 @@ def test_inputs_admit_no_identity_route_connection_run_or_delivery(
         injected = agent.session.call(SEARCH, {"query": query, **_chosen(them, run_id)})
         if not refused(injected):
             flags(injected, "an injected search")
-            _own_refs_only(agent, injected, what)
+            _own_refs_only(agent, injected, query, what)
         try:
             ref = world.ref_for(run_id, doc, them)
         except NotVerified:
@@ -143,18 +156,30 @@ def test_inputs_admit_no_identity_route_connection_run_or_delivery(
 
 @R(mcp.MCP_004, mcp.MCP_010)
 def test_reads_bind_the_current_run(agent: Agent, world: World, kc_config: TargetConfig) -> None:
+    """After a new turn, a reference of the previous turn's run is refused, and the same search made
+    again gives references of the current run, which read in it (a search answered from what an
+    earlier run's search gave would hand back references the current run refuses)."""
     doc = world.docs.get("unicode")
-    hints = hits(agent, doc.token if doc else kc_config.probe_query)
-    if not hints:
+    query = doc.token if doc else kc_config.probe_query
+    found = hits(agent, query)
+    if not found:
         pytest.skip("not verified: the search found nothing to read")
     agent.start_turn("a later turn")
-    stale = agent.session.call(READ, {"ref": hints[0]["ref"]})
+    stale = agent.session.call(READ, {"ref": found[0]["ref"]})
     expect(
         stale.is_error or stale.protocol_error is not None,
         mcp.MCP_004,
         "a reference of the previous turn's run was read in the current run",
     )
     failure(READ, stale, reference=True)
+    again = hits(agent, query)
+    if again:
+        page = agent.session.call(READ, {"ref": again[0]["ref"]})
+        expect(
+            not refused(page),
+            mcp.MCP_004,
+            f"the same search made again after a new turn gave a reference the current run refuses: {clipped(page)}",
+        )
 
 
 @R(mcp.MCP_004, mcp.MCP_010, mcp.MCP_001)
