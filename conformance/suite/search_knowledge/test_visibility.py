@@ -122,13 +122,25 @@ def test_owner_and_scope_arguments_do_not_change_the_caller(tool: SkWorld) -> No
     )
 
 
+OTHER_SCOPES = ["knowledge:write", "knowledge:reader"]
+"""Scopes of the tool's own namespace that are not ``knowledge:read``: a check by prefix
+(``knowledge:``, ``knowledge:read``) lets them through."""
+
+
 @R(sk.SK_008)
 def test_knowledge_read_is_required(tool: SkWorld) -> None:
-    tool.need_control()
-    for arguments in ({"query": tool.corpus.token("many")}, {"knowledge_item_id": "sk-window"}):
-        answer = tool.ask(arguments, who="bob")
-        expect(
-            not answer.ok and not answer.hits() and "content" not in (answer.body or {}),
-            sk.SK_008,
-            f"a caller without knowledge:read got {answer.raw}",
-        )
+    """bob holds no scope, then only other ``knowledge:`` scopes: "knowledge:read is required", and a
+    caller who "lacks knowledge:read" is refused whatever else it holds."""
+    control = tool.need_control()
+    try:
+        for scopes in ([], OTHER_SCOPES):
+            control.scopes("bob", scopes)
+            for arguments in ({"query": tool.corpus.token("many")}, {"knowledge_item_id": "sk-window"}):
+                answer = tool.ask(arguments, who="bob")
+                expect(
+                    not answer.ok and not answer.hits() and "content" not in (answer.body or {}),
+                    sk.SK_008,
+                    f"a caller holding {scopes or 'no scope'}, without knowledge:read, got {answer.raw}",
+                )
+    finally:
+        control.scopes("bob", [])  # as the world has it
