@@ -82,10 +82,12 @@ class SkWorld:
                 expect("source" in hit, sk.SK_017, f"strict: a result without source: {sorted(hit)}")
         return answer
 
-    def read(self, who: str = "alice", **arguments: Any) -> dict[str, Any]:
+    def read(self, who: str = "alice", *, refused: Rule = sk.SK_001, **arguments: Any) -> dict[str, Any]:
+        """An addressed read that must succeed; ``refused`` is the rule a refusal breaks (the bound a
+        probe sits on, or else SK-001's call shape)."""
         answer = self.ask(arguments, who)
         typed(answer, "knowledge", sk.SK_018)
-        expect(answer.ok, sk.SK_001, f"addressed read {arguments} failed: {answer.raw}")
+        expect(answer.ok, refused, f"addressed read {arguments} failed: {answer.raw}")
         errors = load_registry().errors("search-knowledge-read-result", answer.body)
         expect(not errors, sk.SK_018, f"the addressed result is not type knowledge: {errors[:3]}")
         assert answer.body is not None
