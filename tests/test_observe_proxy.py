@@ -110,6 +110,18 @@ def test_forwarding_changes_neither_the_request_nor_the_answer(upstream: str) ->
     assert judge.tally.exchanges == 2 and judge.tally.judged == 2  # the copies were judged, gzip undone
 
 
+def test_a_body_without_a_length_goes_out_chunked_as_it_came(upstream: str) -> None:
+    def pieces() -> Iterator[bytes]:
+        yield from (bytes([i]) * 5000 for i in range(20))
+
+    with served(ObserveProxy(upstream, lambda seen: None, Credentials())) as proxy:
+        answers = [httpx.post(f"{url}{ROUTE}/knowledge/search", content=pieces()) for url in (upstream, proxy)]
+    direct, through = (
+        json.loads(gzip.decompress(a.content) if a.content[:2] == b"\x1f\x8b" else a.content) for a in answers
+    )
+    assert ["transfer-encoding", "chunked"] in through["headers"] and through["body"] == direct["body"]
+
+
 def test_a_judge_that_lags_or_breaks_never_stops_forwarding(upstream: str, monkeypatch: pytest.MonkeyPatch) -> None:
     release = threading.Event()
     judge = _judge()

@@ -173,12 +173,12 @@ def _proxy(args: argparse.Namespace, cfg: Any, credentials: Any) -> int:
     upstream = args.upstream.rstrip("/")
     setup = JudgeSetup(cfg, _known(cfg), redact_url(upstream), args.client_negotiates, args.record_har)
     judge = JudgeProcess(setup, credentials, args.queue).start()
-    verify: Any = ssl.create_default_context(cafile=args.upstream_ca) if args.upstream_ca else True
+    trust = ssl.create_default_context(cafile=args.upstream_ca) if args.upstream_ca else None
     app = ObserveProxy(
         upstream,
         judge.submit,
         credentials,
-        client=upstream_client(args.upstream_timeout, verify),
+        client=upstream_client(args.upstream_timeout, trust),
         auth_header=str(cfg.wire["auth"]["header"]),
     )
     server = uvicorn.Server(
