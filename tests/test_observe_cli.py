@@ -81,6 +81,25 @@ def test_a_recording_is_judged_with_the_suites_exit_codes(hints: int, code: int,
     assert results["verdict"] == verdict and results["summary"]["observed_exchanges"] == 1
 
 
+@pytest.mark.parametrize(
+    ("fixture", "violated"), [("transcript-clean.json", set()), ("transcript-read-refreshes-expiry.json", {"REF-001"})]
+)
+def test_the_suites_transcript_gets_the_verdict_its_model_gives(
+    fixture: str, violated: set[str], tmp_path: Path
+) -> None:
+    """The stateful model's replay (conformance.server.transcript.replay) and observe name the same rule."""
+    from conformance.server.transcript import replay
+    from conformance.target.config import TargetConfig
+
+    path = Path(__file__).parent / "fixtures" / fixture
+    deviation = replay(json.loads(path.read_text("utf-8")), TargetConfig())
+    assert ({deviation.requirement} if deviation else set()) == violated
+    code = main(["observe", "--transcript", str(path), "--reports", str(tmp_path)])
+    results = json.loads((tmp_path / "results.json").read_text("utf-8"))
+    assert {r["id"] for r in results["requirements"] if r["status"] == "failed"} == violated
+    assert code == (1 if violated else 0)
+
+
 def test_a_recording_without_the_contract_is_incomplete(tmp_path: Path) -> None:
     path = tmp_path / "empty.har"
     path.write_text(json.dumps({"log": {"version": "1.2", "entries": []}}), "utf-8")

@@ -23,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     given = parser.add_mutually_exclusive_group(required=True)
     given.add_argument("--upstream", metavar="URL", help="the Core to forward to (http:// or https://, TLS verified)")
     given.add_argument("--har", metavar="FILE", help="judge a HAR recording instead (a gateway's, or --record-har's)")
+    given.add_argument(
+        "--transcript", metavar="FILE", help="judge a transcript of the suite's stateful run (the Core's rules)"
+    )
     parser.add_argument(
         "--listen",
         metavar="HOST:PORT",
@@ -114,6 +117,8 @@ def main(args: argparse.Namespace) -> int:
         return USAGE_ERROR
     if args.har is not None:
         return _judge_recording(args, cfg, credentials)
+    if args.transcript is not None:
+        return _judge_transcript(args, cfg)
     return _proxy(args, cfg, credentials)
 
 
@@ -155,6 +160,26 @@ def _judge_recording(args: argparse.Namespace, cfg: Any, credentials: Any) -> in
         print(f"knowledge-conformance observe: {one_line(exc)}", file=sys.stderr)
         return USAGE_ERROR
     return _finish(args, judge, Source("har", Path(args.har).name, duration=time.monotonic() - started))
+
+
+def _judge_transcript(args: argparse.Namespace, cfg: Any) -> int:
+    from conformance.observe.credentials import Credentials
+    from conformance.observe.judge import Judge
+    from conformance.observe.report import Source
+    from conformance.observe.suite_transcript import TranscriptError, identities, read_transcript
+    from conformance.target.untrusted import one_line
+
+    credentials = Credentials(identities())
+    # the driver's clock moved by control, exactly: no margin but the configured skew; its client probes on purpose
+    judge = Judge(cfg, credentials, base_url="$CORE_URL", margin=0.0, client_rules=False)
+    started = time.monotonic()
+    try:
+        for seen in read_transcript(args.transcript, cfg):
+            judge.judge(seen)
+    except TranscriptError as exc:
+        print(f"knowledge-conformance observe: {one_line(exc)}", file=sys.stderr)
+        return USAGE_ERROR
+    return _finish(args, judge, Source("transcript", Path(args.transcript).name, duration=time.monotonic() - started))
 
 
 def _proxy(args: argparse.Namespace, cfg: Any, credentials: Any) -> int:

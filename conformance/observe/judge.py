@@ -50,8 +50,10 @@ class Judge:
         base_url: str,
         negotiating: bool = False,
         margin: float = EXPIRY_MARGIN,
+        client_rules: bool = True,
     ) -> None:
         self.ctx = Context(cfg, credentials, negotiating=negotiating, margin=margin)
+        self.client_rules = client_rules  # false: the traffic's client is the suite's own driver (a transcript)
         self.tally = Tally()
         self.base_url = base_url
         self._held: set[str] = set()  # the rules this exchange's checks held: each counts once an exchange
@@ -68,6 +70,11 @@ class Judge:
     def _caller(self, credential: str | None, route: str) -> tuple[Caller, str | None]:
         identity = self.ctx.credentials.of(credential)
         return Caller(credential, identity, route), identity.name if identity is not None else None
+
+    def _client(self, ob: Observed, step: Callable[[], Any]) -> None:
+        """A client rule's group, when the client's rules are judged."""
+        if self.client_rules:
+            self._apply(ob, step)
 
     def _apply(self, ob: Observed, step: Callable[[], Any]) -> Any:
         """Run one rule group in its own ledger: its held rules counted, its violation kept."""
@@ -141,11 +148,11 @@ class Judge:
     def _turn(self, ob: Observed) -> None:
         ctx = self.ctx
         self._answered(ob)
-        self._apply(ob, lambda: client_rules.after_reference_error(ctx, ob))
+        self._client(ob, lambda: client_rules.after_reference_error(ctx, ob))
         key = sequence_rules.turn_key(ob)
         earlier = ctx.traffic.turns.get(key) if key is not None else None
-        self._apply(ob, lambda: client_rules.pinned(ob, earlier))
-        self._apply(ob, lambda: client_rules.negotiated(ctx, ob))
+        self._client(ob, lambda: client_rules.pinned(ob, earlier))
+        self._client(ob, lambda: client_rules.negotiated(ctx, ob))
         answer = ob.answer() if ob.status == 200 else None
         body = answer if isinstance(answer, dict) else None
         self._apply(ob, lambda: sequence_rules.turn_pinned(ctx, ob, body, earlier))
@@ -174,9 +181,9 @@ class Judge:
     def _search(self, ob: Observed) -> None:
         ctx = self.ctx
         self._answered(ob)
-        self._apply(ob, lambda: client_rules.wire_names(ob))
-        self._apply(ob, lambda: client_rules.run_of_its_own(ctx, ob))
-        self._apply(ob, lambda: client_rules.after_reference_error(ctx, ob))
+        self._client(ob, lambda: client_rules.wire_names(ob))
+        self._client(ob, lambda: client_rules.run_of_its_own(ctx, ob))
+        self._client(ob, lambda: client_rules.after_reference_error(ctx, ob))
         body = self._apply(ob, lambda: server_rules.search(ob)) if ob.status else None
         self._apply(ob, lambda: sequence_rules.presence(ctx, ob))
         self._apply(ob, lambda: sequence_rules.run_bound(ctx, ob))
@@ -191,10 +198,10 @@ class Judge:
         self._answered(ob)
         self._apply(ob, lambda: server_rules.oversize_tokens(ob))
         self._apply(ob, lambda: server_rules.read_refusal(ob, ctx.cfg))
-        self._apply(ob, lambda: client_rules.wire_names(ob))
-        self._apply(ob, lambda: client_rules.run_of_its_own(ctx, ob))
-        self._apply(ob, lambda: client_rules.no_transfer(ctx, ob))
-        self._apply(ob, lambda: client_rules.after_reference_error(ctx, ob))
+        self._client(ob, lambda: client_rules.wire_names(ob))
+        self._client(ob, lambda: client_rules.run_of_its_own(ctx, ob))
+        self._client(ob, lambda: client_rules.no_transfer(ctx, ob))
+        self._client(ob, lambda: client_rules.after_reference_error(ctx, ob))
         page = self._apply(ob, lambda: server_rules.page(ob, ctx.cfg)) if ob.status else None
         self._apply(ob, lambda: sequence_rules.presence(ctx, ob))
         self._apply(ob, lambda: sequence_rules.run_bound(ctx, ob))

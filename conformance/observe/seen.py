@@ -84,6 +84,7 @@ class Seen:
     status: int
     response: Body
     headers: tuple[tuple[str, str], ...] = ()
+    headers_known: bool = True  # a recording without the answer's headers (the suite's transcript) says so
 
     def decoded(self) -> Seen:
         """This exchange with both bodies' content codings undone (the judge's first step)."""

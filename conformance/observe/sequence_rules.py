@@ -64,7 +64,9 @@ def presence(ctx: Context, ob: Observed) -> None:
     if ob.operation not in PRESENCE or ob.seen.credential is None:
         return
     traffic, number = ctx.traffic, ob.seen.number
-    if ob.status in unsupported(ctx.cfg):
+    answer = ob.answer() if ob.status == 404 else None
+    code = answer.get("error") if isinstance(answer, dict) else None
+    if ob.status in unsupported(ctx.cfg) and code in (None, "not_found"):  # a 404 with its own code is no old Core
         traffic.missing.put((ob.route, ob.operation), number)
         working = [op for op in PRESENCE if op != ob.operation and (ob.route, op) in traffic.working]
         if working:

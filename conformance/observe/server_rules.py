@@ -50,7 +50,7 @@ def unsupported(cfg: TargetConfig) -> frozenset[int]:
 
 def cache_control(ob: Observed) -> None:
     """Every Agent API answer says ``Cache-Control: no-store`` (WIRE-003, a SHOULD)."""
-    if ob.status == 0:
+    if ob.status == 0 or not ob.seen.headers_known:
         return
     value = ob.seen.header("cache-control") or ""
     expect(
