@@ -140,7 +140,7 @@ class HarRecorder:
         headers = [{"name": "Content-Type", "value": "application/json"}]
         if seen.credential is not None:
             headers.append({"name": self.auth_header, "value": f"{self.scheme} {PSEUDONYM}{seen.credential}".strip()})
-        url = self.base_url + seen.path + (f"?{seen.query}" if seen.query else "")
+        url = self.base_url + seen.path  # never the query: no request of the contract has one, a secret may
         entry: dict[str, Any] = {
             "startedDateTime": _iso(seen.sent),
             "time": round(max(0.0, seen.answered - seen.sent) * 1000.0, 3),

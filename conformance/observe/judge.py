@@ -100,7 +100,7 @@ class Judge:
         auth = self.ctx.cfg.wire["auth"]
         exchange = Exchange(
             method=seen.method,
-            path=TOKEN_SHAPE.sub("***", clip(seen.path + (f"?{seen.query}" if seen.query else ""), 2000)),
+            path=TOKEN_SHAPE.sub("***", clip(seen.path, 2000)),  # never the query: no request of the contract has one
             request_body=_text(seen.request),
             status=seen.status,
             response_body=_text(seen.response),
