@@ -1,8 +1,11 @@
-"""Forwarding hands each exchange to the judge through a bounded queue and never waits for it.
+"""A judge on a thread of the proxy's own process, fed through a bounded queue: for a proxy
+embedded in a program (and the project's tests), where a second process is not wanted. The
+command runs its judge in a process of its own (``judge_process``): a thread shares the
+interpreter lock with forwarding.
 
-The proxy only ever calls :meth:`Pipeline.submit`, which cannot block: a full queue, or a judge
-that stopped, drops the exchange and counts why (the report says what was dropped). The judge
-runs on a thread of its own; whatever it does, forwarding goes on (fail open)."""
+Forwarding only ever calls :meth:`Pipeline.submit`, which cannot block: a full queue, or a judge
+that stopped, drops the exchange and counts why (the report says what was dropped); whatever the
+judge does, forwarding goes on (fail open)."""
 
 from __future__ import annotations
 
