@@ -308,18 +308,26 @@ def test_tampered_references_are_refused(world: World, how: str) -> None:
     )
 
 
+URL_SAFE = frozenset("-_")
+"""The characters of base64url that are neither letters nor digits."""
+
+
 def _cut_or_extended(ref: str) -> list[str]:
     """The reference cut just before the last of each separator it contains, and extended by
     one more part after each separator it contains (a Core whose parser checks the part count and
     the prefix with ``and`` instead of ``or``, or only one side of the count, lets these
     through). Only cuts that drop letters or digits, and no padding character as a separator:
     a tail of padding may be ignored by a lenient decoder, which would be the same reference.
+    A reference of several parts is also extended by ``-x`` and ``_x`` whether it holds them or not
+    (whether a random one does is chance): in base64url they add a byte to its last part, which a
+    Core that decodes its signature leniently and compares only the bytes it expects lets through.
     Nothing is appended to a reference without separators, nor to one with padding (common
     base64 decoders ignore whatever follows the padding: the same reference again)."""
-    separators = [c for c in ref if not c.isalnum() and c != "="]
-    cuts = {ref[: ref.rindex(ch)] for ch in set(separators)}
+    separators = {c for c in ref if not c.isalnum() and c != "="}
+    cuts = {ref[: ref.rindex(ch)] for ch in separators}
     found = sorted(c for c in cuts if c and any(x.isalnum() for x in ref[len(c) :]))
-    extended = [] if "=" in ref else [ref + ch + "x" for ch in sorted(set(separators))]
+    appended = separators | URL_SAFE if separators else set()
+    extended = [] if "=" in ref else [ref + ch + "x" for ch in sorted(appended)]
     return [*found, *extended]
 
 
