@@ -134,7 +134,7 @@ BOTH: dict[str, Variant] = {
 """A broken client in front of a broken Core (both sides named at once), and the reference client
 judged with --client-negotiates (its traffic still violates nothing)."""
 
-FAST_QUIRKS = ("capabilities_wrong_schema", "turn_unbounded_hints", "search_fourth_hint", "refs_never_expire")
+FAST_QUIRKS = ("capabilities_wrong_schema", "turn_unbounded_hints", "refs_never_expire")
 FAST_CLIENTS = ("retry_not_pinned", "ref_any_account+shares_search_cache")
 CHOSEN = os.environ.get("KC_OBSERVE_VARIANTS", "fast")
 
