@@ -14,6 +14,8 @@ the run's request count, requests per second and the verdict, and asserts nothin
 ``--gate no-control`` serves the simulator as most staging Cores are: without the control
 extension, seeded from the exported corpus kit (``knowledge-sim serve --no-control --corpus``),
 judged from the target configuration it writes, with ``--scope server@no-control``.
+``--gate control-mcp`` serves the same staging Core with control and its Agent Session MCP path
+(streamable HTTP, behind the same proxy) and runs every check of both.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -37,24 +40,31 @@ from conformance.target.served import ServedSimulator  # noqa: E402
 from tests.latency_proxy import LatencyProxy  # noqa: E402
 
 TOKEN_ENV = "KC_LATENCY_CONTROL_TOKEN"
+CONTROL_ENV = "KNOWLEDGE_SIM_CONTROL_TOKEN"
+"""Where the staging simulator reads its control credential, and its written target names it."""
 
 
 def run(url: str, token: str, concurrency: int, work: Path, gate: Path | None) -> dict[str, object]:
     config = work / "target.toml"
+    mcp = ["--mcp-target", "none"]
     if gate is None:
         config.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "{TOKEN_ENV}"}}\n', "utf-8")
         scope: list[str] = []
-    else:  # the staging Core's own configuration, its URL the proxy's
-        text = re.sub(r'(?m)^url = ".*"$', f'url = "{url}"', gate.read_text("utf-8"), count=1)
-        config.write_text(text + DOCUMENTS, "utf-8")
-        scope = ["--scope", "server@no-control"]
+    else:  # the staging Core's own configuration, every URL in it the proxy's
+        served = re.search(r'(?m)^url = "(.*)"$', gate.read_text("utf-8"))
+        assert served is not None
+        config.write_text(gate.read_text("utf-8").replace(served.group(1), url) + DOCUMENTS, "utf-8")
+        control = "[control]" in gate.read_text("utf-8")
+        scope = [] if control else ["--scope", "server@no-control"]
+        mcp = [] if control else mcp
     reports = work / "reports"
     command = [sys.executable, "-m", "conformance.cli", "run", "--target", url, "--target-config", str(config)]
-    command += ["--mcp-target", "none", "--reports", str(reports), *scope]
+    command += [*mcp, "--reports", str(reports), *scope]
     if concurrency > 1:
         command += ["--concurrency", str(concurrency)]
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, TOKEN_ENV: token}, cwd=work)
+    env = {**os.environ, TOKEN_ENV: token, CONTROL_ENV: token}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=work)
     seconds = time.perf_counter() - started
     try:
         results = json.loads((reports / "results.json").read_text("utf-8"))
@@ -72,14 +82,15 @@ DOCUMENTS = '\n[target.documents]\nlong = "overdoc"\nmultibyte = "cutsdoc"\n'
 
 
 @contextmanager
-def staging(tmp: Path) -> Iterator[tuple[int, str, Path]]:
-    """A simulator without control, seeded from the kit: its port, no control token, its target file."""
+def staging(tmp: Path, control: bool) -> Iterator[tuple[int, str, Path]]:
+    """A staging simulator seeded from the kit: its port, its control token, its target file."""
     kit, target = tmp / "kit", tmp / "staging.toml"
     subprocess.run([sys.executable, "-m", "conformance.cli", "corpus", "export", str(kit)], check=True)
-    cmd = [sys.executable, "-m", "simulator.cli", "serve", "--no-control", "--port", "0", "--corpus", str(kit)]
-    cmd += ["--route", "staging", "--write-target", str(target)]
+    cmd = [sys.executable, "-m", "simulator.cli", "serve", "--port", "0", "--corpus", str(kit)]
+    cmd += ["--route", "staging", "--write-target", str(target), *([] if control else ["--no-control"])]
+    token = secrets.token_hex(16)
     log = (tmp / "staging.log").open("wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log, env={**os.environ, CONTROL_ENV: token})
     try:
         deadline = time.monotonic() + 60
         while not target.is_file() and time.monotonic() < deadline:
@@ -87,7 +98,7 @@ def staging(tmp: Path) -> Iterator[tuple[int, str, Path]]:
         time.sleep(0.5)  # the file is written whole before the server listens, give it the moment
         url = re.search(r'(?m)^url = "(.*)"$', target.read_text("utf-8"))
         assert url is not None, "the staging Core wrote no target URL"
-        yield int(url.group(1).rsplit(":", 1)[1]), "", target
+        yield int(url.group(1).rsplit(":", 1)[1]), token, target
     finally:
         proc.terminate()
         proc.wait(10)
@@ -96,8 +107,8 @@ def staging(tmp: Path) -> Iterator[tuple[int, str, Path]]:
 
 @contextmanager
 def core_for(gate: str, tmp: Path) -> Iterator[tuple[int, str, Path | None]]:
-    if gate == "no-control":
-        with staging(tmp) as served:
+    if gate != "control":
+        with staging(tmp, control=gate == "control-mcp") as served:
             yield served
         return
     with ServedSimulator() as core:
@@ -108,7 +119,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--delays", type=float, nargs="+", default=[0, 20, 50], help="milliseconds each way")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
-    parser.add_argument("--gate", choices=["control", "no-control"], default="control")
+    parser.add_argument("--gate", choices=["control", "no-control", "control-mcp"], default="control")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows = []
