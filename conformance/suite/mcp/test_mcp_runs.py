@@ -210,15 +210,21 @@ def test_each_agent_session_of_an_account_reads_in_its_own_run(
         # failing inside would reach pytest in a task group
         turns = [first.call(TURN, {"user_input": "knowledge"}), second.call(TURN, {"user_input": "knowledge"})]
         found = first.call(SEARCH, {"query": query})
-        hints = [
-            h for h in (said(found) or {}).get("hints", []) if isinstance(h, dict) and isinstance(h.get("ref"), str)
-        ]
-        own = first.call(READ, {"ref": hints[0]["ref"]}) if hints else None
-        foreign = second.call(READ, {"ref": hints[0]["ref"]}) if hints else None
+        refs = hints(found)
+        own = first.call(READ, {"ref": refs[0]["ref"]}) if refs else None
+        foreign = second.call(READ, {"ref": refs[0]["ref"]}) if refs else None
     for turn in turns:
         expect(not refused(turn), mcp.MCP_004, f"{TURN} failed: {clipped(turn)}")
-    if own is None or foreign is None or refused(own):
-        pytest.skip("not verified: the first session's search gave no reference it reads itself")
+    # The first session's turn came first: its search and read still bind its own current run, never
+    # the run the other session's later turn started.
+    expect(
+        not refused(found) and (own is None or not refused(own)),
+        mcp.MCP_004,
+        "after another Agent Session of the account started a turn, the first session's own search or the read "
+        f"of the reference it gave was refused: its current run is not its own: {clipped(own or found)}",
+    )
+    if own is None or foreign is None:
+        pytest.skip("not verified: the first session's search gave no reference to read")
     expect(
         refused(foreign),
         mcp.MCP_004,
