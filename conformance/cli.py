@@ -8,15 +8,8 @@ import importlib.util
 import sys
 from typing import NoReturn
 
+from conformance.target.exits import HELP, Exit
 from conformance.target.options import CLIENT, LOAD, RUN, add_arguments, options_of, pytest_arguments
-
-VERDICT_HELP = (
-    "exit codes: 0 conformant, 1 non-conformant, 2 interrupted, 3 internal error, 4 usage error (found before any test), "
-    "6 incomplete (a MUST not verified), 7 harness error (the suite could not judge; see the report)"
-)
-
-
-USAGE_ERROR = 4
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,28 +18,24 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         """One line, as every other usage error of a run (the whole usage is ``--help``'s)."""
-        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} ({self.prog} --help shows the options)\n")
+        self.exit(Exit.USAGE_ERROR, f"{self.prog}: error: {message} ({self.prog} --help shows the options)\n")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="knowledge-conformance", description="Knowledge contract conformance suite.", epilog=VERDICT_HELP
-    )
+    parser = _Parser(prog="knowledge-conformance", description="Knowledge contract conformance suite.", epilog=HELP)
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run the suite and write reports", epilog=VERDICT_HELP)
+    run = sub.add_parser("run", help="run the suite and write reports", epilog=HELP)
     add_arguments(run, RUN)
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     load = sub.add_parser(
         "load",
         help="the contract under concurrency: a Locust load run (needs the 'load' extra), reports as for run",
-        epilog=VERDICT_HELP,
+        epilog=HELP,
     )
     if importlib.util.find_spec("locust") is None:
         load.set_defaults(load_missing=True)
     add_arguments(load, LOAD)  # without importing Locust (it patches the standard library for gevent)
-    client = sub.add_parser(
-        "client", help="check a client (SDK or host) through its harness program", epilog=VERDICT_HELP
-    )
+    client = sub.add_parser("client", help="check a client (SDK or host) through its harness program", epilog=HELP)
     add_arguments(client, CLIENT)
     client.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     cmp = sub.add_parser("compare", help="what changed between two results.json files")
@@ -72,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.add_argument("folder", metavar="DIR")
     observe = sub.add_parser(
-        "observe", help="judge real traffic: a reverse proxy in front of a Core, or a HAR recording", epilog=VERDICT_HELP
+        "observe", help="judge real traffic: a reverse proxy in front of a Core, or a HAR recording", epilog=HELP
     )
     from conformance.observe.command import add_arguments as add_observe_arguments
 
@@ -130,17 +119,16 @@ def _setup_problem(args: argparse.Namespace) -> tuple[int, str] | None:
     imports only: a setup mistake is one line in about a second, not after the suite, Hypothesis
     and every plugin were imported. The exit code and the line, or None when the run may start.
     A pre-flight that passes is not repeated by the session (conformance.plugin.identities)."""
-    import secrets
-
     from conformance.target.config import ConfigError, load_config
+    from conformance.target.settings import new_run_id
 
     try:
         cfg = load_config(args.target_config, target=args.target)
     except ConfigError as exc:
-        return USAGE_ERROR, f"ERROR: {exc}"
+        return Exit.USAGE_ERROR, f"ERROR: {exc}"
     if cfg.is_sim or any(a.split("=", 1)[0] in PYTEST_OWNS for a in args.pytest_args):
         return None
-    args.run_id = args.run_id or secrets.token_hex(4)  # the pre-flight's turn is named under the run's ID
+    args.run_id = args.run_id or new_run_id()  # the pre-flight's turn is named under the run's ID
     return _live_preflight(args, cfg)
 
 
@@ -150,21 +138,23 @@ def _live_preflight(args: argparse.Namespace, cfg: object) -> tuple[int, str] | 
     import pytest
 
     from conformance.plugin.identities import check_live_target
-    from conformance.plugin.preflight import RUN_ID, check_control
+    from conformance.plugin.preflight import check_control
     from conformance.target.config import TargetConfig
-    from conformance.target.settings import RunSettings
+    from conformance.target.settings import RunIdError, RunSettings
 
     assert isinstance(cfg, TargetConfig)
-    if not RUN_ID.match(args.run_id):
+    try:
+        settings = RunSettings.from_options(run_id=args.run_id, rate_limit=max(0.0, args.rate_limit))
+    except RunIdError:
         return None  # the session says what is wrong with it
     try:
-        check_live_target(cfg, RunSettings(run_id=args.run_id, rate_limit=max(0.0, args.rate_limit)))
+        check_live_target(cfg, settings)
         if cfg.control_url is not None and cfg.control_token is not None:
             check_control(cfg)
     except pytest.UsageError as exc:
-        return USAGE_ERROR, f"ERROR: {exc}"
+        return Exit.USAGE_ERROR, f"ERROR: {exc}"
     except pytest.exit.Exception as exc:
-        return int(exc.returncode if exc.returncode is not None else 7), exc.msg
+        return int(exc.returncode if exc.returncode is not None else Exit.HARNESS_ERROR), exc.msg
     return None
 
 
@@ -179,15 +169,15 @@ def _compare(args: argparse.Namespace) -> int:
         old, new = load(args.old), load(args.new)
     except ValueError as exc:
         print(f"knowledge-conformance: {exc}", file=sys.stderr)
-        return USAGE_ERROR
+        return Exit.USAGE_ERROR
     diff = compare(old, new)
     print(render(diff, old, new))
     if not args.fail_on_new_failures:
-        return 0
+        return Exit.OK
     fixed = [] if args.allow_fixed else stale(old, new)
     if fixed:
         print(f"knowledge-conformance: {one_line(stale_line(fixed, args.old, args.new))}", file=sys.stderr)
-    return 1 if regressed(diff) or fixed else 0
+    return Exit.NON_CONFORMANT if regressed(diff) or fixed else Exit.OK
 
 
 def _corpus(args: argparse.Namespace) -> int:
@@ -200,9 +190,9 @@ def _corpus(args: argparse.Namespace) -> int:
         written = export(folder)
     except OSError as exc:
         print(f"knowledge-conformance: cannot write the kit into {folder}: {exc.strerror or exc}", file=sys.stderr)
-        return USAGE_ERROR
+        return Exit.USAGE_ERROR
     print(f"{len(written['documents'])} documents and {MANIFEST} written to {folder}")
-    return 0
+    return Exit.OK
 
 
 def _load(args: argparse.Namespace) -> int:
@@ -211,7 +201,7 @@ def _load(args: argparse.Namespace) -> int:
             "knowledge-conformance load: Locust is not installed; pip install 'knowledge-conformance[load]'",
             file=sys.stderr,
         )
-        return USAGE_ERROR
+        return Exit.USAGE_ERROR
     import locust  # noqa: F401  (first: it patches the standard library for gevent before ssl and sockets are used)
 
     from conformance.load.runner import main as run_load
@@ -225,7 +215,7 @@ def _checked_setup(args: argparse.Namespace) -> tuple[int, str] | None:
     try:
         return _setup_problem(args)
     except UnicodeEncodeError as exc:
-        return USAGE_ERROR, (
+        return Exit.USAGE_ERROR, (
             f"ERROR: a configured token or URL holds {exc.object[exc.start : exc.end]!r}, which an HTTP header "
             "cannot carry: tokens are ASCII"
         )
@@ -249,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         from conformance.target.untrusted import one_line
 
         print(f"{USAGE_PREFIX[args.command]}{one_line(problem)}", file=sys.stderr)
-        return USAGE_ERROR
+        return Exit.USAGE_ERROR
     if args.command == LOAD:
         return _load(args)
     if args.command == RUN and (setup := _checked_setup(args)) is not None:

@@ -26,11 +26,11 @@ from conformance.load.profile import PROFILE, ContractUser
 from conformance.load.runner import watch
 from conformance.load.setup import prepare
 from conformance.load.tally import Tally
-from conformance.report.results import VERDICT_EXIT
 from conformance.target.config import Secret, check_http_url, load_config, redact_url
+from conformance.target.exits import VERDICT_EXIT
 from conformance.target.options import LOCUST, add_arguments
 from conformance.target.secrets import scrub
-from conformance.target.settings import RunSettings
+from conformance.target.settings import RunSettings, new_run_id
 
 __all__ = ["ContractUser"]  # the user class Locust runs
 TALLY_KEY = "kc_tally"
@@ -55,7 +55,7 @@ def _init(environment: Any, **_: Any) -> None:
 def _provision(environment: Any, **_: Any) -> None:
     """On a worker or a local process, once: by now a worker has the master's --host and --kc-* options."""
     options = environment.parsed_options
-    _state.setdefault("run_id", options.kc_run_id or secrets.token_hex(4))
+    _state.setdefault("run_id", options.kc_run_id or new_run_id())
     if isinstance(environment.runner, MasterRunner) or "ctx" in _state:
         return
     try:
@@ -66,7 +66,7 @@ def _provision(environment: Any, **_: Any) -> None:
             cfg.control_token = Secret(options.kc_control_token)
         check_http_url(cfg.target, "--host")
         worker = secrets.token_hex(2) if isinstance(environment.runner, WorkerRunner) else ""
-        ctx = prepare(cfg, RunSettings(run_id=_state["run_id"], worker=worker), options.kc_identities)
+        ctx = prepare(cfg, RunSettings.from_options(run_id=_state["run_id"], worker=worker), options.kc_identities)
     except Exception as exc:  # nothing can be judged: the master's verdict becomes error, never conformant
         _state["tally"].error("setup", scrub(f"could not set up the load run: {type(exc).__name__}: {exc}")[:300])
         raise

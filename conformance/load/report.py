@@ -66,12 +66,12 @@ def results_of(tally: Tally, scope: list[str]) -> list[TestResult]:
             exchanges = [s["exchange"] for s in first if s.get("exchange")]
             results.append(
                 TestResult(
-                    nodeid,
-                    "failed",
-                    [rid],
-                    rid,
-                    scrub(message)[:2000],
-                    exchanges,
+                    nodeid=nodeid,
+                    outcome="failed",
+                    requirements=[rid],
+                    violated=rid,
+                    message=scrub(message)[:2000],
+                    exchanges=exchanges,
                     detail=scrub("\n".join(str(s["message"]) for s in first)),
                 )
             )
@@ -87,11 +87,10 @@ def results_of(tally: Tally, scope: list[str]) -> list[TestResult]:
         sample = next(iter(tally.error_samples), kind)
         results.append(
             TestResult(
-                f"{NODE}::harness-{kind}",
-                "error",
-                [],
-                None,
-                scrub(f"{count} step(s) could not be judged ({kind}): {sample}")[:2000],
+                nodeid=f"{NODE}::harness-{kind}",
+                outcome="error",
+                requirements=[],
+                message=scrub(f"{count} step(s) could not be judged ({kind}): {sample}")[:2000],
             )
         )
     return results

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
-import secrets
 import sys
 import time
 from dataclasses import dataclass
@@ -26,15 +24,14 @@ from locust.util.timespan import parse_timespan
 from conformance.load import report
 from conformance.load.profile import PROFILE, ContractUser
 from conformance.load.setup import Context, attach, prepare
-from conformance.report.results import VERDICT_EXIT
 from conformance.target.config import ConfigError, Secret, TargetConfig, load_config, redact_url
+from conformance.target.exits import VERDICT_EXIT, Exit
+from conformance.target.open import describe
 from conformance.target.outcomes import HarnessError
 from conformance.target.secrets import scrub
 from conformance.target.served import ServedSimulator
 from conformance.target.settings import RunSettings
 
-USAGE_ERROR = 4
-RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 INSTEAD = "give --target URL of a running Core, or install the bundled simulator"
 
 
@@ -105,10 +102,8 @@ def _config(args: argparse.Namespace, served: ServedSimulator | None) -> TargetC
 
 
 def _run_settings(args: argparse.Namespace) -> RunSettings:
-    run_id = args.run_id or secrets.token_hex(4)
-    if not RUN_ID.match(run_id):
-        raise ConfigError(f"--run-id {run_id!r}: use 1-32 lowercase letters, digits and hyphens")
-    return RunSettings(run_id=run_id, sim_quirks=tuple(args.sim_quirk))
+    """A bad --run-id is a ``RunIdError``, a ``ConfigError``: a usage error."""
+    return RunSettings.from_options(run_id=args.run_id, sim_quirks=args.sim_quirk)
 
 
 def watch(environment: Any, ctx: Context) -> None:
@@ -144,7 +139,7 @@ def main(args: argparse.Namespace) -> int:
         settings.reports.mkdir(parents=True, exist_ok=True)
     except (ConfigError, OSError) as exc:
         print(f"knowledge-conformance load: {exc}", file=sys.stderr)
-        return USAGE_ERROR
+        return Exit.USAGE_ERROR
     served: ServedSimulator | None = None
     started = time.time()
     try:
@@ -158,7 +153,7 @@ def main(args: argparse.Namespace) -> int:
         if served is not None:
             served.close()
         print(f"knowledge-conformance load: {scrub(str(exc))}", file=sys.stderr)
-        return USAGE_ERROR
+        return Exit.USAGE_ERROR
     except (HarnessError, httpx.HTTPError) as exc:
         if served is not None:
             served.close()
@@ -168,7 +163,7 @@ def main(args: argparse.Namespace) -> int:
         f"bundled simulator served at {served.url}"
         + (f" (quirks {', '.join(args.sim_quirk)})" if args.sim_quirk else "")
         if served is not None
-        else f"live Core at {redact_url(cfg.target)}"
+        else describe(cfg)
     )
     print(
         f"knowledge-conformance load: target={target} run_id={run_settings.run_id} users={settings.users} run_time={settings.run_time:g}s",

@@ -7,7 +7,6 @@ answers is left to the tests, which judge it by the rules: a server's failure is
 
 from __future__ import annotations
 
-import time
 from typing import Any, NoReturn
 
 import httpx
@@ -15,12 +14,11 @@ import pytest
 
 from conformance.plugin.preflight import PREFLIGHT, plain_http_problem, usage_error
 from conformance.target.config import TargetConfig, redact_url
+from conformance.target.exits import Exit
 from conformance.target.settings import RunSettings
-from conformance.target.transport import bounded_client, broken
+from conformance.target.transport import RateLimiter, auth_headers, bounded_client, broken
 from conformance.target.untrusted import one_line
 
-HARNESS_EXIT = 7
-"""The verdict ``error``'s exit code (conformance.report.results.VERDICT_EXIT)."""
 PREFLIGHT_TIMEOUT = 10.0
 """At most this many seconds for each pre-flight request (less when [target].timeout_seconds is less)."""
 ROUTE_UNKNOWN = {404: frozenset({"route_unavailable"}), 400: frozenset({"invalid_route"})}
@@ -30,7 +28,7 @@ REFUSED = (401, 403)
 
 def stop(message: str) -> NoReturn:
     """The run stops before any test as a harness error: one line, exit 7."""
-    pytest.exit(one_line(f"harness error: {message}"), returncode=HARNESS_EXIT)
+    pytest.exit(one_line(f"harness error: {message}"), returncode=Exit.HARNESS_ERROR)
 
 
 def _is_json(response: httpx.Response) -> bool:
@@ -65,19 +63,15 @@ class Preflight:
         self.where = f"--target {redact_url(cfg.target)}"
         url = httpx.URL(cfg.target).copy_with(username=None, password=None)
         self.http = bounded_client(min(cfg.timeout_seconds, PREFLIGHT_TIMEOUT), cfg.max_response_bytes, base_url=url)
-        self._gap = 1.0 / settings.rate_limit if settings.rate_limit > 0 else 0.0
-        self._last = 0.0
+        self.limiter = RateLimiter(settings.rate_limit)
         self.base_status = 0
 
     def close(self) -> None:
         self.http.close()
 
     def request(self, method: str, path: str, token: str | None = None, **kw: Any) -> httpx.Response:
-        if self._gap:
-            time.sleep(max(0.0, self._last + self._gap - time.monotonic()))
-            self._last = time.monotonic()
-        auth = self.cfg.wire["auth"]
-        headers = {auth["header"]: f"{auth['scheme']} {token}".strip()} if token else {}
+        self.limiter.wait()
+        headers = auth_headers(self.cfg.wire["auth"], token or None)
         PREFLIGHT.requests += 1
         try:
             return self.http.request(method, path, headers=headers, **kw)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-import secrets
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -18,8 +16,6 @@ from conformance.plugin.options import BY_NAME, option
 from conformance.plugin.state import SessionState, is_worker
 from conformance.target.secrets import SECRETS
 from conformance.target.untrusted import one_line
-
-RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 
 
 def usage_error(message: str) -> NoReturn:
@@ -52,7 +48,7 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
     The run's settings are built here, once, from the options and the loaded configuration."""
     from conformance.report.results import load_waivers
     from conformance.target.config import OPTION_RANGES, ConfigError, load_config, option_number_problem
-    from conformance.target.settings import SIM_CLOCK_TICK, RunSettings
+    from conformance.target.settings import RunIdError, RunSettings, checked_run_id
     from knowledge_schemas import load_catalogue
 
     _check_registrations()
@@ -60,10 +56,11 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
         run_id = str(config.workerinput.get("kc_run_id", "local"))  # type: ignore[attr-defined]
         worker = str(config.workerinput.get("workerid", "w"))  # type: ignore[attr-defined]
     else:
-        run_id = option(config, "--run-id") or secrets.token_hex(4)
         worker = ""
-        if not RUN_ID.match(run_id):
-            usage_error(f"--run-id {run_id!r}: use 1-32 lowercase letters, digits and hyphens")
+        try:  # the first thing a run says is wrong with it
+            run_id = checked_run_id(option(config, "--run-id"))
+        except RunIdError as exc:
+            usage_error(str(exc))
     try:
         cfg = load_config(option(config, "--target-config"), target=option(config, "--target"))
     except ConfigError as exc:
@@ -93,7 +90,6 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
         usage_error("--sim-clock-tick applies to the bundled simulator only (--target sim or sim+http)")
     if clock_tick is not None and not 0 <= clock_tick < 1:  # NaN fails too
         usage_error(f"--sim-clock-tick must be at least 0 and below 1 second, not {clock_tick:g}")
-    clock_tick = SIM_CLOCK_TICK if clock_tick is None else clock_tick
     scope = option(config, "--scope")
     if scope is not None:
         from conformance.target.scope import ScopeError, parse_scope
@@ -102,7 +98,7 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
             scope = parse_scope(scope).label
         except ScopeError as exc:
             usage_error(str(exc))
-    settings = RunSettings(
+    settings = RunSettings.from_options(
         run_id=run_id,
         worker=worker,
         sim_quirks=quirks,

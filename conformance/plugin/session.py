@@ -27,16 +27,6 @@ from conformance.target.untrusted import cut, shown
 SUITE_FLAG = "KNOWLEDGE_CONFORMANCE_SUITE"  # a package that sets it to True holds suite tests
 
 
-def _target_description(cfg: Any) -> str:
-    from conformance.target.config import redact_url
-
-    if cfg.target == "sim":
-        return "bundled simulator (in-process)"
-    if cfg.target == "sim+http":
-        return "bundled simulator (loopback HTTP)"
-    return f"live Core at {redact_url(cfg.target)}"
-
-
 def _ids(item: pytest.Item) -> list[str]:
     return list(dict.fromkeys(rid for mark in item.iter_markers(MARKER) for rid in mark.args))
 
@@ -158,6 +148,7 @@ class SuiteSession:
         quirks = f" quirks={','.join(settings.sim_quirks)}" if settings.sim_quirks else ""
         from conformance.mcp.endpoints import planned_surfaces
         from conformance.report.results import surfaces_line
+        from conformance.target.open import describe
 
         harness = option(config, "--harness")
         if harness is not None:
@@ -167,7 +158,7 @@ class SuiteSession:
             ]
         surfaces = surfaces_line(planned_surfaces(cfg, option(config, "--mcp-target")))
         return [
-            f"knowledge-conformance {__version__}: target={_target_description(cfg)} run_id={settings.run_id}{quirks}",
+            f"knowledge-conformance {__version__}: target={describe(cfg)} run_id={settings.run_id}{quirks}",
             f"surfaces: {surfaces}",
         ]
 
@@ -325,11 +316,10 @@ class SuiteSession:
             if report.failed:  # a crashed worker, or a test outside the suite that ran in its session
                 self.state.pending.append(
                     TestResult(
-                        report.nodeid,
-                        "error",
-                        [],
-                        None,
-                        scrub(
+                        nodeid=report.nodeid,
+                        outcome="error",
+                        requirements=[],
+                        message=scrub(
                             f"failed outside the suite's requirement bookkeeping: {(report.longreprtext.strip().splitlines() or ['?'])[-1]}"
                         )[:2000],
                         detail=clip(report.longreprtext, -4000),
@@ -351,18 +341,18 @@ class SuiteSession:
             message, outcome = "", "passed"
         self.state.pending.append(
             TestResult(
-                props.get("kc_nodeid", report.nodeid),
-                outcome,
-                json.loads(props["requirements"]),
-                props.get("violated"),
-                message,
-                json.loads(props.get("exchanges", "[]")),
-                round(report.duration, 4),
-                json.loads(props["exercised"]) if "exercised" in props else None,
-                json.loads(props["sequence"]) if "sequence" in props else None,
-                detail,
-                json.loads(props.get("tool_calls", "[]")),
-                json.loads(props.get("timings", "[]")),
+                nodeid=props.get("kc_nodeid", report.nodeid),
+                outcome=outcome,
+                requirements=json.loads(props["requirements"]),
+                violated=props.get("violated"),
+                message=message,
+                exchanges=json.loads(props.get("exchanges", "[]")),
+                duration=round(report.duration, 4),
+                exercised=json.loads(props["exercised"]) if "exercised" in props else None,
+                sequence=json.loads(props["sequence"]) if "sequence" in props else None,
+                detail=detail,
+                tool_calls=json.loads(props.get("tool_calls", "[]")),
+                timings=json.loads(props.get("timings", "[]")),
             )
         )
 
@@ -373,11 +363,10 @@ class SuiteSession:
             text = scrub(report.longreprtext)
             self.state.pending.append(
                 TestResult(
-                    report.nodeid or "<collection>",
-                    "error",
-                    [],
-                    None,
-                    f"collection error: {(text.strip().splitlines() or ['?'])[-1]}"[:2000],
+                    nodeid=report.nodeid or "<collection>",
+                    outcome="error",
+                    requirements=[],
+                    message=f"collection error: {(text.strip().splitlines() or ['?'])[-1]}"[:2000],
                     detail=text[-4000:],
                 )
             )
@@ -396,8 +385,10 @@ class SuiteSession:
             return
         from conformance.clients.scope import UNSHOWABLE
         from conformance.mcp.endpoints import planned_surfaces
-        from conformance.report.results import VERDICT_EXIT, RunInfo, aggregate
+        from conformance.report.results import RunInfo, aggregate
         from conformance.report.writers import write_all
+        from conformance.target.exits import VERDICT_EXIT
+        from conformance.target.open import describe
         from conformance.target.scope import parse_scope
         from knowledge_schemas import load_catalogue
         from knowledge_schemas.catalogue import catalogue_version
@@ -411,7 +402,7 @@ class SuiteSession:
             catalogue_version=catalogue_version(),
             target=client.target
             if client
-            else _target_description(cfg)
+            else describe(cfg)
             if option(config, "--harness") is None
             else f"client harness {option(config, '--harness')} (it did not start)",
             configuration=self._configuration(),

@@ -9,12 +9,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from conformance.report.incomplete import explain, passing_scope
+from conformance.target.exits import VERDICT_EXIT as VERDICT_EXIT  # re-exported: the exit code of each verdict
 from conformance.target.scope import Scope
 from knowledge_schemas import Catalogue, Requirement
 
-VERDICT_EXIT = {"conformant": 0, "non-conformant": 1, "interrupted": 2, "incomplete": 6, "error": 7}
-"""Exit codes of a suite run. pytest's own codes keep their meaning: 3 internal error,
-4 usage error (bad option or configuration, found before any test runs), 5 no test selected."""
 RESULTS_SCHEMA = "knowledge-conformance.results.v1"
 STATUSES = ("verified", "failed", "waived", "not_verified")
 
@@ -479,24 +477,24 @@ def aggregate(
     summary["tests_errored"] = len(errored)
     summary["tests_skipped"] = sum(t.outcome == "skipped" for t in tests)
     return RunResult(
-        RESULTS_SCHEMA,
-        info.run_id,
-        info.suite_version,
-        info.catalogue_version,
-        info.target,
-        info.configuration,
-        info.hypothesis,
-        info.started,
-        round(info.duration_seconds, 3),
-        info.requests,
-        info.fail_on,
-        verdict,
-        summary,
-        by_level,
-        warnings,
-        results,
-        tests,
-        surfaces,
+        schema_version=RESULTS_SCHEMA,
+        run_id=info.run_id,
+        suite_version=info.suite_version,
+        catalogue_version=info.catalogue_version,
+        target=info.target,
+        configuration=info.configuration,
+        hypothesis=info.hypothesis,
+        started=info.started,
+        duration_seconds=round(info.duration_seconds, 3),
+        requests=info.requests,
+        fail_on=info.fail_on,
+        verdict=verdict,
+        summary=summary,
+        summary_by_level=by_level,
+        warnings=warnings,
+        requirements=results,
+        tests=tests,
+        surfaces=surfaces,
         scope=None if info.scope is None else _scope_member(info.scope, catalogue, status_of),
         incomplete=_incomplete(verdict, [r for r in core if r.id in observable], results, catalogue, info),
     )

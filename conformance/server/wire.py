@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 
 from conformance.target.config import TargetConfig
+from conformance.target.transport import auth_headers
 
 _turns = itertools.count(1)  # unique within a process; the namespace makes a turn identity unique across runs
 
@@ -24,10 +25,7 @@ class CoreWire:
         self.namespace = namespace
 
     def headers(self, token: str | None) -> dict[str, str]:
-        if token is None:
-            return {}
-        auth = self.cfg.wire["auth"]
-        return {auth["header"]: f"{auth['scheme']} {token}".strip()}
+        return auth_headers(self.cfg.wire["auth"], token)
 
     def capabilities(self, token: str | None, route: str) -> httpx.Response:
         return self.http.get(self.cfg.path("capabilities", route), headers=self.headers(token))

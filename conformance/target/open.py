@@ -42,7 +42,6 @@ class Target:
     recorder: Recorder
     control_url: str | None
     control_token: Secret | None
-    description: str
     _closers: tuple[Any, ...] = ()
     app: Any = None  # the bundled simulator's ASGI app (sim targets only): its MCP path is served beside it
     settings: RunSettings = field(default_factory=RunSettings)
@@ -110,6 +109,15 @@ def serve_over_loopback(app: Any) -> tuple[str, Any]:
     return f"http://127.0.0.1:{port}", stop
 
 
+def describe(cfg: TargetConfig) -> str:
+    """The target as a run's header line and its reports name it (credentials redacted)."""
+    if cfg.target == "sim":
+        return "bundled simulator (in-process)"
+    if cfg.target == "sim+http":
+        return "bundled simulator (loopback HTTP)"
+    return f"live Core at {redact_url(cfg.target)}"
+
+
 def open_target(cfg: TargetConfig, settings: RunSettings) -> Target:
     auth = cfg.wire["auth"]
     recorder = Recorder(settings.rate_limit, str(auth["header"]), str(auth["scheme"]), cfg.wire["paths"])
@@ -142,7 +150,6 @@ def open_target(cfg: TargetConfig, settings: RunSettings) -> Target:
                 recorder,
                 "http://sim.local" + cfg.wire["paths"]["control_base"],
                 token,
-                "bundled simulator (in-process)",
                 (transport.close,),
                 app,
                 settings,
@@ -155,11 +162,9 @@ def open_target(cfg: TargetConfig, settings: RunSettings) -> Target:
             recorder,
             url + cfg.wire["paths"]["control_base"],
             token,
-            f"bundled simulator over loopback ({url})",
             (stop,),
             app,
             settings,
         )
     http = _http_client(cfg.target, cfg, hooks())
-    description = f"live Core at {redact_url(cfg.target)}"
-    return Target(cfg.target, http, recorder, cfg.control_url, cfg.control_token, description, settings=settings)
+    return Target(cfg.target, http, recorder, cfg.control_url, cfg.control_token, settings=settings)

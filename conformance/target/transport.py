@@ -652,6 +652,34 @@ def _shorten(raw: bytes) -> str:
     return text[:BODY_KEEP] + f"… ({len(raw)} bytes in all)"
 
 
+def auth_headers(auth: Mapping[str, Any], token: str | None) -> dict[str, str]:
+    """The credential header of a request to the Core: ``auth`` is the wire's ``[auth]`` table
+    (its header and scheme), no header without a token."""
+    if token is None:
+        return {}
+    return {str(auth["header"]): f"{auth['scheme']} {token}".strip()}
+
+
+class RateLimiter:
+    """At most ``rate`` requests a second (0: no limit), shared by threads: each request takes
+    the next slot under a lock, and waiting in order keeps the rate."""
+
+    def __init__(self, rate: float = 0.0) -> None:
+        self._min_gap = 1.0 / rate if rate > 0 else 0.0
+        self._last = 0.0
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        if not self._min_gap:
+            return
+        with self._lock:
+            slot = max(self._last + self._min_gap, time.monotonic())
+            self._last = slot
+        wait = slot - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+
+
 class Recorder:
     """Counts requests (the per-run figure) and keeps the current test's exchanges."""
 
@@ -667,18 +695,11 @@ class Recorder:
         self.auth_scheme = auth_scheme
         self.paths: Mapping[str, str] = paths or {}
         self.current: list[Exchange] = []
-        self._min_gap = 1.0 / rate_limit if rate_limit > 0 else 0.0
-        self._last = 0.0
+        self.limiter = RateLimiter(rate_limit)
         self._lock = threading.Lock()  # a test may send its independent requests from several threads
 
     def throttle(self) -> None:
-        if self._min_gap:
-            with self._lock:  # each request takes the next slot; waiting in order keeps the rate
-                slot = max(self._last + self._min_gap, time.monotonic())
-                self._last = slot
-            wait = slot - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
+        self.limiter.wait()
 
     def record(self, response: httpx.Response) -> None:
         with self._lock:
