@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-USAGE_ERROR = 4
+from conformance.target.exits import Exit  # the standard library only
+
+USAGE_ERROR = Exit.USAGE_ERROR
 LOOPBACK = "127.0.0.1"
 DEFAULT_PORT = 8080
 
