@@ -934,13 +934,14 @@ def table(result: dict[str, Any]) -> str:
         for s in result["servers"]
     ]
     sizes = sorted({c.size for c in cells})
-    if len(sizes) > 1:
-        lines += ["", f"Search p50 growth at 1 client, {sizes[0]} → {sizes[-1]} documents:"]
-        for name in dict.fromkeys(c.endpoint for c in cells if c.endpoint.startswith("search")):
-            first = [c.p50_ms for c in cells if c.endpoint == name and c.size == sizes[0] and c.clients == 1]
-            last = [c.p50_ms for c in cells if c.endpoint == name and c.size == sizes[-1] and c.clients == 1]
-            if first and last and first[0] > 0:
-                lines.append(f"- {name}: {first[0]} → {last[0]} ms ({last[0] / first[0]:.0f}×)")
+    growth = []
+    for name in dict.fromkeys(c.endpoint for c in cells if c.endpoint.startswith("search")):
+        first = [c.p50_ms for c in cells if c.endpoint == name and c.size == sizes[0] and c.clients == 1]
+        last = [c.p50_ms for c in cells if c.endpoint == name and c.size == sizes[-1] and c.clients == 1]
+        if len(sizes) > 1 and first and last and first[0] > 0:
+            growth.append(f"- {name}: {first[0]} → {last[0]} ms ({last[0] / first[0]:.0f}×)")
+    if growth:
+        lines += ["", f"Search p50 growth at 1 client, {sizes[0]} → {sizes[-1]} documents:", *growth]
     lines += [
         "",
         f"{result['cpus']} CPUs, load average at the end {result['load_average']}, {result['duration_s']} s per cell"
