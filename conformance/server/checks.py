@@ -497,6 +497,14 @@ def continues_at(doc: str, position: int, piece: str, i: int) -> int:
     return position + len(piece)
 
 
+def rebuilds(world: Any, doc: str, pages: list[dict[str, Any]]) -> None:
+    """A chain the budget did not stop concatenates to exactly the revision (READ-015): judged
+    whole first, since the page-by-page continuity names the first split character READ-016's
+    and would leave a Core whose cuts split characters never judged on the text it rebuilds."""
+    if not (pages[-1].get("budget_exhausted") is True and C.utf8_size(doc) > world.chain_budget(pages)):
+        expect(joined(pages) == doc, server.READ_015, "the pages do not concatenate to the stored revision")
+
+
 def read_to_the_end(world: Any, doc: str, pages: list[dict[str, Any]], position: int) -> bool:
     """The chain read the whole revision (True), unless it stopped budget_exhausted on a revision larger
     than the budget the Core advertises (False: where it stopped is READ-011's and READ-020's to judge)."""
