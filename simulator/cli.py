@@ -137,7 +137,8 @@ def _parser() -> argparse.ArgumentParser:
         "--store-threads",
         type=_count,
         default=SimConfig.store_threads,
-        help="threads that run searches, reads and turns beside the event loop (default %(default)s)",
+        help="threads that run turns and long searches beside the event loop; short searches and reads run on "
+        "it (default %(default)s)",
     )
     serve.add_argument(
         "--timeout-keep-alive",

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 class SimConfig:
     seed: int | None = 0  # None: IDs and tokens from a random seed, the signing key from a secret source
     database: str = ":memory:"
-    # Searches, reads and turns in a thread pool, a store connection per thread (knowledge-sim serve);
-    # off, every request runs on the event loop in order (the in-process simulator: reproducible).
+    # knowledge-sim serve: a store connection per thread, turns and long searches in a thread pool,
+    # short searches and reads on the event loop (simulator.app._store_work); off, every request runs
+    # on the event loop in order (the in-process simulator: reproducible).
     concurrent: bool = False
     store_threads: int = (
         8  # threads serving store work when concurrent; more than a few a core only contend for the GIL
