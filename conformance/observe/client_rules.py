@@ -4,7 +4,7 @@ answered it before. Only what a request shows is judged; what a client does with
 
 from __future__ import annotations
 
-from conformance.clients.rules import HOST_005, NEG_004, READ_018, REF_010, REF_013, TURN_005
+from conformance.clients import rules as clients
 from conformance.observe.context import Context
 from conformance.observe.observed import Observed
 from conformance.observe.seen import digest
@@ -22,7 +22,7 @@ def wire_names(ob: Observed) -> None:
         return
     expect(
         "run_id" in request and not ({"runId", "maxBytes"} & set(request)),
-        READ_018,
+        clients.READ_018,
         f"{ob.operation} went out without the wire names run_id/max_bytes: {checks.describe(request)}",
     )
 
@@ -35,7 +35,7 @@ def pinned(ob: Observed, earlier: Turn | None) -> None:
     payload = digest(C.canonical(ob.request))
     expect(
         payload == earlier.payload,
-        TURN_005,
+        clients.TURN_005,
         f"the turn identity first sent in exchange #{earlier.number} (knowledge_delivery "
         f"{earlier.delivery!r}) went out again with another payload (knowledge_delivery "
         f"{ob.field('knowledge_delivery')!r})",
@@ -50,10 +50,12 @@ def negotiated(ctx: Context, ob: Observed) -> None:
         return
     asked = ctx.traffic.asked.get((ob.seen.credential, ob.route))
     if asked is None:
-        NEG_004.fail(f"an on_demand turn on route {ob.route!r} went out before this connection asked capabilities")
+        clients.NEG_004.fail(
+            f"an on_demand turn on route {ob.route!r} went out before this connection asked capabilities"
+        )
     expect(
         asked.supported and asked.enabled is not None,
-        NEG_004,
+        clients.NEG_004,
         f"an on_demand turn went out after capabilities answered HTTP {asked.status} (not supported)",
     )
 
@@ -66,7 +68,7 @@ def run_of_its_own(ctx: Context, ob: Observed) -> None:
     run, why = foreign_run(ctx, ob)
     if run is None:
         return
-    expect(why is None, HOST_005, f"{ob.operation} named run {run.run_id!r}, started by {why}")
+    expect(why is None, clients.HOST_005, f"{ob.operation} named run {run.run_id!r}, started by {why}")
 
 
 def no_transfer(ctx: Context, ob: Observed) -> None:
@@ -80,7 +82,7 @@ def no_transfer(ctx: Context, ob: Observed) -> None:
         return
     expect(
         mine.account == theirs.account,
-        REF_010,
+        clients.REF_010,
         f"a reference issued to account of {theirs.name} was presented under {mine.name}, another account",
     )
 
@@ -97,12 +99,12 @@ def after_reference_error(ctx: Context, ob: Observed) -> None:
             replayed_turn = ob.operation == "turn" and _known_turn(ctx, ob)
             expect(
                 not (replay or replayed_turn),
-                REF_013,
+                clients.REF_013,
                 f"after a reference error the client sent {'the refused read' if replay else 'a turn'} again "
                 "instead of searching",
             )
             if ob.operation == "search":
-                REF_013.held()
+                clients.REF_013.held()
 
 
 def _known_turn(ctx: Context, ob: Observed) -> bool:

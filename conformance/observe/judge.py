@@ -19,6 +19,7 @@ from conformance.observe.observed import Observed
 from conformance.observe.seen import Body, Seen, digest
 from conformance.observe.tally import Finding, Tally
 from conformance.observe.traffic import Caller, Turn
+from conformance.server import rules as server
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
 from conformance.target.outcomes import ContractViolation, NotVerified
@@ -158,7 +159,7 @@ class Judge:
         self._apply(ob, lambda: sequence_rules.turn_pinned(ctx, ob, body, earlier))
         self._apply(ob, lambda: sequence_rules.disabled_turn(ctx, ob, body))
         self._apply(ob, lambda: sequence_rules.empty_knowledge(ctx, ob, body))
-        shape = "TURN-008" not in self._violated
+        shape = server.TURN_008 not in self._violated
         self._apply(ob, lambda: sequence_rules.bounded_delivery(ctx, ob, body, shape=shape))
         if body is not None and ob.field("knowledge_delivery") == "on_demand":
             delivery = ctx.cfg.names.delivery(body.get("context"))

@@ -16,45 +16,14 @@ from conformance.observe.seen import digest
 from conformance.observe.server_rules import unsupported
 from conformance.observe.traffic import Capabilities, ChainAt, Issued, Run, Turn, strings_of
 from conformance.server import checks
+from conformance.server import rules as server
 from conformance.server.model import REFERENCE_KINDS
-from conformance.server.rules import (
-    AUTH_003,
-    CAP_001,
-    CAP_006,
-    READ_001,
-    READ_004,
-    READ_009,
-    READ_010,
-    READ_011,
-    READ_014,
-    READ_015,
-    READ_016,
-    READ_020,
-    REF_001,
-    REF_002,
-    REF_003,
-    REF_004,
-    REF_005,
-    REF_006,
-    REF_008,
-    REF_009,
-    REF_011,
-    SRCH_001,
-    SRCH_002,
-    SRCH_006,
-    SRCH_009,
-    SRCH_010,
-    TURN_004,
-    TURN_007,
-    TURN_011,
-    WIRE_002,
-)
 from conformance.target import contract as C
 from conformance.target.outcomes import ContractViolation, NotVerified
 from conformance.target.rules import Rule, expect
 
-PRESENCE = {"capabilities": CAP_001, "search": SRCH_001, "read": READ_001}
-DIMENSIONS = {"hub": REF_003, "session": REF_004, "account": REF_009}
+PRESENCE = {"capabilities": server.CAP_001, "search": server.SRCH_001, "read": server.READ_001}
+DIMENSIONS = {"hub": server.REF_003, "session": server.REF_004, "account": server.REF_009}
 
 
 # ------------------------------------------------------------------ endpoints
@@ -127,7 +96,7 @@ def turn_pinned(ctx: Context, ob: Observed, body: dict[str, Any] | None, earlier
         if ob.status == 200:
             expect(
                 run_id == earlier.run_id,
-                TURN_004,
+                server.TURN_004,
                 f"the same turn identity and payload (first sent in exchange #{earlier.number}) started run "
                 f"{run_id!r}, the original was {earlier.run_id!r}",
             )
@@ -136,7 +105,7 @@ def turn_pinned(ctx: Context, ob: Observed, body: dict[str, Any] | None, earlier
     if cfg.strict_codes:
         expect(
             ob.status == cfg.status("turn_conflict"),
-            TURN_011,
+            server.TURN_011,
             f"the same turn identity with another payload answered HTTP {ob.status}, strict expects "
             f"{cfg.status('turn_conflict')} {cfg.code('turn_conflict')}",
         )
@@ -144,12 +113,12 @@ def turn_pinned(ctx: Context, ob: Observed, body: dict[str, Any] | None, earlier
     if ob.status == 200:
         expect(
             run_id == earlier.run_id,
-            TURN_011,
+            server.TURN_011,
             f"the same turn identity with another payload (the first in exchange #{earlier.number}) started "
             f"run {run_id!r} instead of keeping the pinned run {earlier.run_id!r}",
         )
     elif 400 <= ob.status < 500:
-        TURN_011.held()
+        server.TURN_011.held()
 
 
 def run_started(ctx: Context, ob: Observed, body: dict[str, Any] | None) -> None:
@@ -228,7 +197,7 @@ def bounded_delivery(ctx: Context, ob: Observed, body: dict[str, Any] | None, *,
     except NotVerified:
         return
     except ContractViolation as exc:
-        if shape or exc.requirement != WIRE_002:
+        if shape or exc.requirement != server.WIRE_002:
             raise
 
 
@@ -242,7 +211,7 @@ def disabled_turn(ctx: Context, ob: Observed, body: dict[str, Any] | None) -> No
     status = delivery.get("status") if isinstance(delivery, dict) else None
     caps = ctx.traffic.capabilities.get(ob.route)
     if caps is not None and caps.enabled is True and status == "disabled":
-        CAP_006.fail(
+        server.CAP_006.fail(
             f"capabilities of route {ob.route!r} said enabled true, the on_demand turn's delivery says disabled"
         )
     if not _disabled(ctx, ob.route):
@@ -250,7 +219,7 @@ def disabled_turn(ctx: Context, ob: Observed, body: dict[str, Any] | None) -> No
     knowledge = context.get(ctx.cfg.names.turn_context["knowledge"])
     expect(
         not knowledge,
-        CAP_006,
+        server.CAP_006,
         f"capabilities of route {ob.route!r} said enabled false, yet an on_demand turn delivered "
         f"{len(knowledge) if isinstance(knowledge, list) else 'some'} knowledge bodies",
     )
@@ -270,12 +239,12 @@ def _issue(ctx: Context, ob: Observed, run_id: str, hints: list[Any]) -> None:
         origin = "turn" if ob.operation == "turn" else "search"
         ctx.traffic.refs.put(key, Issued(ob.caller, run_id, ob.seen.sent, ob.seen.answered, strings, origin))
         if before is not None and before.run_id != run_id:
-            SRCH_002.fail(
+            server.SRCH_002.fail(
                 f"the same reference was issued in run {before.run_id!r} and again in run {run_id!r}: "
                 "search answers are not bound to the current run"
             )
         if before is None:
-            SRCH_002.held()
+            server.SRCH_002.held()
 
 
 def foreign_run(ctx: Context, ob: Observed) -> tuple[Run | None, str | None]:
@@ -299,7 +268,7 @@ def run_bound(ctx: Context, ob: Observed) -> None:
         return
     expect(
         ob.status != 200,
-        AUTH_003,
+        server.AUTH_003,
         f"{ob.operation} under run {run.run_id!r}, started by {why}, was served instead of run_not_found",
     )
 
@@ -318,12 +287,12 @@ def disabled_search(ctx: Context, ob: Observed, body: dict[str, Any] | None) -> 
     search that says disabled where capabilities said enabled true breaks CAP-006."""
     caps = ctx.traffic.capabilities.get(ob.route)
     if body is not None and body.get("status") == "disabled" and caps is not None and caps.enabled is True:
-        CAP_006.fail(f"capabilities of route {ob.route!r} said enabled true, search says disabled")
+        server.CAP_006.fail(f"capabilities of route {ob.route!r} said enabled true, search says disabled")
     if body is None or not _disabled(ctx, ob.route):
         return
     expect(
         body.get("status") == "disabled" and body.get("hints") == [],
-        SRCH_009,
+        server.SRCH_009,
         f"capabilities of route {ob.route!r} said enabled false, yet search answered status "
         f"{body.get('status')!r} with {len(body.get('hints') or [])} hints",
     )
@@ -344,18 +313,18 @@ def availability(ctx: Context, ob: Observed, status: object, hints: object) -> N
     pair = {status: empty, before[0]: before[1]}
     said = f"on route {ob.route!r} the {other} said {before[0]!r} and this {ob.operation} says {status!r}"
     if "unavailable" in pair and pair.get("ok") is True:
-        SRCH_010.fail(f"{said}{' with no hints' if empty else ''}: unavailability reported as an empty result")
+        server.SRCH_010.fail(f"{said}{' with no hints' if empty else ''}: unavailability reported as an empty result")
     if ob.operation == "search" and status == "ok" and before[0] == "disabled":  # not the other way: one may disable
-        SRCH_009.fail(f"{said}: a disabled workspace searched as ok")
+        server.SRCH_009.fail(f"{said}: a disabled workspace searched as ok")
     if status == before[0] and status in ("unavailable", "disabled"):
-        (SRCH_010 if status == "unavailable" else SRCH_009).held()
+        (server.SRCH_010 if status == "unavailable" else server.SRCH_009).held()
 
 
 # ---------------------------------------------------------------------- read
 def _binding(ctx: Context, ob: Observed, issued: Issued) -> tuple[Rule, str] | None:
     """The binding a read breaks by presenting ``issued`` here: route, identity, or run."""
     if issued.caller.route != ob.route:
-        return REF_005, f"issued on route {issued.caller.route!r}, presented on {ob.route!r}"
+        return server.REF_005, f"issued on route {issued.caller.route!r}, presented on {ob.route!r}"
     mine, theirs = ob.caller.identity, issued.caller.identity
     if mine is not None and theirs is not None:
         differs = mine.differs(theirs)
@@ -363,7 +332,7 @@ def _binding(ctx: Context, ob: Observed, issued: Issued) -> tuple[Rule, str] | N
             return DIMENSIONS[differs], f"issued to {theirs.name}, presented by {mine.name} (another {differs})"
     run_id = ob.field("run_id")
     if isinstance(run_id, str) and run_id != issued.run_id:
-        return REF_006, f"issued in run {issued.run_id!r}, presented under run {run_id!r}"
+        return server.REF_006, f"issued in run {issued.run_id!r}, presented under run {run_id!r}"
     return None
 
 
@@ -382,22 +351,24 @@ def read_reference(ctx: Context, ob: Observed) -> None:
     if issued is None:
         if C.is_reference_error_code(code) and ob.readable:
             checks.reference_error(
-                ob.response(), ctx.cfg, REFERENCE_KINDS, requirement=REF_011, text=ctx.traffic.document_text()
+                ob.response(), ctx.cfg, REFERENCE_KINDS, requirement=server.REF_011, text=ctx.traffic.document_text()
             )
         return
     low, high = ob.seen.sent - issued.answered, ob.seen.answered - issued.sent
     expired = low > ctx.ttl + ctx.tolerance
     binding = _binding(ctx, ob, issued)
     if ob.status == 200:
-        expect(not expired, REF_001, f"a reference at least {low:.1f} s old (issued in exchange before) was read")
+        expect(
+            not expired, server.REF_001, f"a reference at least {low:.1f} s old (issued in exchange before) was read"
+        )
         if binding is not None:
             binding[0].fail(f"a reference {binding[1]} was accepted")
         if high < ctx.ttl:
-            REF_002.held()
+            server.REF_002.held()
         return
     kinds = set()
     if expired:
-        REF_001.held()
+        server.REF_001.held()
         kinds.add("reference_expired")
     if binding is not None:
         binding[0].held()
@@ -405,19 +376,19 @@ def read_reference(ctx: Context, ob: Observed) -> None:
     if code == ctx.cfg.code("reference_expired") and not expired and binding is None:
         expect(
             high >= ctx.ttl - ctx.tolerance,
-            REF_002,
+            server.REF_002,
             f"a reference at most {high:.1f} s old was refused as expired",
         )
     if _disabled(ctx, ob.route) or not ob.readable:
         return
     if C.is_reference_error_code(code):
-        rule = REF_001 if expired else binding[0] if binding is not None else REF_011
+        rule = server.REF_001 if expired else binding[0] if binding is not None else server.REF_011
         checks.reference_error(
             ob.response(), ctx.cfg, kinds or REFERENCE_KINDS, requirement=rule, text=ctx.traffic.document_text()
         )
     elif expired or (binding is not None and code != ctx.cfg.code("run_not_found")):
         why = f"{low:.1f} s old" if expired else binding[1] if binding is not None else ""
-        REF_011.fail(f"a reference ({why}) was refused with code {code!r}, not knowledge_reference_* / *changed")
+        server.REF_011.fail(f"a reference ({why}) was refused with code {code!r}, not knowledge_reference_* / *changed")
 
 
 def disabled_read(ctx: Context, ob: Observed) -> None:
@@ -426,7 +397,7 @@ def disabled_read(ctx: Context, ob: Observed) -> None:
         return
     expect(
         ob.status != 200,
-        CAP_006,
+        server.CAP_006,
         f"capabilities of route {ob.route!r} said enabled false, yet read served a page",
     )
 
@@ -453,7 +424,7 @@ def read_chain(ctx: Context, ob: Observed, page: dict[str, Any] | None) -> None:
         if first is not None:
             expect(
                 first == revision,
-                REF_008,
+                server.REF_008,
                 f"the reference read as revision {first} before and as {revision} now: it was accepted after "
                 "its revision changed",
             )
@@ -461,12 +432,14 @@ def read_chain(ctx: Context, ob: Observed, page: dict[str, Any] | None) -> None:
             traffic.revisions.put(key, revision)
     expect(
         at.revision == revision,
-        REF_008,
+        server.REF_008,
         f"the chain's pages report revision {at.revision} and then {revision}: a cursor was accepted after "
         "its revision changed",
     )
     if at.total is not None and total is not None:
-        expect(at.total == total, READ_014, f"total_content_bytes changed within a chain: {at.total} then {total}")
+        expect(
+            at.total == total, server.READ_014, f"total_content_bytes changed within a chain: {at.total} then {total}"
+        )
     edge = bool(content) and (content[0] == "\ufffd" or content[-1] == "\ufffd")
     now = ChainAt(
         at.chain,
@@ -481,12 +454,12 @@ def read_chain(ctx: Context, ob: Observed, page: dict[str, Any] | None) -> None:
         max(at.largest, len(ob.seen.response.data)),
     )
     if content and ord(content[-1]) > 0x7F and page.get("next_cursor") is not None:
-        READ_016.held()  # a cut next to a multibyte character, and no character split (checks.page)
+        server.READ_016.held()  # a cut next to a multibyte character, and no character split (checks.page)
     budget = C.READ_CHAIN_MAX_BYTES
     if now.from_start:
         expect(
             now.consumed <= budget,
-            READ_010,
+            server.READ_010,
             f"read chain delivered {now.consumed} content bytes, more than {budget}",
         )
     next_cursor = page.get("next_cursor")
@@ -512,7 +485,7 @@ def _filled(ob: Observed, chain: ChainAt) -> None:
     half = C.READ_DEFAULT_MAX_BYTES // 2
     expect(
         chain.largest > half,
-        READ_004,
+        server.READ_004,
         f"a chain of {chain.pages} default pages never had a page over {half} bytes (its largest "
         f"{chain.largest}): the default is not 16384",
     )
@@ -529,7 +502,7 @@ def budget_offer(ctx: Context, ob: Observed, page: dict[str, Any] | None) -> Non
         return
     expect(
         consumed <= C.READ_CHAIN_MAX_BYTES,
-        READ_011,
+        server.READ_011,
         f"the chain delivered {consumed} content bytes, past {C.READ_CHAIN_MAX_BYTES}, and still offers a "
         "next_cursor instead of stopping with budget_exhausted",
     )
@@ -542,7 +515,7 @@ def _whole_hint(ctx: Context, key: str, content: str, whole: bool) -> None:
         return
     expect(
         digest(content.strip()) not in issued.strings,
-        TURN_007 if issued.origin == "turn" else SRCH_006,
+        server.TURN_007 if issued.origin == "turn" else server.SRCH_006,
         f"a hint {'of an on_demand turn ' if issued.origin == 'turn' else ''}carried the whole document its "
         f"reference reads as ({len(content)} characters)",
     )
@@ -558,50 +531,52 @@ def _chain_end(chain: ChainAt, page: dict[str, Any], strict: bool) -> None:
     if exhausted:
         expect(
             chain.consumed > budget - C.READ_MAX_MAX_BYTES,
-            READ_020,
+            server.READ_020,
             f"the chain stopped budget_exhausted after only {chain.consumed} content bytes "
             f"(more than {budget - C.READ_MAX_MAX_BYTES} were expected before its {budget}-byte budget runs out)",
         )
-        READ_011.held()
+        server.READ_011.held()
         if strict:
             expect(
                 page.get("content") != "" or chain.pages == 1,
-                READ_020,
+                server.READ_020,
                 "strict: the chain offered one more cursor after the page that exhausted its budget, and ended "
                 "with an empty page (CHOICES.md)",
             )
         if total is not None:
             expect(
                 chain.consumed < total,
-                READ_009,
+                server.READ_009,
                 f"the chain delivered all {total} bytes of the revision, yet its last page says budget_exhausted "
                 f"and truncated {truncated!r}",
             )
         return
     if truncated is True:
-        READ_011.fail(
+        server.READ_011.fail(
             f"the chain stopped after {chain.consumed} content bytes with truncated true and no budget_exhausted: "
             "stopping early needs budget_exhausted true"
         )
     if total is None:
         return
     if chain.consumed == total:
-        for rule in (READ_009, READ_014, READ_015):
+        for rule in (server.READ_009, server.READ_014, server.READ_015):
             rule.held()
         return
     if chain.consumed < total and chain.consumed > budget - C.READ_MAX_MAX_BYTES:
-        READ_011.fail(
+        server.READ_011.fail(
             f"the chain ended after {chain.consumed} of {total} content bytes, at the budget, with truncated "
             f"{truncated!r} and no budget_exhausted"
         )
     if total == chain.chars:
-        READ_014.fail(f"total_content_bytes is {total}, the characters of the revision; its bytes are {chain.consumed}")
+        server.READ_014.fail(
+            f"total_content_bytes is {total}, the characters of the revision; its bytes are {chain.consumed}"
+        )
     if chain.split_edge:
-        READ_016.fail(
+        server.READ_016.fail(
             f"the chain's pages carry {chain.consumed} content bytes, the revision has {total}, and a page begins "
             "or ends with U+FFFD: a character was split between pages"
         )
-    READ_015.fail(
+    server.READ_015.fail(
         f"the chain's {chain.pages} pages carry {chain.consumed} content bytes and end complete, but the revision "
         f"has total_content_bytes {total}: the pages overlap or skip characters"
     )

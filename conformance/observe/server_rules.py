@@ -10,21 +10,7 @@ from typing import Any
 
 from conformance.observe.observed import Observed
 from conformance.server import checks
-from conformance.server.rules import (
-    CAP_001,
-    CAP_002,
-    CAP_003,
-    CAP_004,
-    CAP_005,
-    CAP_007,
-    READ_004,
-    READ_005,
-    READ_006,
-    READ_008,
-    SRCH_008,
-    WIRE_001,
-    WIRE_003,
-)
+from conformance.server import rules as server
 from conformance.target import contract as C
 from conformance.target.config import TargetConfig
 from conformance.target.rules import Rule, expect
@@ -55,7 +41,7 @@ def cache_control(ob: Observed) -> None:
     value = ob.seen.header("cache-control") or ""
     expect(
         "no-store" in value.lower(),
-        WIRE_003,
+        server.WIRE_003,
         f"HTTP {ob.status} answer to {ob.operation} carries Cache-Control {value!r}, not no-store",
     )
 
@@ -64,12 +50,12 @@ def error_answer(ob: Observed, cfg: TargetConfig) -> None:
     """A refusal is the error envelope with a 4xx; no request of the contract gets a 500 (a crash).
     An old endpoint's status (404/405/501) is judged by the sequence rules, not its body."""
     if ob.status == 500:
-        WIRE_001.fail(f"{ob.operation} answered HTTP 500: {checks.describe(ob.answer())}")
+        server.WIRE_001.fail(f"{ob.operation} answered HTTP 500: {checks.describe(ob.answer())}")
     if 400 <= ob.status < 500 and ob.status not in unsupported(cfg) and ob.readable:
         body = ob.answer()
         if ob.operation == "read" and C.is_reference_error_code(body.get("error") if isinstance(body, dict) else None):
             return  # a reference error's body is judged by its own rules (checks.reference_error), as the suite does
-        checks.error_envelope(ob.response(), WIRE_001, strict=cfg.strict_codes)
+        checks.error_envelope(ob.response(), server.WIRE_001, strict=cfg.strict_codes)
 
 
 def capabilities(ob: Observed, cfg: TargetConfig) -> dict[str, Any] | None:
@@ -77,36 +63,40 @@ def capabilities(ob: Observed, cfg: TargetConfig) -> dict[str, Any] | None:
     test_capabilities_advertise_the_protocol, on an answer a client got); one to a request
     without a credential breaks CAP-007."""
     if ob.seen.credential is None and ob.status == 200:
-        CAP_007.fail("capabilities answered 200 to a request without a credential")
+        server.CAP_007.fail("capabilities answered 200 to a request without a credential")
     if ob.seen.credential is None and ob.status in (401, 403):
-        CAP_007.held()
+        server.CAP_007.held()
     if ob.status != 200 or not ob.readable:
         return None
     names = cfg.names
     member, limit_name = names.capabilities, names.limits
-    body = checks.ok(ob.response(), CAP_001, "capabilities")
+    body = checks.ok(ob.response(), server.CAP_001, "capabilities")
     strings = set(C.strings_in(body))
     expect(
         C.CAPABILITIES_SCHEMA in strings and C.KNOWLEDGE_SCHEMA in strings,
-        CAP_002,
+        server.CAP_002,
         f"capabilities must name {C.CAPABILITIES_SCHEMA} and {C.KNOWLEDGE_SCHEMA}: {checks.describe(body)}",
     )
     route = body.get(member["route"]) if isinstance(body, dict) else None
-    expect(route == ob.route, CAP_003, f"{member['route']} {route!r}, asked for {ob.route!r}")
+    expect(route == ob.route, server.CAP_003, f"{member['route']} {route!r}, asked for {ob.route!r}")
     modes = body.get(member["delivery_modes"])
-    expect(isinstance(modes, list) and sorted(modes) == ["inline", "on_demand"], CAP_004, f"delivery modes {modes!r}")
+    expect(
+        isinstance(modes, list) and sorted(modes) == ["inline", "on_demand"],
+        server.CAP_004,
+        f"delivery modes {modes!r}",
+    )
     limits = body.get(member["limits"])
-    expect(isinstance(limits, dict), CAP_005, f"capabilities carry no {member['limits']} object")
+    expect(isinstance(limits, dict), server.CAP_005, f"capabilities carry no {member['limits']} object")
     for canonical, bound in LIMIT_BOUNDS.items():
         value = limits.get(limit_name[canonical])
         expect(
             isinstance(value, int) and 0 < value <= bound,
-            CAP_005,
+            server.CAP_005,
             f"limit {limit_name[canonical]} = {value!r}, contract bound is {bound}",
         )
     for canonical, exact in LIMIT_VALUES.items():
         value = limits.get(limit_name[canonical])
-        expect(value == exact, CAP_005, f"limit {limit_name[canonical]} = {value!r}, contract value is {exact}")
+        expect(value == exact, server.CAP_005, f"limit {limit_name[canonical]} = {value!r}, contract value is {exact}")
     checks.schema("capabilities-response", body, names=names)
     return dict(body)
 
@@ -117,7 +107,7 @@ def search(ob: Observed) -> dict[str, Any] | None:
         return None
     if not ob.readable:
         size = ob.seen.response.size
-        expect(size < 0 or size <= C.SEARCH_MAX_BYTES, SRCH_008, f"search JSON is {size} bytes, over 4096")
+        expect(size < 0 or size <= C.SEARCH_MAX_BYTES, server.SRCH_008, f"search JSON is {size} bytes, over 4096")
         return None
     return checks.search_response(ob.response())
 
@@ -127,10 +117,10 @@ def page_bound(ob: Observed) -> tuple[int | None, Rule]:
     max_bytes in range (READ-005), or one outside the range clamped into it (READ-006)."""
     asked = ob.field("max_bytes")
     if not isinstance(asked, int) or isinstance(asked, bool):
-        return None, READ_004
+        return None, server.READ_004
     if C.READ_MIN_MAX_BYTES <= asked <= C.READ_MAX_MAX_BYTES:
-        return asked, READ_005
-    return min(max(asked, C.READ_MIN_MAX_BYTES), C.READ_MAX_MAX_BYTES), READ_006
+        return asked, server.READ_005
+    return min(max(asked, C.READ_MIN_MAX_BYTES), C.READ_MAX_MAX_BYTES), server.READ_006
 
 
 def oversize_tokens(ob: Observed) -> None:
@@ -140,7 +130,7 @@ def oversize_tokens(ob: Observed) -> None:
         if isinstance(value, str) and C.utf8_size(value) > C.REFERENCE_MAX_BYTES:
             expect(
                 ob.status != 200,
-                READ_008,
+                server.READ_008,
                 f"a {name} of {C.utf8_size(value)} bytes (over {C.REFERENCE_MAX_BYTES}) was accepted",
             )
 
@@ -153,12 +143,12 @@ def read_refusal(ob: Observed, cfg: TargetConfig) -> None:
         return
     inside = C.READ_MIN_MAX_BYTES <= asked <= C.READ_MAX_MAX_BYTES
     if not inside:
-        expect(ob.status < 500, READ_006, f"max_bytes {asked} answered HTTP {ob.status}")
+        expect(ob.status < 500, server.READ_006, f"max_bytes {asked} answered HTTP {ob.status}")
         return
     body = ob.answer()
     code = body.get("error") if isinstance(body, dict) else None
     if ob.status == 400 and code == cfg.code("invalid_request"):
-        READ_005.fail(f"max_bytes {asked}, inside 4096..32768, was refused: {checks.describe(body)}")
+        server.READ_005.fail(f"max_bytes {asked}, inside 4096..32768, was refused: {checks.describe(body)}")
 
 
 def page(ob: Observed, cfg: TargetConfig) -> dict[str, Any] | None:
