@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from conformance.target.served import ServedSimulator  # noqa: E402
+from conformance.common.served import ServedSimulator  # noqa: E402
 from tests.latency_proxy import LatencyProxy  # noqa: E402
 
 TOKEN_ENV = "KC_LATENCY_CONTROL_TOKEN"

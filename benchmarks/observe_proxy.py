@@ -36,10 +36,10 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from conformance.common.control import Control  # noqa: E402
+from conformance.common.served import ServedSimulator, free_port  # noqa: E402
 from conformance.server.corpus import bases  # noqa: E402
 from conformance.server.corpus import build as corpus  # noqa: E402
-from conformance.target.control import Control  # noqa: E402
-from conformance.target.served import ServedSimulator, free_port  # noqa: E402
 
 ROUTE = "bench"
 STATIC = """

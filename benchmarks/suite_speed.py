@@ -36,8 +36,8 @@ from typing import Any
 import httpx
 
 from conformance.cli import SUITE_ARGS
-from conformance.target.control import CONTROL_BASE
-from conformance.target.served import ServedSimulator
+from conformance.common.control import CONTROL_BASE
+from conformance.common.served import ServedSimulator
 
 SUITE = [sys.executable, "-m", "pytest", "-q", *SUITE_ARGS]
 TARGETS = ("sim", "sim+http", "served")

@@ -8,8 +8,8 @@ import importlib.util
 import sys
 from typing import NoReturn
 
-from conformance.target.exits import HELP, Exit
-from conformance.target.options import CLIENT, LOAD, RUN, add_arguments, options_of, pytest_arguments
+from conformance.common.exits import HELP, Exit
+from conformance.common.options import CLIENT, LOAD, RUN, add_arguments, options_of, pytest_arguments
 
 
 class _Parser(argparse.ArgumentParser):
@@ -85,7 +85,7 @@ what ``knowledge-conformance run`` passes, and what the project's tests and benc
 def _number_problem(args: argparse.Namespace) -> str | None:
     """The first numeric option out of its range (NaN and the infinities included), in the
     spelling this command takes: found before anything starts, not as a crash after the tests did."""
-    from conformance.target.config import option_number_problem
+    from conformance.common.config import option_number_problem
 
     for opt in options_of(args.command):
         problem = option_number_problem(opt.name, getattr(args, opt.key, None), opt.flags(args.command)[0])
@@ -119,8 +119,8 @@ def _setup_problem(args: argparse.Namespace) -> tuple[int, str] | None:
     imports only: a setup mistake is one line in about a second, not after the suite, Hypothesis
     and every plugin were imported. The exit code and the line, or None when the run may start.
     A pre-flight that passes is not repeated by the session (conformance.plugin.identities)."""
-    from conformance.target.config import ConfigError, load_config
-    from conformance.target.settings import new_run_id
+    from conformance.common.config import ConfigError, load_config
+    from conformance.common.settings import new_run_id
 
     try:
         cfg = load_config(args.target_config, target=args.target)
@@ -137,10 +137,10 @@ def _live_preflight(args: argparse.Namespace, cfg: object) -> tuple[int, str] | 
     extension) as the session would run it; a harness stop keeps its own exit code."""
     import pytest
 
+    from conformance.common.config import TargetConfig
+    from conformance.common.settings import RunIdError, RunSettings
     from conformance.plugin.identities import check_live_target
     from conformance.plugin.preflight import check_control
-    from conformance.target.config import TargetConfig
-    from conformance.target.settings import RunIdError, RunSettings
 
     assert isinstance(cfg, TargetConfig)
     try:
@@ -162,8 +162,8 @@ def _compare(args: argparse.Namespace) -> int:
     """Exit 1 only for a regression or a stale baseline (a fix it does not hold yet, which would let
     that rule break again unseen): a file that is not a results.json is a usage error (4), so a
     broken baseline never reads as a worse run."""
+    from conformance.common.untrusted import one_line
     from conformance.report.compare import compare, load, regressed, render, stale, stale_line
-    from conformance.target.untrusted import one_line
 
     try:
         old, new = load(args.old), load(args.new)
@@ -222,9 +222,9 @@ def _checked_setup(args: argparse.Namespace) -> tuple[int, str] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from conformance.target.untrusted import guard_streams
+    from conformance.common.untrusted import guard_streams
 
-    guard_streams()  # whatever a command prints from a target or a file is defanged (conformance.target.untrusted)
+    guard_streams()  # whatever a command prints from a target or a file is defanged (conformance.common.untrusted)
     args = _parser().parse_args(argv)
     if args.command == "compare":
         return _compare(args)
@@ -236,14 +236,14 @@ def main(argv: list[str] | None = None) -> int:
         return observe(args)
     problem = _usage_problem(args)
     if problem is not None:
-        from conformance.target.untrusted import one_line
+        from conformance.common.untrusted import one_line
 
         print(f"{USAGE_PREFIX[args.command]}{one_line(problem)}", file=sys.stderr)
         return Exit.USAGE_ERROR
     if args.command == LOAD:
         return _load(args)
     if args.command == RUN and (setup := _checked_setup(args)) is not None:
-        from conformance.target.untrusted import one_line
+        from conformance.common.untrusted import one_line
 
         print(one_line(setup[1]), file=sys.stderr)
         return setup[0]

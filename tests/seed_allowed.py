@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
-from conformance.target.open import serve_over_loopback
+from conformance.common.open import serve_over_loopback
 from simulator import create_app
 from simulator.core import Caller, Core
 from simulator.errors import ApiError

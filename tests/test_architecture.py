@@ -158,7 +158,7 @@ def test_no_import_circle() -> None:
     ("source", "expected"),
     [
         ("from conformance.server import checks\n", {"conformance.server", "conformance.server.checks"}),
-        ("def f():\n    from conformance.target.rules import expect\n", {"conformance.target.rules"}),
+        ("def f():\n    from conformance.common.rules import expect\n", {"conformance.common.rules"}),
         (
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from conformance.server.world import World\n",
             set(),

@@ -7,10 +7,10 @@ import threading
 
 import httpx
 
+from conformance.common.aside import aside
+from conformance.common.rules import expect, recording
+from conformance.common.transport import Recorder
 from conformance.server.rules import READ_002
-from conformance.target.aside import aside
-from conformance.target.rules import expect, recording
-from conformance.target.transport import Recorder
 
 
 def _response(path: str) -> httpx.Response:

@@ -103,7 +103,7 @@ def test_a_key_with_control_bytes_is_shown_as_escapes(tmp_path: Path) -> None:
 
 
 def test_the_sane_configuration_still_loads(tmp_path: Path) -> None:
-    from conformance.target.config import load_config
+    from conformance.common.config import load_config
 
     config = tmp_path / "target.toml"
     config.write_text("[target]\ntimeout_seconds = 3600\n[tolerances]\nclock_skew_seconds = 2.5\n", "utf-8")

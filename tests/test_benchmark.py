@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance.target.transport import InProcessTransport
+from conformance.common.transport import InProcessTransport
 from simulator import create_app
 from simulator.signing import Signer
 from simulator.sizing import fit_prefix

@@ -26,13 +26,11 @@ import httpx
 import pytest
 
 import simulator
-from conformance.server import checks
-from conformance.server.rules import READ_001, SRCH_001, SRCH_008, WIRE_002
-from conformance.target.config import ConfigError, load_config
-from conformance.target.control import Control, ControlError
-from conformance.target.open import serve_over_loopback
-from conformance.target.outcomes import ContractViolation
-from conformance.target.transport import (
+from conformance.common.config import ConfigError, load_config
+from conformance.common.control import Control, ControlError
+from conformance.common.open import serve_over_loopback
+from conformance.common.outcomes import ContractViolation
+from conformance.common.transport import (
     MAX_JSON_DEPTH,
     MAX_RESPONSE_BYTES,
     BoundedTransport,
@@ -44,6 +42,8 @@ from conformance.target.transport import (
     strict_json,
     too_large,
 )
+from conformance.server import checks
+from conformance.server.rules import READ_001, SRCH_001, SRCH_008, WIRE_002
 from simulator.config import SimConfig
 from tests.measured import kill, launch, peak_mib
 from tests.suite_command import SUITE

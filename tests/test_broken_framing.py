@@ -10,7 +10,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from conformance.target.served import ServedSimulator
+from conformance.common.served import ServedSimulator
 from tests.framing_proxy import Utf16FramingProxy, utf16_units
 from tests.suite_command import SUITE
 

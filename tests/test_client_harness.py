@@ -26,8 +26,8 @@ from conformance.cli import main
 from conformance.clients.core import DEFAULT_CONTROL_TOKEN
 from conformance.clients.miniatures import MINIATURES
 from conformance.clients.protocol import Harness, HarnessProtocolError, problems
-from conformance.target.secrets import SECRETS
-from conformance.target.served import TOKEN_ENV, ServedSimulator
+from conformance.common.secrets import SECRETS
+from conformance.common.served import TOKEN_ENV, ServedSimulator
 from knowledge_schemas import load_catalogue, load_registry, load_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -323,7 +323,7 @@ def test_the_node_harness_is_conformant(core: ServedSimulator, tmp_path: Path) -
 def test_the_control_extension_shows_bodies_and_accounts_and_answers_a_canned_response() -> None:
     """The two control knobs client checks need, in-process: the transcript's request bodies and the
     account of the token (never the token), and respond_next (once, only for its endpoint and route)."""
-    from conformance.target.transport import InProcessTransport
+    from conformance.common.transport import InProcessTransport
     from simulator.app import create_app
 
     app = create_app(seed=0)
@@ -368,7 +368,7 @@ def test_the_control_extension_shows_bodies_and_accounts_and_answers_a_canned_re
 def test_a_canned_answer_can_wait_for_a_chains_next_page_and_need_not_be_json() -> None:
     """respond_next ``after``: that many requests go through first (a chain broken mid-way); ``text``: the
     answer is not JSON. The canned request's own body is on the transcript."""
-    from conformance.target.transport import InProcessTransport
+    from conformance.common.transport import InProcessTransport
     from simulator.app import create_app
 
     app = create_app(seed=0)

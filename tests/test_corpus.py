@@ -10,9 +10,9 @@ import json
 import httpx
 import pytest
 
+from conformance.common import contract as C
+from conformance.common.outcomes import ContractViolation
 from conformance.server import checks, corpus
-from conformance.target import contract as C
-from conformance.target.outcomes import ContractViolation
 
 DOCS = corpus.build()
 WORST = [DOCS[key] for key in corpus.WORST_KEYS]

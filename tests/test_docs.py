@@ -17,7 +17,7 @@ from types import ModuleType
 
 import pytest
 
-from conformance.target.config import validate_config_data
+from conformance.common.config import validate_config_data
 from knowledge_schemas import load_catalogue
 from simulator.quirks import QUIRKS
 
@@ -159,9 +159,9 @@ def test_the_recipe_names_only_what_the_tree_has() -> None:
             continue
         assert (ROOT / path.rstrip("/")).exists(), f"the recipe names {path}, which the tree does not have"
     from conformance.clients import miniatures as clients
+    from conformance.common.rules import Rule, expect, rule
     from conformance.server import checks
     from conformance.server.world import World
-    from conformance.target.rules import Rule, expect, rule
     from simulator.miniatures import search
 
     assert callable(checks.search_response) and callable(World.start_run) and callable(World.search)

@@ -18,9 +18,9 @@ import pytest
 
 import simulator
 from conformance.cli import main
+from conformance.common.config import ConfigError, load_config, validate_config_data
+from conformance.common.open import known_quirks, serve_over_loopback
 from conformance.report.results import load_waivers
-from conformance.target.config import ConfigError, load_config, validate_config_data
-from conformance.target.open import known_quirks, serve_over_loopback
 from knowledge_schemas import SCHEMA_DIR, load_catalogue, load_wire_defaults
 from simulator.config import SimConfig
 from simulator.quirks import QUIRKS

@@ -3,8 +3,8 @@ MCP session's task group (which wraps it in exception groups)."""
 
 from __future__ import annotations
 
+from conformance.common.outcomes import ContractViolation
 from conformance.plugin.session import _shown
-from conformance.target.outcomes import ContractViolation
 
 
 def test_a_violation_inside_task_groups_is_the_message() -> None:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conformance.target import fanout
+from conformance.common import fanout
 
 WHERE: contextvars.ContextVar[str] = contextvars.ContextVar("where", default="unset")
 

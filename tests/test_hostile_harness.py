@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conformance.clients.protocol import LINE_CAP, Harness, HarnessProtocolError
-from conformance.target.served import ServedSimulator
+from conformance.common.served import ServedSimulator
 from tests.measured import run_measured
 
 ROOT = Path(__file__).resolve().parent.parent

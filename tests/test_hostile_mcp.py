@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
+from conformance.common.open import serve_over_loopback
+from conformance.common.outcomes import ContractViolation, HarnessError
 from conformance.mcp.bounded import MESSAGE_CAP
 from conformance.mcp.session import Endpoint, NotServing, connect
-from conformance.target.open import serve_over_loopback
-from conformance.target.outcomes import ContractViolation, HarnessError
 from tests.measured import run_measured
 from tests.suite_command import SUITE
 

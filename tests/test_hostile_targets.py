@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.target.served import ServedSimulator
+from conformance.common.served import ServedSimulator
 from tests.hostile import outputs, payloads
 from tests.hostile.forms import Finder
 from tests.hostile.runner import KILL_GRACE, Measured, run_suite

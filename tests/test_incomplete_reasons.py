@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conformance.common.scope import parse_scope
 from conformance.report.incomplete import passing_scope, remedy
 from conformance.report.results import TestResult
 from conformance.report.writers import write_all
-from conformance.target.scope import parse_scope
 from tests.test_report_markdown import CATALOGUE, OBSERVABLE, _run
 
 

@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 import simulator
+from conformance.common.open import serve_over_loopback
+from conformance.common.secrets import FRAGMENT
 from conformance.report.results import load_waivers
-from conformance.target.open import serve_over_loopback
-from conformance.target.secrets import FRAGMENT
 from knowledge_schemas import SCHEMA_DIR, load_catalogue
 from simulator.config import SimConfig
 from tests.suite_command import SUITE

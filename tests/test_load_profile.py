@@ -84,7 +84,7 @@ def test_the_distributed_mode_adds_up_its_workers(tmp_path: Path) -> None:
     provisions its own world, ships its tally, and the master writes the reports and exits with
     the verdict's code."""
     import conformance.load
-    from conformance.target import served as serve
+    from conformance.common import served as serve
 
     locust = Path(sys.executable).parent / "locust"
     locustfile = str(Path(conformance.load.__file__).parent / "locustfile.py")
@@ -160,7 +160,7 @@ def test_an_unreachable_target_or_control_is_a_usage_error(tmp_path: Path) -> No
 
 
 def test_a_control_extension_unreachable_or_refusing_its_token_is_a_usage_error(tmp_path: Path) -> None:
-    from conformance.target import served as serve
+    from conformance.common import served as serve
 
     served = serve.ServedSimulator()
     try:
@@ -193,8 +193,8 @@ def test_a_number_out_of_range_is_a_usage_error(tmp_path: Path, option: tuple[st
 
 def test_the_served_simulator_gets_its_control_token_from_the_environment_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any local user reads a command line (``ps``): the run's control credential goes in the environment."""
-    from conformance.target import served as serve
-    from conformance.target.outcomes import HarnessError
+    from conformance.common import served as serve
+    from conformance.common.outcomes import HarnessError
 
     seen: dict[str, Any] = {}
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from conformance.common import contract as C
 from conformance.server.model import AWAY, HOME, REFERENCE_KINDS, Doc, Model, PageExpectation, Prediction
-from conformance.target import contract as C
 
 TEXT = "alphadoc " + "é😀 line\n" * 40
 LONG = "longdoc " + "x" * (C.READ_CHAIN_MAX_BYTES + 10)

@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance.target.config import ConfigError, load_config
-from conformance.target.scope import parse_scope
+from conformance.common.config import ConfigError, load_config
+from conformance.common.scope import parse_scope
 from knowledge_schemas import load_registry
 from knowledge_schemas.catalogue import load_catalogue
 from simulator.quirks import QUIRKS

@@ -19,7 +19,7 @@ import pytest
 import simulator
 from conformance.cli import main
 from conformance.clients.reference_client import ReferenceClient
-from conformance.target.control import Control
+from conformance.common.control import Control
 from simulator.config import SimConfig
 from tests.serving import free_port
 from tests.test_observe_support import CONTROL, served
@@ -88,8 +88,8 @@ def test_the_suites_transcript_gets_the_verdict_its_model_gives(
     fixture: str, violated: set[str], tmp_path: Path
 ) -> None:
     """The stateful model's replay (conformance.server.transcript.replay) and observe name the same rule."""
+    from conformance.common.config import TargetConfig
     from conformance.server.transcript import replay
-    from conformance.target.config import TargetConfig
 
     path = Path(__file__).parent / "fixtures" / fixture
     deviation = replay(json.loads(path.read_text("utf-8")), TargetConfig())

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from conformance.common.config import TargetConfig
 from conformance.observe import server_rules
 from conformance.observe.credentials import Credentials
 from conformance.observe.har import HarRecorder
@@ -24,7 +25,6 @@ from conformance.observe.pipeline import Pipeline
 from conformance.observe.proxy import ObserveProxy
 from conformance.observe.report import Source, build, write
 from conformance.observe.seen import EMPTY, Body, Seen
-from conformance.target.config import TargetConfig
 from tests.test_observe_support import served
 
 ROUTE = "/agent-api/v1/workspaces/acme"

@@ -19,6 +19,8 @@ import uvicorn
 
 import simulator
 from conformance.clients.reference import ReferenceHarness
+from conformance.common.config import TargetConfig
+from conformance.common.control import Control
 from conformance.observe.credentials import Credentials, Identity
 from conformance.observe.har import HarRecorder
 from conformance.observe.judge import Judge
@@ -28,8 +30,6 @@ from conformance.observe.report import Source, build
 from conformance.report.results import RunResult
 from conformance.server.corpus import MAIN_BASE, SECOND_BASE, Doc
 from conformance.server.corpus import build as corpus
-from conformance.target.config import TargetConfig
-from conformance.target.control import Control
 from simulator.config import SimConfig
 
 CONTROL = "ctl-7f3a9c2e-sim"

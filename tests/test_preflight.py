@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 import simulator
+from conformance.common.open import serve_over_loopback
 from conformance.plugin.fixtures import TEST_CLOCK
-from conformance.target.open import serve_over_loopback
 from simulator.config import SimConfig
 from tests.interrupts import interruptible
 from tests.suite_command import SUITE

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conformance.target.served import ServedSimulator
+from conformance.common.served import ServedSimulator
 from tests.latency_proxy import LatencyProxy, cpu_load
 from tests.suite_command import SUITE
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from conformance.clients.reference_client import KnowledgeError, ReferenceClient
-from conformance.target import contract as C
+from conformance.common import contract as C
 
 CAPS: dict[str, Any] = {
     "schema_version": "bailing.agent-knowledge-capabilities.v1",

@@ -7,10 +7,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conformance.common.config import TargetConfig, load_config
+from conformance.common.outcomes import ContractViolation
 from conformance.server import checks
 from conformance.server.rules import REF_001, REF_008
-from conformance.target.config import TargetConfig, load_config
-from conformance.target.outcomes import ContractViolation
 
 
 def _cfg(tmp_path: Path, strict: bool) -> TargetConfig:

@@ -10,10 +10,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from conformance.common.secrets import SECRETS
+from conformance.common.transport import IDENTITIES, Exchange, Recorder, judged, judged_exchange
 from conformance.report.results import RunInfo, RunResult, TestResult, aggregate
 from conformance.report.writers import TITLE_CUT, short, write_all
-from conformance.target.secrets import SECRETS
-from conformance.target.transport import IDENTITIES, Exchange, Recorder, judged, judged_exchange
 from knowledge_schemas import load_catalogue, load_registry
 
 TODAY = dt.date(2026, 11, 30)

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
+from conformance.common.secrets import Scrubber
 from conformance.report.results import RunResult, TestResult
 from conformance.report.writers import FILTER_SCRIPT, code, content_policy, fence, write_all
-from conformance.target.secrets import Scrubber
 from tests.test_report_markdown import CATALOGUE, OBSERVABLE, _exchange, _run
 
 MARK = "kcpwn"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import conformance
-from conformance.target.outcomes import ContractViolation
-from conformance.target.rules import Ledger, Rule, expect, held, named_in, recording, rule
+from conformance.common.outcomes import ContractViolation
+from conformance.common.rules import Ledger, Rule, expect, held, named_in, recording, rule
 from knowledge_schemas import load_catalogue
 
 ROOT = Path(conformance.__file__).resolve().parent

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
+from conformance.common.exits import HELP, Exit
+from conformance.common.settings import SIM_CLOCK_TICK, RunIdError, RunSettings, checked_run_id
+from conformance.common.transport import RateLimiter, auth_headers
 from conformance.report.results import VERDICT_EXIT
-from conformance.target.exits import HELP, Exit
-from conformance.target.settings import SIM_CLOCK_TICK, RunIdError, RunSettings, checked_run_id
-from conformance.target.transport import RateLimiter, auth_headers
 
 
 def test_one_table_of_exit_codes() -> None:

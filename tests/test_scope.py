@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from conformance.common.scope import ScopeError, parse_scope
 from conformance.report.results import TestResult, aggregate
-from conformance.target.scope import ScopeError, parse_scope
 from knowledge_schemas import load_catalogue
 from tests.suite_command import SUITE
 from tests.test_results_model import INFO, SERVER_MUSTS

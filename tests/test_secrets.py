@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance.target.secrets import FRAGMENT, MASK, Scrubber, _windows
+from conformance.common.secrets import FRAGMENT, MASK, Scrubber, _windows
 
 SECRET = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=6, max_size=40)
 
@@ -99,7 +99,7 @@ def test_a_clip_keeps_what_a_cut_of_the_whole_scrubbed_text_keeps(
 ) -> None:
     """``clip`` scrubs only a window when the window is clean; what it keeps is what scrubbing the
     whole text and then cutting keeps, wherever the secrets and their pieces fall."""
-    from conformance.target import secrets as module
+    from conformance.common import secrets as module
 
     scrubber = Scrubber()
     for secret in secrets:
@@ -122,8 +122,8 @@ def test_a_text_with_a_lone_surrogate_is_scrubbed_not_crashed() -> None:
 def test_a_json_property_stays_json_when_a_secret_in_it_is_masked() -> None:
     """A mask laid over JSON text can end on the backslash of an escape and leave a bare quote; the
     properties a test carries as JSON are scrubbed value by value, so they stay JSON."""
+    from conformance.common.secrets import SECRETS, scrub
     from conformance.plugin.session import _scrubbed
-    from conformance.target.secrets import SECRETS, scrub
 
     secret = 'kc-quoted"secret-value-0123456789'
     SECRETS.add(secret)

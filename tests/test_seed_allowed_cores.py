@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance.target.transport import InProcessTransport
+from conformance.common.transport import InProcessTransport
 from tests.seed_allowed import (
     CONTROL_TOKEN,
     OTHER_PATHS,

@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance.target.config import load_config
-from conformance.target.open import serve_over_loopback
-from conformance.target.served import TOKEN_ENV, ServedSimulator, free_port, simulator_command
+from conformance.common.config import load_config
+from conformance.common.open import serve_over_loopback
+from conformance.common.served import TOKEN_ENV, ServedSimulator, free_port, simulator_command
 
 SETUP_SECONDS = 10.0
 """A generous bound on a usage error's wall time: enough for a loaded machine, far below any run

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance.target.transport import InProcessTransport
+from conformance.common.transport import InProcessTransport
 from simulator import create_app
 
 CTL = {"Authorization": "Bearer ctl"}

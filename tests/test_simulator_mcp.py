@@ -14,9 +14,9 @@ import anyio
 import httpx
 import pytest
 
+from conformance.common.open import serve_over_loopback
+from conformance.common.transport import InProcessTransport
 from conformance.mcp.session import Endpoint, McpSession, ToolResult, connect
-from conformance.target.open import serve_over_loopback
-from conformance.target.transport import InProcessTransport
 from knowledge_schemas.mcp import AGENT_TOOLS, JOB_TOOLS, KNOWLEDGE_TOOLS
 from simulator import create_app
 from simulator.mcp.jobs import JobTools

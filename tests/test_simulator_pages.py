@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance.target.transport import InProcessTransport
+from conformance.common.transport import InProcessTransport
 from simulator import create_app
 from simulator.sizing import dumps, escaped_size, fit_prefix
 

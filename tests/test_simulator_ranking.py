@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from conformance.target.transport import InProcessTransport
+from conformance.common.transport import InProcessTransport
 from simulator import create_app
 
 CTL = {"Authorization": "Bearer ctl"}

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from conformance.common.outcomes import ContractViolation
+from conformance.common.rules import recording
 from conformance.mcp.session import ToolResult
 from conformance.search_knowledge.answers import (
     EXCERPT_BOUND,
@@ -19,8 +21,6 @@ from conformance.search_knowledge.answers import (
     utf16_len,
     utf16_slice,
 )
-from conformance.target.outcomes import ContractViolation
-from conformance.target.rules import recording
 
 
 class _Session:

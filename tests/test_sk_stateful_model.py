@@ -11,6 +11,12 @@ from contextlib import contextmanager
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
+from conformance.common.config import load_config
+from conformance.common.control import Control
+from conformance.common.open import open_target
+from conformance.common.outcomes import ContractViolation
+from conformance.common.settings import RunSettings
+from conformance.common.walk import Reach, walk_settings
 from conformance.search_knowledge.stateful import (
     CLAIMS,
     TAGS,
@@ -20,12 +26,6 @@ from conformance.search_knowledge.stateful import (
     model_world,
     tour,
 )
-from conformance.target.config import load_config
-from conformance.target.control import Control
-from conformance.target.open import open_target
-from conformance.target.outcomes import ContractViolation
-from conformance.target.settings import RunSettings
-from conformance.target.walk import Reach, walk_settings
 
 
 @contextmanager

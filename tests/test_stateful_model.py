@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
+from conformance.common.config import load_config
+from conformance.common.outcomes import ContractViolation
+from conformance.common.walk import walk_settings
 from conformance.server.stateful import CLAIMS, Held, machine, tour
 from conformance.server.transcript import Checker, Deviation, replay
-from conformance.target.config import load_config
-from conformance.target.outcomes import ContractViolation
-from conformance.target.walk import walk_settings
 from tests.transcripts import CLEAN, QUIRKY, record_refresh_scenario, simulator
 
 

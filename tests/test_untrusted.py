@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conformance.target.secrets import MASK, Scrubber
-from conformance.target.untrusted import ONE_LINE, defang, one_line
+from conformance.common.secrets import MASK, Scrubber
+from conformance.common.untrusted import ONE_LINE, defang, one_line
 
 
 def test_a_usage_line_is_one_line_cut_and_defanged() -> None:

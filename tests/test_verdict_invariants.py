@@ -20,9 +20,9 @@ from tests.interrupts import interruptible
 SERVER_MUSTS = [r.id for r in load_catalogue() if r.server_observable and r.level == "MUST"]
 HEADER = f"""
 import pytest
-from conformance.target.outcomes import ContractViolation
-from conformance.target.control import ControlError
-from conformance.target.rules import held
+from conformance.common.outcomes import ContractViolation
+from conformance.common.control import ControlError
+from conformance.common.rules import held
 R = pytest.mark.requirement
 
 @R(*{SERVER_MUSTS!r})
@@ -167,7 +167,7 @@ def test_a_check_of_a_rule_its_test_does_not_claim_is_a_collection_error(tmp_pat
     """Its pass would verify nothing (a test verifies only what it claims), unseen: refused before any test runs."""
     body = """
         from conformance.server import rules as server
-        from conformance.target.rules import expect
+        from conformance.common.rules import expect
 
         @R(server.CAP_001)
         def test_checks_another_rule():

@@ -10,12 +10,12 @@ from typing import Any
 import httpx
 import pytest
 
+from conformance.common import contract as C
+from conformance.common.config import ConfigError, load_config
+from conformance.common.names import WireNames
+from conformance.common.outcomes import ContractViolation
+from conformance.common.transport import InProcessTransport
 from conformance.server import checks
-from conformance.target import contract as C
-from conformance.target.config import ConfigError, load_config
-from conformance.target.names import WireNames
-from conformance.target.outcomes import ContractViolation
-from conformance.target.transport import InProcessTransport
 from simulator import create_app
 from simulator.cli import main as sim_main
 from simulator.wire_names import load_wire_names

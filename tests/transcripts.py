@@ -19,15 +19,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from conformance.common.config import TargetConfig, load_config
+from conformance.common.control import Control
+from conformance.common.open import open_target
+from conformance.common.outcomes import ContractViolation
+from conformance.common.settings import RunSettings
 from conformance.server.stateful import world_of
 from conformance.server.transcript import Checker
 from conformance.server.wire import CoreWire
 from conformance.server.world import World, provision
-from conformance.target.config import TargetConfig, load_config
-from conformance.target.control import Control
-from conformance.target.open import open_target
-from conformance.target.outcomes import ContractViolation
-from conformance.target.settings import RunSettings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUIRKY = FIXTURES / "transcript-read-refreshes-expiry.json"

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from a checkout: the packages are beside it
     sys.path.insert(0, str(ROOT))
 
-from conformance.target.scope import Scope  # noqa: E402
+from conformance.common.scope import Scope  # noqa: E402
 from knowledge_schemas import Catalogue, Requirement, load_catalogue  # noqa: E402
 
 OUT = ROOT / "docs" / "reference"
@@ -248,7 +248,7 @@ def link(rid: str, catalogue: Catalogue, here: str = "") -> str:
 
 
 def _scopes_of(req: Requirement, catalogue: Catalogue) -> list[str]:
-    from conformance.target.scope import parse_scope
+    from conformance.common.scope import parse_scope
 
     found = []
     for label in SCOPES:
@@ -330,7 +330,7 @@ def surface_page(
 
 def figures(catalogue: Catalogue, claimed: dict[str, list[str]], shown: dict[str, list[Proof]]) -> dict[str, Any]:
     """Every count the documentation states: the one place they come from."""
-    from conformance.target.scope import parse_scope
+    from conformance.common.scope import parse_scope
 
     quirks = yaml.safe_load((ROOT / "schemas" / "quirk-outcomes.yaml").read_text("utf-8"))["quirks"]
     clients = yaml.safe_load((ROOT / "schemas" / "client-miniatures.yaml").read_text("utf-8"))["miniatures"]

@@ -1,8 +1,8 @@
 """The Core of a client run: what reached it, read through its control extension.
 
-By default a bundled simulator is served as a subprocess (conformance.target.served: this
+By default a bundled simulator is served as a subprocess (conformance.common.served: this
 package never imports it); ``--harness-core URL`` uses any Core that offers the control
-extension (conformance.target.control). Everything a client check reads about the wire comes
+extension (conformance.common.control). Everything a client check reads about the wire comes
 from GET /transcript: method, path, status, JSON body, and the account of the token.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.target.control import Control
+from conformance.common.control import Control
 
 DEFAULT_CONTROL_TOKEN = "sim-control-token"  # the bundled simulator's loopback-only default
 API = "/agent-api/v1/workspaces/{route}"

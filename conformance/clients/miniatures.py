@@ -12,7 +12,7 @@ import httpx
 
 from conformance.clients.reference import HOST_INPUTS, Connection, ReferenceHarness, Refusal, main
 from conformance.clients.reference_client import Capabilities, KnowledgeError, ReferenceClient
-from conformance.target import contract as C
+from conformance.common import contract as C
 
 
 def _client(name: str, base: type[ReferenceClient] = ReferenceClient, **overrides: Any) -> type[ReferenceHarness]:

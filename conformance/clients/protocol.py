@@ -31,10 +31,10 @@ from typing import IO, Any
 from jsonschema import Draft202012Validator
 
 from conformance.clients import PROTOCOL
-from conformance.target.groups import signal_group
-from conformance.target.outcomes import HarnessError
-from conformance.target.secrets import clip
-from conformance.target.untrusted import shown
+from conformance.common.groups import signal_group
+from conformance.common.outcomes import HarnessError
+from conformance.common.secrets import clip
+from conformance.common.untrusted import shown
 from knowledge_schemas import load_registry
 from knowledge_schemas._files import BASE_URI
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import httpx
 
-from conformance.target import contract as C
-from conformance.target.names import WireNames
-from conformance.target.secrets import clip
+from conformance.common import contract as C
+from conformance.common.names import WireNames
+from conformance.common.secrets import clip
 from knowledge_schemas import load_registry
 
 UNSUPPORTED_STATUSES = frozenset({404, 405, 501})

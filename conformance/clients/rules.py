@@ -1,6 +1,6 @@
-"""The client (SDK) and host transport rules: each registered once, by its catalogue ID (see conformance.target.rules)."""
+"""The client (SDK) and host transport rules: each registered once, by its catalogue ID (see conformance.common.rules)."""
 
-from conformance.target.rules import rule
+from conformance.common.rules import rule
 
 DSH_002 = rule("DSH-002")
 DSH_004 = rule("DSH-004")

@@ -10,10 +10,10 @@ from conformance.clients import rules as clients
 from conformance.clients.core import Wire
 from conformance.clients.protocol import Answer, Harness
 from conformance.clients.world import World
+from conformance.common.control import Control
+from conformance.common.outcomes import NotVerified
+from conformance.common.rules import expect
 from conformance.server.checks import describe
-from conformance.target.control import Control
-from conformance.target.outcomes import NotVerified
-from conformance.target.rules import expect
 
 
 @dataclass

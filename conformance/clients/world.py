@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 
 from conformance.clients.core import API
-from conformance.target.control import Control
-from conformance.target.outcomes import HarnessError
+from conformance.common.control import Control
+from conformance.common.outcomes import HarnessError
 
 CLIENT_APP = "knowledge-conformance"
 BAD_TOKEN = "bha_" + "0" * 44  # well-formed, never minted: the Core answers 401

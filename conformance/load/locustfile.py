@@ -21,16 +21,16 @@ from typing import Any
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
+from conformance.common.config import Secret, check_http_url, load_config, redact_url
+from conformance.common.exits import VERDICT_EXIT
+from conformance.common.options import LOCUST, add_arguments
+from conformance.common.secrets import scrub
+from conformance.common.settings import RunSettings, new_run_id
 from conformance.load import report
 from conformance.load.profile import PROFILE, ContractUser
 from conformance.load.runner import watch
 from conformance.load.setup import prepare
 from conformance.load.tally import Tally
-from conformance.target.config import Secret, check_http_url, load_config, redact_url
-from conformance.target.exits import VERDICT_EXIT
-from conformance.target.options import LOCUST, add_arguments
-from conformance.target.secrets import scrub
-from conformance.target.settings import RunSettings, new_run_id
 
 __all__ = ["ContractUser"]  # the user class Locust runs
 TALLY_KEY = "kc_tally"

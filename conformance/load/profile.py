@@ -20,16 +20,16 @@ import httpx
 from locust import HttpUser, between, task
 from locust.clients import HttpSession
 
+from conformance.common import contract as C
+from conformance.common.outcomes import ContractViolation, HarnessError, NotVerified
+from conformance.common.rules import expect, record_into
+from conformance.common.transport import Recorder, judged_exchange
 from conformance.load.http import LocustTransport
 from conformance.load.setup import Context, Issued, context
 from conformance.server import checks
 from conformance.server import rules as server
 from conformance.server.wire import CoreWire
 from conformance.server.world import World
-from conformance.target import contract as C
-from conformance.target.outcomes import ContractViolation, HarnessError, NotVerified
-from conformance.target.rules import expect, record_into
-from conformance.target.transport import Recorder, judged_exchange
 from knowledge_schemas import load_catalogue
 
 MAX_BYTES = (None, C.READ_MIN_MAX_BYTES, 8192, C.READ_DEFAULT_MAX_BYTES, C.READ_MAX_MAX_BYTES)
@@ -62,7 +62,7 @@ PROFILE = (
     *(server.REF_009, server.REF_011, server.REF_012, server.REF_014),  # another account's reference
 )
 """Every requirement a load run judges: its report's scope. What a run verifies of it follows from
-the checks that passed (``conformance.target.rules``), counted per requirement in the tally."""
+the checks that passed (``conformance.common.rules``), counted per requirement in the tally."""
 
 
 class ContractUser(HttpUser):

@@ -17,10 +17,10 @@ from typing import Any
 
 from conformance import __version__
 from conformance.clients.scope import UNSHOWABLE
+from conformance.common.secrets import SECRETS, scrub
 from conformance.load.tally import Tally
 from conformance.report.results import RunInfo, RunResult, TestResult, aggregate
 from conformance.report.writers import write_all
-from conformance.target.secrets import SECRETS, scrub
 from knowledge_schemas import Catalogue, load_catalogue
 from knowledge_schemas.catalogue import catalogue_version
 

@@ -21,16 +21,16 @@ import locust
 from locust.env import Environment
 from locust.util.timespan import parse_timespan
 
+from conformance.common.config import ConfigError, Secret, TargetConfig, load_config, redact_url
+from conformance.common.exits import VERDICT_EXIT, Exit
+from conformance.common.open import describe
+from conformance.common.outcomes import HarnessError
+from conformance.common.secrets import scrub
+from conformance.common.served import ServedSimulator
+from conformance.common.settings import RunSettings
 from conformance.load import report
 from conformance.load.profile import PROFILE, ContractUser
 from conformance.load.setup import Context, attach, prepare
-from conformance.target.config import ConfigError, Secret, TargetConfig, load_config, redact_url
-from conformance.target.exits import VERDICT_EXIT, Exit
-from conformance.target.open import describe
-from conformance.target.outcomes import HarnessError
-from conformance.target.secrets import scrub
-from conformance.target.served import ServedSimulator
-from conformance.target.settings import RunSettings
 
 INSTEAD = "give --target URL of a running Core, or install the bundled simulator"
 

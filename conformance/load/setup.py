@@ -18,15 +18,15 @@ from typing import Any
 
 import httpx
 
+from conformance.common.config import TargetConfig
+from conformance.common.control import Control
+from conformance.common.open import NO_DELAY
+from conformance.common.settings import RunSettings
 from conformance.load.tally import Tally
 from conformance.server import corpus
 from conformance.server.leaks import DocumentText
 from conformance.server.wire import CoreWire
 from conformance.server.world import Who, World, provision
-from conformance.target.config import TargetConfig
-from conformance.target.control import Control
-from conformance.target.open import NO_DELAY
-from conformance.target.settings import RunSettings
 
 REUSE_WITHIN_SECONDS = 200.0
 """A reference older than this (by this process's clock) is never handed to its owner again:

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.target.rules import Ledger
+from conformance.common.rules import Ledger
 
 SAMPLES = 3  # violations kept per requirement, with their exchange: enough to reproduce, little enough to read
 

@@ -30,8 +30,8 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from conformance.target.groups import signal_group
-from conformance.target.untrusted import shown
+from conformance.common.groups import signal_group
+from conformance.common.untrusted import shown
 
 MESSAGE_CAP = 4 * 1024 * 1024
 """The most one MCP message may take (the contract's answers are tens of kilobytes)."""

@@ -9,9 +9,9 @@ import shutil
 from collections.abc import Sequence
 from typing import Any
 
+from conformance.common.config import TargetConfig
+from conformance.common.open import Target, factory
 from conformance.mcp.session import Endpoint
-from conformance.target.config import TargetConfig
-from conformance.target.open import Target, factory
 
 JOB_SECONDS = 1.0  # how long the bundled simulator's governed jobs stay pending
 TOKEN_ENV = "KC_AGENT_TOKEN"

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conformance.target.secrets import clip
-from conformance.target.untrusted import shown
+from conformance.common.secrets import clip
+from conformance.common.untrusted import shown
 
 KEEP = 4  # the test's last calls a failure shows
 ARGUMENTS_KEEP, ANSWER_KEEP, ENDPOINT_KEEP = 600, 400, 300

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
+from conformance.common.outcomes import ContractViolation
+from conformance.common.rules import Rule
 from conformance.server import checks
-from conformance.target.outcomes import ContractViolation
-from conformance.target.rules import Rule
 from knowledge_schemas import load_registry
 
 SEARCH_STEM, PAGE_STEM = "search-response", "read-response"

@@ -12,16 +12,16 @@ from typing import Any, Protocol
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from conformance.common.config import TargetConfig
+from conformance.common.open import Target
+from conformance.common.outcomes import NotVerified
+from conformance.common.rules import Rule, expect
+from conformance.common.secrets import clip
 from conformance.mcp import relayed
 from conformance.mcp import rules as mcp
 from conformance.mcp.endpoints import agent_endpoints, skipped
 from conformance.mcp.session import Endpoint, McpSession, NotServing, ToolResult, connect_all
 from conformance.server.world import Who
-from conformance.target.config import TargetConfig
-from conformance.target.open import Target
-from conformance.target.outcomes import NotVerified
-from conformance.target.rules import Rule, expect
-from conformance.target.secrets import clip
 from knowledge_schemas import load_registry
 
 SEARCH, READ, TURN = "search_business_knowledge", "read_business_knowledge", "start_business_turn"

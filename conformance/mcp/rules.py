@@ -1,6 +1,6 @@
-"""The MCP surfaces' rules (the Agent Session path and the job path): each registered once, by its catalogue ID (see conformance.target.rules)."""
+"""The MCP surfaces' rules (the Agent Session path and the job path): each registered once, by its catalogue ID (see conformance.common.rules)."""
 
-from conformance.target.rules import rule
+from conformance.common.rules import rule
 
 MCP_001 = rule("MCP-001")
 MCP_002 = rule("MCP-002")

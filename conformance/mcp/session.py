@@ -29,12 +29,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from conformance.common.outcomes import ContractViolation, HarnessError
+from conformance.common.rules import Rule
+from conformance.common.untrusted import shown
 from conformance.mcp import evidence
 from conformance.mcp import rules as mcp
 from conformance.mcp.bounded import MESSAGE_CAP, BoundedClient, Fault, Faults, stdio_streams
-from conformance.target.outcomes import ContractViolation, HarnessError
-from conformance.target.rules import Rule
-from conformance.target.untrusted import shown
 
 GRACE = 5.0
 """What a whole call may take beyond the target's timeout (the SDK's own wait ends at the timeout)."""

@@ -5,14 +5,14 @@ answered it before. Only what a request shows is judged; what a client does with
 from __future__ import annotations
 
 from conformance.clients import rules as clients
+from conformance.common import contract as C
+from conformance.common.rules import expect
 from conformance.observe.context import Context
 from conformance.observe.observed import Observed
 from conformance.observe.seen import digest
 from conformance.observe.sequence_rules import foreign_run, turn_key
 from conformance.observe.traffic import Turn
 from conformance.server import checks
-from conformance.target import contract as C
-from conformance.target.rules import expect
 
 
 def wire_names(ob: Observed) -> None:

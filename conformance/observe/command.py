@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conformance.target.exits import Exit  # the standard library only
+from conformance.common.exits import Exit  # the standard library only
 
 USAGE_ERROR = Exit.USAGE_ERROR
 LOOPBACK = "127.0.0.1"
@@ -68,7 +68,7 @@ def is_loopback(host: str) -> bool:
 
 
 def _problem(args: argparse.Namespace) -> str | None:
-    from conformance.target.config import ConfigError, check_http_url, option_number_problem
+    from conformance.common.config import ConfigError, check_http_url, option_number_problem
 
     try:
         if args.upstream is not None:
@@ -96,8 +96,8 @@ def _known(cfg: Any) -> dict[str, Any]:
 
 
 def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
+    from conformance.common.config import load_config
     from conformance.observe.credentials import Credentials
-    from conformance.target.config import load_config
 
     # the identities and [wire] only: the upstream is no target of the suite's own checks
     cfg = load_config(args.target_config, target="sim")
@@ -105,8 +105,8 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from conformance.target.config import ConfigError
-    from conformance.target.untrusted import one_line
+    from conformance.common.config import ConfigError
+    from conformance.common.untrusted import one_line
 
     problem = _problem(args)
     if problem is None:
@@ -125,7 +125,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _verdict_line(run: Any, reports: str) -> None:
-    from conformance.target.untrusted import one_line
+    from conformance.common.untrusted import one_line
 
     s = run.summary
     print(
@@ -148,10 +148,10 @@ def _finish(args: argparse.Namespace, judge: Any, source: Any) -> int:
 
 
 def _judge_recording(args: argparse.Namespace, cfg: Any, credentials: Any) -> int:
+    from conformance.common.untrusted import one_line
     from conformance.observe.har import HarError, read_har
     from conformance.observe.judge import Judge
     from conformance.observe.report import Source
-    from conformance.target.untrusted import one_line
 
     judge = Judge(cfg, credentials, base_url="$CORE_URL", negotiating=args.client_negotiates)
     started = time.monotonic()
@@ -165,11 +165,11 @@ def _judge_recording(args: argparse.Namespace, cfg: Any, credentials: Any) -> in
 
 
 def _judge_transcript(args: argparse.Namespace, cfg: Any) -> int:
+    from conformance.common.untrusted import one_line
     from conformance.observe.credentials import Credentials
     from conformance.observe.judge import Judge
     from conformance.observe.report import Source
     from conformance.observe.suite_transcript import TranscriptError, identities, read_transcript
-    from conformance.target.untrusted import one_line
 
     credentials = Credentials(identities())
     # the driver's clock moved by control, exactly: no margin but the configured skew; its client probes on purpose
@@ -189,10 +189,10 @@ def _proxy(args: argparse.Namespace, cfg: Any, credentials: Any) -> int:
 
     import uvicorn
 
+    from conformance.common.config import redact_url
     from conformance.observe.judge_process import JudgeProcess, JudgeSetup
     from conformance.observe.proxy import ObserveProxy, upstream_client
     from conformance.observe.report import Source, build, exit_code, write
-    from conformance.target.config import redact_url
 
     host, port = listen_address(args.listen)
     if not is_loopback(host):

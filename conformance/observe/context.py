@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from conformance.common import contract as C
+from conformance.common.config import TargetConfig
 from conformance.observe.credentials import Credentials
 from conformance.observe.traffic import Traffic
-from conformance.target import contract as C
-from conformance.target.config import TargetConfig
 
 EXPIRY_MARGIN = 1.0
 """Seconds an expiry judgement leaves on each side of 300, beyond the configured clock skew: the

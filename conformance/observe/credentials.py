@@ -12,8 +12,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from conformance.common.secrets import SECRETS
 from conformance.observe.seen import digest
-from conformance.target.secrets import SECRETS
 
 SCRUBBED_TOKENS = 4096
 """Tokens added to the scrubber at most: each adds its spellings to it, so the scrubber's memory is

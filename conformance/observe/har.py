@@ -24,9 +24,9 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from conformance import __version__
+from conformance.common.secrets import SECRETS
 from conformance.observe.credentials import PSEUDONYM, Credentials
 from conformance.observe.seen import KEPT_HEADERS, REQUEST_KEEP, RESPONSE_KEEP, Body, BodyCapture, Seen
-from conformance.target.secrets import SECRETS
 
 MAX_HAR_BYTES = 512 * 1024 * 1024
 """The largest recording read: a HAR is parsed whole, so its size bounds the memory it takes."""

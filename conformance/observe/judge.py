@@ -1,6 +1,6 @@
 """The judge: each observed exchange, in order, through the rules of both sides.
 
-Every rule group runs on its own, in its own ledger (``conformance.target.rules.recording``):
+Every rule group runs on its own, in its own ledger (``conformance.common.rules.recording``):
 what its checks held is counted, the violation it raised is kept with its exchange, and a group
 that breaks (the judge's own fault, never the traffic's) is counted as a judge error and the
 others still run. Nothing here ever raises into its caller, so a proxy that calls it from its
@@ -12,6 +12,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from conformance.common import contract as C
+from conformance.common.config import TargetConfig
+from conformance.common.outcomes import ContractViolation, NotVerified
+from conformance.common.rules import Ledger, recording
+from conformance.common.secrets import clip
+from conformance.common.transport import BODY_KEEP, REDACTED, Exchange
+from conformance.common.untrusted import shown
 from conformance.observe import client_rules, sequence_rules, server_rules
 from conformance.observe.context import EXPIRY_MARGIN, Context
 from conformance.observe.credentials import Credentials
@@ -20,13 +27,6 @@ from conformance.observe.seen import Body, Seen, digest
 from conformance.observe.tally import Finding, Tally
 from conformance.observe.traffic import Caller, Turn
 from conformance.server import rules as server
-from conformance.target import contract as C
-from conformance.target.config import TargetConfig
-from conformance.target.outcomes import ContractViolation, NotVerified
-from conformance.target.rules import Ledger, recording
-from conformance.target.secrets import clip
-from conformance.target.transport import BODY_KEEP, REDACTED, Exchange
-from conformance.target.untrusted import shown
 
 TOKEN_SHAPE = re.compile(r"bha_[A-Za-z0-9_\-]{8,}")
 """The vendor's Agent Session token format: masked in evidence even past the scrubber's bound."""

@@ -15,11 +15,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from conformance.common.config import TargetConfig
+from conformance.common.secrets import SECRETS
 from conformance.observe.credentials import Credentials, Identity
 from conformance.observe.seen import Seen
 from conformance.observe.tally import Tally
-from conformance.target.config import TargetConfig
-from conformance.target.secrets import SECRETS
 
 QUEUE_SIZE = 1024
 """Exchanges waiting for the judge at most: with bodies kept up to their caps, some 160 MB at worst."""

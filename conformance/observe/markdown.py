@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from conformance.common.secrets import SECRETS
+from conformance.common.untrusted import defang
 from conformance.observe.coverage import CLIENT_SIDE, JUDGED
 from conformance.report.results import RunResult
 from conformance.report.writers import _replace, code, fence, judged, short
-from conformance.target.secrets import SECRETS
-from conformance.target.untrusted import defang
 
 
 def _verdict_rows(run: RunResult) -> list[tuple[str, str, str, str, str]]:

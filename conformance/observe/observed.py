@@ -10,9 +10,9 @@ from typing import Any
 
 import httpx
 
+from conformance.common.transport import MalformedJSON, operation_of, strict_json
 from conformance.observe.seen import Seen
 from conformance.observe.traffic import Caller
-from conformance.target.transport import MalformedJSON, operation_of, strict_json
 
 OPERATIONS = ("capabilities", "turn", "search", "read")
 

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from conformance import __version__
+from conformance.common.secrets import SECRETS
 from conformance.observe.coverage import JUDGED
 from conformance.observe.markdown import render
 from conformance.observe.tally import Tally
 from conformance.report.results import RESULTS_SCHEMA, STATUSES, VERDICT_EXIT, RequirementResult, RunResult, TestResult
 from conformance.report.writers import FILES, write_all
-from conformance.target.secrets import SECRETS
 from knowledge_schemas import load_catalogue
 from knowledge_schemas.catalogue import Catalogue, catalogue_version
 

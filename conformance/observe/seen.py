@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 
-from conformance.target.transport import _decode  # the suite's bounded Content-Encoding decoder
+from conformance.common.transport import _decode  # the suite's bounded Content-Encoding decoder
 
 REQUEST_KEEP = 96 * 1024
 """Bytes of a request body kept: a turn's user_input is at most 64000 characters."""

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.common import contract as C
+from conformance.common.outcomes import ContractViolation, NotVerified
+from conformance.common.rules import Rule, expect
 from conformance.observe.context import AVAILABILITY_WINDOW, Context
 from conformance.observe.observed import Observed
 from conformance.observe.seen import digest
@@ -18,9 +21,6 @@ from conformance.observe.traffic import Capabilities, ChainAt, Issued, Run, Turn
 from conformance.server import checks
 from conformance.server import rules as server
 from conformance.server.model import REFERENCE_KINDS
-from conformance.target import contract as C
-from conformance.target.outcomes import ContractViolation, NotVerified
-from conformance.target.rules import Rule, expect
 
 PRESENCE = {"capabilities": server.CAP_001, "search": server.SRCH_001, "read": server.READ_001}
 DIMENSIONS = {"hub": server.REF_003, "session": server.REF_004, "account": server.REF_009}

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.common import contract as C
+from conformance.common.config import TargetConfig
+from conformance.common.rules import Rule, expect
 from conformance.observe.observed import Observed
 from conformance.server import checks
 from conformance.server import rules as server
-from conformance.target import contract as C
-from conformance.target.config import TargetConfig
-from conformance.target.rules import Rule, expect
 
 LIMIT_BOUNDS = {
     "search_max_hints": C.SEARCH_MAX_HINTS,

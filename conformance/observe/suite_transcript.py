@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from conformance.common.config import TargetConfig
 from conformance.observe.credentials import Identity
 from conformance.observe.seen import Body, Seen, digest
 from conformance.server.model import IDENTITIES, route_of
 from conformance.server.transcript import FORMAT
-from conformance.target.config import TargetConfig
 
 MAX_TRANSCRIPT_BYTES = 256 * 1024 * 1024
 

@@ -72,11 +72,11 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 @pytest.hookimpl(tryfirst=True)
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """A suite session's console shows a target's text defanged (conformance.target.untrusted):
+    """A suite session's console shows a target's text defanged (conformance.common.untrusted):
     the streams are guarded before the terminal reporter takes hold of them. ``--concurrency N``
     becomes N pytest-xdist workers (before xdist reads its own options), unless ``-n`` says otherwise."""
     if wants_suite(config):
-        from conformance.target.untrusted import guard_streams
+        from conformance.common.untrusted import guard_streams
 
         guard_streams()
         workers = option(config, "--concurrency")

@@ -12,12 +12,12 @@ from __future__ import annotations
 import pytest
 
 from conformance.clients.session import Session
+from conformance.common.control import Control
+from conformance.common.outcomes import HarnessError
+from conformance.common.secrets import clip, scrub
+from conformance.common.untrusted import shown
 from conformance.plugin.options import option
 from conformance.plugin.state import STATE, ClientInfo, ClientRun
-from conformance.target.control import Control
-from conformance.target.outcomes import HarnessError
-from conformance.target.secrets import clip, scrub
-from conformance.target.untrusted import shown
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,9 +35,9 @@ def _start(config: pytest.Config) -> None:
     from conformance.clients.protocol import Harness
     from conformance.clients.scope import gate
     from conformance.clients.world import build
-    from conformance.target.secrets import SECRETS
-    from conformance.target.served import ServedSimulator
-    from conformance.target.transport import Recorder
+    from conformance.common.secrets import SECRETS
+    from conformance.common.served import ServedSimulator
+    from conformance.common.transport import Recorder
     from knowledge_schemas import load_catalogue
 
     state = config.stash[STATE]

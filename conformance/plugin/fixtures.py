@@ -12,15 +12,15 @@ from conformance.plugin.state import STATE
 from knowledge_schemas.mcp import TRANSPORTS
 
 if TYPE_CHECKING:
+    from conformance.common.config import TargetConfig
+    from conformance.common.control import Control
+    from conformance.common.open import Target
+    from conformance.common.settings import RunSettings
     from conformance.mcp.results import Agent, McpFor
     from conformance.mcp.session import NotServing
     from conformance.server.expiry import Clock, ExpiryProbes
     from conformance.server.wire import CoreWire
     from conformance.server.world import Stated, World
-    from conformance.target.config import TargetConfig
-    from conformance.target.control import Control
-    from conformance.target.open import Target
-    from conformance.target.settings import RunSettings
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +37,7 @@ def kc_settings(pytestconfig: pytest.Config) -> RunSettings:
 
 @pytest.fixture(scope="session")
 def kc_target(kc_config: TargetConfig, kc_settings: RunSettings, pytestconfig: pytest.Config) -> Iterator[Target]:
-    from conformance.target.open import open_target
+    from conformance.common.open import open_target
 
     target = open_target(kc_config, kc_settings)
     state = pytestconfig.stash[STATE]
@@ -57,7 +57,7 @@ def core(kc_target: Target, kc_config: TargetConfig, kc_settings: RunSettings) -
 @pytest.fixture(scope="session")
 def _provisioner(kc_target: Target, pytestconfig: pytest.Config) -> Iterator[Control | None]:
     """Control for setting up worlds; at the end it removes every workspace the run created."""
-    from conformance.target.control import Control
+    from conformance.common.control import Control
 
     if kc_target.control_url is None or kc_target.control_token is None:
         yield None

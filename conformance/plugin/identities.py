@@ -12,12 +12,12 @@ from typing import Any, NoReturn
 import httpx
 import pytest
 
+from conformance.common.config import TargetConfig, redact_url
+from conformance.common.exits import Exit
+from conformance.common.settings import RunSettings
+from conformance.common.transport import RateLimiter, auth_headers, bounded_client, broken
+from conformance.common.untrusted import one_line
 from conformance.plugin.preflight import PREFLIGHT, plain_http_problem, usage_error
-from conformance.target.config import TargetConfig, redact_url
-from conformance.target.exits import Exit
-from conformance.target.settings import RunSettings
-from conformance.target.transport import RateLimiter, auth_headers, bounded_client, broken
-from conformance.target.untrusted import one_line
 
 PREFLIGHT_TIMEOUT = 10.0
 """At most this many seconds for each pre-flight request (less when [target].timeout_seconds is less)."""

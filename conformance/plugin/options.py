@@ -6,7 +6,7 @@ theirs, and a name another plugin or conftest already owns is left to it: that p
 keeps its own ``--target`` and the suite is still reachable there through the
 ``--kc-``-prefixed spelling every option has. Values are read through :func:`option`,
 which uses this package's own destinations, never another plugin's value of the same name.
-The options themselves (spellings, defaults, help) are the table in conformance.target.options.
+The options themselves (spellings, defaults, help) are the table in conformance.common.options.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from conformance.target.options import PYTEST, Opt, options_of
+from conformance.common.options import PYTEST, Opt, options_of
 
 GROUP = "knowledge-conformance"
-OPTIONS: tuple[Opt, ...] = options_of(PYTEST)  # the table's options of the plugin (conformance.target.options)
+OPTIONS: tuple[Opt, ...] = options_of(PYTEST)  # the table's options of the plugin (conformance.common.options)
 BY_NAME = {o.name: o for o in OPTIONS}
 
 

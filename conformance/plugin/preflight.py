@@ -11,11 +11,11 @@ from typing import Any, NoReturn
 
 import pytest
 
+from conformance.common.secrets import SECRETS
+from conformance.common.untrusted import one_line
 from conformance.mcp.endpoints import command_problem
 from conformance.plugin.options import BY_NAME, option
 from conformance.plugin.state import SessionState, is_worker
-from conformance.target.secrets import SECRETS
-from conformance.target.untrusted import one_line
 
 
 def usage_error(message: str) -> NoReturn:
@@ -46,9 +46,9 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
     """Everything that can be checked before a test runs is checked here: a bad setup
     is a usage error (exit 4) with one line saying what to fix, never a wall of failures.
     The run's settings are built here, once, from the options and the loaded configuration."""
+    from conformance.common.config import OPTION_RANGES, ConfigError, load_config, option_number_problem
+    from conformance.common.settings import RunIdError, RunSettings, checked_run_id
     from conformance.report.results import load_waivers
-    from conformance.target.config import OPTION_RANGES, ConfigError, load_config, option_number_problem
-    from conformance.target.settings import RunIdError, RunSettings, checked_run_id
     from knowledge_schemas import load_catalogue
 
     _check_registrations()
@@ -92,7 +92,7 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
         usage_error(f"--sim-clock-tick must be at least 0 and below 1 second, not {clock_tick:g}")
     scope = option(config, "--scope")
     if scope is not None:
-        from conformance.target.scope import ScopeError, parse_scope
+        from conformance.common.scope import ScopeError, parse_scope
 
         try:
             scope = parse_scope(scope).label
@@ -129,7 +129,7 @@ def _check_quirks(names: tuple[str, ...]) -> None:
     """An unknown quirk is a usage error now, not a harness error in every test later."""
     import difflib
 
-    from conformance.target.open import known_quirks
+    from conformance.common.open import known_quirks
 
     known = known_quirks()
     if known is None:
@@ -192,7 +192,7 @@ def plain_http_problem(where: str, url: Any, exc: Exception) -> str | None:
     """The usage error of an https URL to a plain-HTTP server, or None when that is not the cause."""
     import httpx
 
-    from conformance.target.config import redact_url
+    from conformance.common.config import redact_url
 
     if not isinstance(exc, httpx.ConnectError) or not speaks_plain_http(url):
         return None
@@ -210,7 +210,7 @@ def check_control(cfg: Any) -> None:
     server is a usage error now, not a harness error in every test that provisions."""
     import httpx
 
-    from conformance.target.config import redact_url
+    from conformance.common.config import redact_url
 
     key = ("control", cfg.control_url, str(cfg.control_token))
     if key in PREFLIGHT.passed:
@@ -234,7 +234,7 @@ def check_control(cfg: Any) -> None:
 
 def _control_get(cfg: Any, root: Any) -> Any:
     """GET of the control extension's clock below ``root``, counted with the pre-flight's requests."""
-    from conformance.target.transport import bounded_get
+    from conformance.common.transport import bounded_get
 
     PREFLIGHT.requests += 1
     return bounded_get(
@@ -270,8 +270,8 @@ def check_harness_core(config: pytest.Config) -> None:
     import httpx
 
     from conformance.clients.core import DEFAULT_CONTROL_TOKEN
-    from conformance.target.config import redact_url
-    from conformance.target.transport import bounded_get
+    from conformance.common.config import redact_url
+    from conformance.common.transport import bounded_get
 
     url = option(config, "--harness-core")
     if url is None:

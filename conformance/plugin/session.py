@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from conformance import __version__
+from conformance.common.outcomes import NotVerified
+from conformance.common.rules import recording
+from conformance.common.secrets import SECRETS, clip, scrub
+from conformance.common.untrusted import cut, shown
 from conformance.plugin.options import option
 from conformance.plugin.preflight import PREFLIGHT, check_control, check_harness_core, usage_error
 from conformance.plugin.state import LEDGER, MARKER, STATE, is_worker
 from conformance.report.incomplete import first_reason
-from conformance.target.outcomes import NotVerified
-from conformance.target.rules import recording
-from conformance.target.secrets import SECRETS, clip, scrub
-from conformance.target.untrusted import cut, shown
 
 SUITE_FLAG = "KNOWLEDGE_CONFORMANCE_SUITE"  # a package that sets it to True holds suite tests
 
@@ -34,7 +34,7 @@ def _ids(item: pytest.Item) -> list[str]:
 def _unclaimed(items: list[pytest.Item]) -> list[str]:
     """``ID (test)`` for each rule a test's own code names that none of its marks claims (a
     parametrized test: any of its cases' marks); its passes would verify nothing, unseen."""
-    from conformance.target.rules import named_in
+    from conformance.common.rules import named_in
 
     claims: dict[Any, tuple[str, set[str]]] = {}
     for item in items:
@@ -65,7 +65,7 @@ def _classify(exc: BaseException | None) -> tuple[str, str | None]:
     import httpx
 
     from conformance.clients.reference_client import KnowledgeError
-    from conformance.target.outcomes import ContractViolation, HarnessError
+    from conformance.common.outcomes import ContractViolation, HarnessError
 
     if isinstance(exc, ContractViolation):
         return "failed", exc.requirement
@@ -86,7 +86,7 @@ def _shown(exc: BaseException) -> BaseException:
     """The exception a report names: a group's first contract violation (a check failing inside an
     MCP session's task group arrives wrapped in one), else the exception itself (a group of other
     failures, schemathesis' among them, says more as a whole)."""
-    from conformance.target.outcomes import ContractViolation
+    from conformance.common.outcomes import ContractViolation
 
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
@@ -146,9 +146,9 @@ class SuiteSession:
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         cfg, settings = self.state.config, self.state.settings
         quirks = f" quirks={','.join(settings.sim_quirks)}" if settings.sim_quirks else ""
+        from conformance.common.open import describe
         from conformance.mcp.endpoints import planned_surfaces
         from conformance.report.results import surfaces_line
-        from conformance.target.open import describe
 
         harness = option(config, "--harness")
         if harness is not None:
@@ -222,7 +222,7 @@ class SuiteSession:
             report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {call.excinfo.value.reason}")
         ledger = item.stash.get(LEDGER, None)
         if report.when == "call" and ledger is not None and _in_suite(item):
-            # What the test verifies follows from the checks that passed in it (conformance.target.rules).
+            # What the test verifies follows from the checks that passed in it (conformance.common.rules).
             report.user_properties.append(("exercised", json.dumps(sorted(ledger.passed))))
         probes = item.funcargs.get("expiry_probes") if report.when == "call" and hasattr(item, "funcargs") else None
         if probes is not None and probes.timings:  # the intervals this test's expiry probes were judged on
@@ -265,10 +265,10 @@ class SuiteSession:
     @staticmethod
     def _bound_transport_failure(item: pytest.Item, report: pytest.TestReport, exc: BaseException) -> None:
         """A request that timed out is one line, not a traceback through the HTTP stack; once
-        the watchdog has tripped (conformance.target.transport) the run stops after this test."""
+        the watchdog has tripped (conformance.common.transport) the run stops after this test."""
         import httpx
 
-        from conformance.target.transport import TargetUnresponsive
+        from conformance.common.transport import TargetUnresponsive
 
         if isinstance(exc, TargetUnresponsive):
             item.session.shouldstop = f"harness error: {exc}"
@@ -281,7 +281,7 @@ class SuiteSession:
     def _scrub_report(report: pytest.TestReport) -> None:
         """Tracebacks (``--tb=long`` shows locals and source), captured output and
         properties leave the process only scrubbed: the terminal, JUnit and xdist all read them.
-        What the terminal prints is also defanged (conformance.target.untrusted); properties
+        What the terminal prints is also defanged (conformance.common.untrusted); properties
         stay data (some are JSON) and are defanged where a writer shows them."""
         if report.longrepr is not None and (report.failed or report.skipped):
             if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
@@ -384,12 +384,12 @@ class SuiteSession:
         if config.option.collectonly or exitstatus == pytest.ExitCode.USAGE_ERROR:
             return
         from conformance.clients.scope import UNSHOWABLE
+        from conformance.common.exits import VERDICT_EXIT
+        from conformance.common.open import describe
+        from conformance.common.scope import parse_scope
         from conformance.mcp.endpoints import planned_surfaces
         from conformance.report.results import RunInfo, aggregate
         from conformance.report.writers import write_all
-        from conformance.target.exits import VERDICT_EXIT
-        from conformance.target.open import describe
-        from conformance.target.scope import parse_scope
         from knowledge_schemas import load_catalogue
         from knowledge_schemas.catalogue import catalogue_version
 

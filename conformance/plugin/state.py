@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance.target.rules import Ledger
+from conformance.common.rules import Ledger
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -16,12 +16,12 @@ if TYPE_CHECKING:
     from conformance.clients.protocol import Harness
     from conformance.clients.session import Session
     from conformance.clients.world import World
+    from conformance.common.config import TargetConfig
+    from conformance.common.control import Control
+    from conformance.common.served import ServedSimulator
+    from conformance.common.settings import RunSettings
+    from conformance.common.transport import Recorder
     from conformance.report.results import RunResult, TestResult, Waiver
-    from conformance.target.config import TargetConfig
-    from conformance.target.control import Control
-    from conformance.target.served import ServedSimulator
-    from conformance.target.settings import RunSettings
-    from conformance.target.transport import Recorder
 
 MARKER = "requirement"
 

@@ -8,7 +8,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from conformance.target.untrusted import shown
+from conformance.common.untrusted import shown
 from knowledge_schemas import load_registry
 
 MAX_BYTES = 32 << 20

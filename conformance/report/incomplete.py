@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from conformance.target.scope import Scope
+from conformance.common.scope import Scope
 from knowledge_schemas.catalogue import Catalogue, Requirement
 
 REMEDIES = {

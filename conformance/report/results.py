@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from conformance.common.exits import VERDICT_EXIT as VERDICT_EXIT  # re-exported: the exit code of each verdict
+from conformance.common.scope import Scope
 from conformance.report.incomplete import explain, passing_scope
-from conformance.target.exits import VERDICT_EXIT as VERDICT_EXIT  # re-exported: the exit code of each verdict
-from conformance.target.scope import Scope
 from knowledge_schemas import Catalogue, Requirement
 
 RESULTS_SCHEMA = "knowledge-conformance.results.v1"
@@ -203,7 +203,7 @@ def load_waivers(path: str | None, catalogue: Catalogue | None = None) -> list[W
     """Read and check a waivers file before any test runs: a typo must not surface after an hour of testing."""
     if not path:
         return []
-    from conformance.target.config import read_toml  # its ConfigError is a ValueError: size, depth, NaN
+    from conformance.common.config import read_toml  # its ConfigError is a ValueError: size, depth, NaN
 
     data = read_toml(path, "--waivers")
     entries = data.get("waiver", [])

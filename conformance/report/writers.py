@@ -5,7 +5,7 @@ pull-request comment, a CI log, a test reporter's XML parser), so each writer tr
 as hostile: HTML autoescapes under a Content-Security-Policy that runs only the page's own static
 script, Markdown shows a target's text only inside code spans and fences longer than any backtick
 run in it, and every format shows control characters and CI command prefixes as visible escapes
-(:func:`conformance.target.untrusted.defang`). Files are written beside their final name and
+(:func:`conformance.common.untrusted.defang`). Files are written beside their final name and
 renamed over it, so a planted symlink is replaced, never followed."""
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from conformance.common.untrusted import cut, defang
 from conformance.report.incomplete import first_reason
 from conformance.report.results import RequirementResult, RunResult, TestResult
-from conformance.target.untrusted import cut, defang
 
 FILES = {"json": "results.json", "markdown": "report.md", "html": "report.html", "junit": "junit.xml"}
 

@@ -1,6 +1,6 @@
 """The suite's side of the ``search_knowledge`` tool (seed 003): reading a tool answer (a
 result, a refusal with a code, or a protocol error) and the corpus the checks are built on
-(the control calls of its states are conformance.target.control.KnowledgeControl).
+(the control calls of its states are conformance.common.control.KnowledgeControl).
 
 Nothing here depends on how a server ranks: the corpus makes lexical and semantic evidence
 disagree (a document holding the query word once in unrelated text, and one holding only
@@ -18,10 +18,10 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.common.rules import expect
+from conformance.common.secrets import clip
 from conformance.mcp.session import McpSession, NotServing, ToolResult, connect
 from conformance.search_knowledge import rules as sk
-from conformance.target.rules import expect
-from conformance.target.secrets import clip
 
 TOOL = "search_knowledge"
 MAIN, OTHER, PRIVATE, ARCHIVED_BASE = "kb-main", "kb-other", "kb-private", "kb-archived"

@@ -1,6 +1,6 @@
-"""The rules of the ``search_knowledge`` MCP tool (seed 003): each registered once, by its catalogue ID (see conformance.target.rules)."""
+"""The rules of the ``search_knowledge`` MCP tool (seed 003): each registered once, by its catalogue ID (see conformance.common.rules)."""
 
-from conformance.target.rules import rule
+from conformance.common.rules import rule
 
 SK_001 = rule("SK-001")
 SK_002 = rule("SK-002")

@@ -21,7 +21,7 @@ answer the seed fixes, and nothing more:
 
 Like the HTTP model (``conformance/server/stateful.py``): ``tour`` reaches every rule first, then the
 random walk (fixed seed, ``--stateful-seed`` picks another). Each rule is tagged with its SK
-requirement IDs (``conformance.target.walk.tagged``); an ID counts as verified only when a check of
+requirement IDs (``conformance.common.walk.tagged``); an ID counts as verified only when a check of
 it ran and every rule tagged with it was reached (``Reach.verified``). The test is ``conformance/suite/search_knowledge/test_stateful.py``.
 """
 
@@ -39,6 +39,11 @@ from hypothesis import seed
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
+from conformance.common.config import TargetConfig
+from conformance.common.control import Control, KnowledgeControl
+from conformance.common.open import Target
+from conformance.common.rules import Rule, expect
+from conformance.common.walk import Reach, Steps, claims, tagged, tags
 from conformance.mcp.session import McpSession
 from conformance.search_knowledge import rules as sk
 from conformance.search_knowledge.answers import (
@@ -51,11 +56,6 @@ from conformance.search_knowledge.answers import (
     utf16_len,
     utf16_slice,
 )
-from conformance.target.config import TargetConfig
-from conformance.target.control import Control, KnowledgeControl
-from conformance.target.open import Target
-from conformance.target.rules import Rule, expect
-from conformance.target.walk import Reach, Steps, claims, tagged, tags
 from knowledge_schemas import load_registry
 
 A, B, P = "kb-sm-a", "kb-sm-b", "kb-sm-p"  # alice sees A and B; P is private to carol

@@ -17,6 +17,11 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.common.config import TargetConfig
+from conformance.common.control import KnowledgeControl
+from conformance.common.open import Target
+from conformance.common.outcomes import NotVerified
+from conformance.common.rules import Rule, expect
 from conformance.mcp.endpoints import agent_endpoints, skipped
 from conformance.mcp.session import McpSession
 from conformance.search_knowledge import rules as sk
@@ -31,11 +36,6 @@ from conformance.search_knowledge.answers import (
     open_sessions,
 )
 from conformance.server.world import World
-from conformance.target.config import TargetConfig
-from conformance.target.control import KnowledgeControl
-from conformance.target.open import Target
-from conformance.target.outcomes import NotVerified
-from conformance.target.rules import Rule, expect
 from knowledge_schemas import load_registry
 
 INVALID, UNAVAILABLE = "knowledge_invalid_request", "knowledge_resource_unavailable"

@@ -10,16 +10,16 @@ from typing import Any
 
 import httpx
 
+from conformance.common import contract as C
+from conformance.common.config import TargetConfig
+from conformance.common.names import WireNames
+from conformance.common.outcomes import ContractViolation, NotVerified
+from conformance.common.rules import Rule, expect
+from conformance.common.secrets import clip
+from conformance.common.transport import MalformedJSON, broken, judged, strict_json, too_large
+from conformance.common.untrusted import shown
 from conformance.server import rules as server
 from conformance.server.leaks import DocumentText
-from conformance.target import contract as C
-from conformance.target.config import TargetConfig
-from conformance.target.names import WireNames
-from conformance.target.outcomes import ContractViolation, NotVerified
-from conformance.target.rules import Rule, expect
-from conformance.target.secrets import clip
-from conformance.target.transport import MalformedJSON, broken, judged, strict_json, too_large
-from conformance.target.untrusted import shown
 from knowledge_schemas import load_registry
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from random import Random
 from typing import Any
 
-from conformance.target import contract as C
+from conformance.common import contract as C
 
 MAIN_BASE, SECOND_BASE = "kb-main", "kb-second"
 WORST_WORD = "worstcase"  # the one word the three worst-case search documents share, and no other document has

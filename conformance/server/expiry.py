@@ -22,10 +22,10 @@ from typing import Any, Protocol
 
 import httpx
 
+from conformance.common import contract as C
+from conformance.common.aside import aside
+from conformance.common.outcomes import ContractViolation, HarnessError, NotVerified
 from conformance.server.world import World
-from conformance.target import contract as C
-from conformance.target.aside import aside
-from conformance.target.outcomes import ContractViolation, HarnessError, NotVerified
 
 STEP = 0.1  # seconds either side of the edge: a Core that rounds or truncates ages to whole seconds is off by more
 KINDS = ("before", "edge", "after")
@@ -112,7 +112,7 @@ class ExpiryProbes:
 
     def start(self) -> None:
         """Issue the probes and wait in a thread of its own: the run's other tests go on meanwhile
-        (their requests and checks set aside, see conformance.target.aside), and the first test
+        (their requests and checks set aside, see conformance.common.aside), and the first test
         that asks for a probe waits only for what is left of the five minutes."""
         if self._background is None and self.probes is None:
             self._background = threading.Thread(target=self._run_aside, name="kc-expiry-wait", daemon=True)

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from conformance.common import contract as C
+from conformance.common.rules import Rule
 from conformance.server import corpus
 from conformance.server import rules as server
-from conformance.target import contract as C
-from conformance.target.rules import Rule
 
 MANIFEST = "manifest.json"
 KIT_SCHEMA = "knowledge-conformance.corpus-kit.v1"

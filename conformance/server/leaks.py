@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from conformance.target import contract as C
+from conformance.common import contract as C
 
 WINDOW = 24  # long enough that prose of an error message never matches by chance
 

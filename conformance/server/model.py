@@ -24,9 +24,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from conformance.common import contract as C
+from conformance.common.rules import Rule
 from conformance.server import rules as server
-from conformance.target import contract as C
-from conformance.target.rules import Rule
 
 REFERENCE_KINDS = frozenset(
     {"reference_expired", "reference_mismatch", "scope_changed", "revision_changed", "reference_invalid"}

@@ -1,6 +1,6 @@
-"""The Core HTTP surface's rules (capabilities, turns, search, read, references, wire): each registered once, by its catalogue ID (see conformance.target.rules)."""
+"""The Core HTTP surface's rules (capabilities, turns, search, read, references, wire): each registered once, by its catalogue ID (see conformance.common.rules)."""
 
-from conformance.target.rules import rule
+from conformance.common.rules import rule
 
 AUTH_001 = rule("AUTH-001")
 AUTH_002 = rule("AUTH-002")

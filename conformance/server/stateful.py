@@ -30,15 +30,15 @@ from hypothesis.stateful import (
     rule,
 )
 
+from conformance.common import contract as C
+from conformance.common.config import TargetConfig
+from conformance.common.walk import Reach, Steps
 from conformance.server import rules as server
 from conformance.server.corpus import MAIN_BASE, SECOND_BASE
 from conformance.server.leaks import DocumentText
 from conformance.server.model import AWAY, HOME, IDENTITIES, MODES, PageOutcome, Run, account_of, route_of
 from conformance.server.transcript import Checker
 from conformance.server.world import World
-from conformance.target import contract as C
-from conformance.target.config import TargetConfig
-from conformance.target.walk import Reach, Steps
 
 # REF-016 is not claimed: only a strict walk predicts the exact edge definitely, and a claim must be
 # reachable by every walk; a strict failure at the edge still names it (conformance.server.model).

@@ -18,6 +18,12 @@ from typing import Any
 
 import httpx
 
+from conformance.common import contract as C
+from conformance.common.config import TargetConfig
+from conformance.common.outcomes import ContractViolation
+from conformance.common.rules import expect
+from conformance.common.secrets import clip
+from conformance.common.transport import judged
 from conformance.server import checks
 from conformance.server import rules as server
 from conformance.server.leaks import DocumentText
@@ -31,12 +37,6 @@ from conformance.server.model import (
     Prediction,
     build_docs,
 )
-from conformance.target import contract as C
-from conformance.target.config import TargetConfig
-from conformance.target.outcomes import ContractViolation
-from conformance.target.rules import expect
-from conformance.target.secrets import clip
-from conformance.target.transport import judged
 
 FORMAT = "knowledge-conformance.server.transcript.v1"
 

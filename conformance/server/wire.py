@@ -1,4 +1,4 @@
-"""The thin wire client of the Core surface under test (the control extension's is conformance.target.control)."""
+"""The thin wire client of the Core surface under test (the control extension's is conformance.common.control)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 
-from conformance.target.config import TargetConfig
-from conformance.target.transport import auth_headers
+from conformance.common.config import TargetConfig
+from conformance.common.transport import auth_headers
 
 _turns = itertools.count(1)  # unique within a process; the namespace makes a turn identity unique across runs
 

@@ -8,17 +8,17 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from conformance.common import contract as C
+from conformance.common.config import TargetConfig
+from conformance.common.control import Control
+from conformance.common.outcomes import NotVerified
+from conformance.common.rules import expect
+from conformance.common.transport import IDENTITIES
 from conformance.server import checks, corpus
 from conformance.server import rules as server
 from conformance.server.checks import ok
 from conformance.server.leaks import DocumentText
 from conformance.server.wire import CoreWire
-from conformance.target import contract as C
-from conformance.target.config import TargetConfig
-from conformance.target.control import Control
-from conformance.target.outcomes import NotVerified
-from conformance.target.rules import expect
-from conformance.target.transport import IDENTITIES
 
 OTHER_HUB = "https://other-hub.knowledge-conformance.example"
 STALLED_PAGES = (

@@ -11,9 +11,9 @@ import pytest
 from conformance.clients import rules as clients
 from conformance.clients.protocol import Answer
 from conformance.clients.session import Session, client_failed, exchange, hints, mapped, requests
+from conformance.common.outcomes import NotVerified
+from conformance.common.rules import expect
 from conformance.server.checks import describe
-from conformance.target.outcomes import NotVerified
-from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 

@@ -12,9 +12,9 @@ import pytest
 from conformance.clients import rules as clients
 from conformance.clients.session import Session, client_failed, exchange, mapped, requests
 from conformance.clients.world import ARCHIVE
+from conformance.common import contract as C
+from conformance.common.rules import expect
 from conformance.server.checks import describe
-from conformance.target import contract as C
-from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 

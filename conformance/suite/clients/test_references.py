@@ -9,7 +9,7 @@ import pytest
 
 from conformance.clients import rules as clients
 from conformance.clients.session import Session, client_failed, exchange, mapped, next_action, requests
-from conformance.target.rules import expect
+from conformance.common.rules import expect
 
 R = pytest.mark.requirement
 

@@ -11,9 +11,9 @@ import pytest
 from conformance.clients import rules as clients
 from conformance.clients.session import Session, client_failed, exchange, requests
 from conformance.clients.world import HOMEPAGE, QUERIES
+from conformance.common.outcomes import HarnessError
+from conformance.common.rules import expect
 from conformance.server.checks import describe
-from conformance.target.outcomes import HarnessError
-from conformance.target.rules import expect
 from knowledge_schemas import load_registry
 
 R = pytest.mark.requirement

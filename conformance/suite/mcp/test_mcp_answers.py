@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 
+from conformance.common import contract as C
+from conformance.common.outcomes import ContractViolation, NotVerified
+from conformance.common.rules import expect
 from conformance.mcp import relayed
 from conformance.mcp import rules as mcp
 from conformance.mcp.results import (
@@ -29,9 +32,6 @@ from conformance.mcp.session import ToolResult
 from conformance.server import checks, corpus
 from conformance.server import rules as server
 from conformance.server.world import World
-from conformance.target import contract as C
-from conformance.target.outcomes import ContractViolation, NotVerified
-from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 

@@ -12,6 +12,9 @@ import pytest
 
 from conformance.clients import rules as clients
 from conformance.clients.core import Wire
+from conformance.common.config import TargetConfig
+from conformance.common.outcomes import NotVerified
+from conformance.common.rules import expect
 from conformance.mcp import rules as mcp
 from conformance.mcp.results import (
     READ,
@@ -29,9 +32,6 @@ from conformance.mcp.results import (
 from conformance.mcp.session import ToolResult
 from conformance.server import checks
 from conformance.server.world import World
-from conformance.target.config import TargetConfig
-from conformance.target.outcomes import NotVerified
-from conformance.target.rules import expect
 from knowledge_schemas.mcp import KNOWLEDGE_TOOLS, TRANSPORTS
 
 R = pytest.mark.requirement

@@ -11,6 +11,10 @@ from typing import Any
 import pytest
 
 from conformance.clients.core import Wire
+from conformance.common.config import TargetConfig
+from conformance.common.open import Target
+from conformance.common.outcomes import NotVerified
+from conformance.common.rules import expect
 from conformance.mcp import rules as mcp
 from conformance.mcp.endpoints import skipped
 from conformance.mcp.results import (
@@ -34,10 +38,6 @@ from conformance.mcp.session import McpSession, ToolResult
 from conformance.plugin.options import option
 from conformance.server.expiry import ages
 from conformance.server.world import Who, World
-from conformance.target.config import TargetConfig
-from conformance.target.open import Target
-from conformance.target.outcomes import NotVerified
-from conformance.target.rules import expect
 from knowledge_schemas.mcp import CHOSEN_ARGUMENTS, TRANSPORTS
 
 R = pytest.mark.requirement

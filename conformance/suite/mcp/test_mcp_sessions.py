@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.common.config import TargetConfig
+from conformance.common.open import Target
+from conformance.common.rules import expect
 from conformance.mcp import raw
 from conformance.mcp import rules as mcp
 from conformance.mcp.endpoints import agent_endpoints, skipped
 from conformance.mcp.results import SEARCH, TURN
 from conformance.plugin.options import option
 from conformance.server.world import World
-from conformance.target.config import TargetConfig
-from conformance.target.open import Target
-from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 

@@ -14,6 +14,9 @@ import uuid
 
 import pytest
 
+from conformance.common.config import TargetConfig
+from conformance.common.open import Target
+from conformance.common.rules import expect
 from conformance.mcp import rules as mcp
 from conformance.mcp.endpoints import skipped
 from conformance.mcp.results import (
@@ -32,9 +35,6 @@ from conformance.mcp.results import (
 from conformance.mcp.session import ToolResult
 from conformance.plugin.options import option
 from conformance.server.world import World
-from conformance.target.config import TargetConfig
-from conformance.target.open import Target
-from conformance.target.rules import expect
 from knowledge_schemas.mcp import JOB_TOOLS, KNOWLEDGE_TOOLS
 
 R = pytest.mark.requirement

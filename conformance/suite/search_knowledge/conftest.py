@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from conformance.common.config import TargetConfig
+from conformance.common.open import Target
 from conformance.plugin.options import option
 from conformance.search_knowledge.world import SkWorld, sk_world
 from conformance.server.world import World
-from conformance.target.config import TargetConfig
-from conformance.target.open import Target
 
 
 @pytest.fixture(scope="package")

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from conformance.common.rules import expect
 from conformance.search_knowledge import rules as sk
 from conformance.search_knowledge.answers import (
     utf16_slice,
 )
 from conformance.search_knowledge.world import INVALID, REQUIRED, SkWorld, typed
-from conformance.target.rules import expect
 from knowledge_schemas import load_registry
 
 R = pytest.mark.requirement

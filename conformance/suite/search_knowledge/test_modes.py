@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
+from conformance.common.rules import expect
 from conformance.search_knowledge import rules as sk
 from conformance.search_knowledge.answers import (
     Answer,
     pairs,
 )
 from conformance.search_knowledge.world import SkWorld
-from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.common.rules import expect
 from conformance.search_knowledge import rules as sk
 from conformance.search_knowledge.answers import (
     envelope_types,
 )
 from conformance.search_knowledge.world import SkWorld
-from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
+from conformance.common.config import TargetConfig
+from conformance.common.open import Target
+from conformance.common.rules import held, recording
+from conformance.common.walk import walk_settings
 from conformance.mcp.endpoints import skipped
 from conformance.plugin.options import option, walk_size
 from conformance.search_knowledge.answers import call, not_offered
 from conformance.search_knowledge.stateful import CLAIMS, WALK_SEED, machine, model_world, tour
-from conformance.target.config import TargetConfig
-from conformance.target.open import Target
-from conformance.target.rules import held, recording
-from conformance.target.walk import walk_settings
 
 R = pytest.mark.requirement
 

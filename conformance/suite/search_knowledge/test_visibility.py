@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from conformance.common.rules import expect
 from conformance.search_knowledge import rules as sk
 from conformance.search_knowledge.answers import (
     ARCHIVED_BASE,
@@ -18,7 +19,6 @@ from conformance.search_knowledge.answers import (
     message_of,
 )
 from conformance.search_knowledge.world import UNAVAILABLE, SkWorld
-from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 

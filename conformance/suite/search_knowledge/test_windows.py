@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
+from conformance.common.rules import expect
 from conformance.search_knowledge import rules as sk
 from conformance.search_knowledge.answers import (
     utf16_len,
     utf16_slice,
 )
 from conformance.search_knowledge.world import INVALID, SkWorld
-from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from conformance.common.rules import expect
 from conformance.server import checks
 from conformance.server import rules as server
 from conformance.server.world import World
-from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 

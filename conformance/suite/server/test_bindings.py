@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from conformance.common import contract as C
 from conformance.server import checks
 from conformance.server import rules as server
 from conformance.server.world import World
-from conformance.target import contract as C
 
 R = pytest.mark.requirement
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from conformance.common import contract as C
+from conformance.common.outcomes import NotVerified
+from conformance.common.rules import Rule, expect
 from conformance.server import checks
 from conformance.server import rules as server
 from conformance.server.world import Stated, World
-from conformance.target import contract as C
-from conformance.target.outcomes import NotVerified
-from conformance.target.rules import Rule, expect
 
 R = pytest.mark.requirement
 

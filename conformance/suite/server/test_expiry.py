@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
+from conformance.common import contract as C
+from conformance.common.rules import expect
+from conformance.common.secrets import clip
 from conformance.server import checks
 from conformance.server import rules as server
 from conformance.server.expiry import STEP, ExpiryProbes, Probe, aged, ages
 from conformance.server.world import World
-from conformance.target import contract as C
-from conformance.target.rules import expect
-from conformance.target.secrets import clip
 
 R = pytest.mark.requirement
 ERROR_RULES = (server.REF_011, server.REF_012, server.REF_014)

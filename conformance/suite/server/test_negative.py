@@ -17,14 +17,14 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conformance.common.names import response_stem
+from conformance.common.outcomes import ContractViolation
+from conformance.common.rules import expect
+from conformance.common.secrets import clip
 from conformance.plugin.options import option
 from conformance.server import checks
 from conformance.server import rules as server
 from conformance.server.world import World
-from conformance.target.names import response_stem
-from conformance.target.outcomes import ContractViolation
-from conformance.target.rules import expect
-from conformance.target.secrets import clip
 from knowledge_schemas import load_wire_defaults
 from knowledge_schemas.openapi import bundle, load_document
 

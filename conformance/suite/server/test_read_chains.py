@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from conformance.common import contract as C
+from conformance.common import fanout
+from conformance.common.rules import Rule, expect
 from conformance.server import checks, corpus
 from conformance.server import rules as server
 from conformance.server.world import World, chain_ended
-from conformance.target import contract as C
-from conformance.target import fanout
-from conformance.target.rules import Rule, expect
 
 R = pytest.mark.requirement
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from conformance.common import contract as C
+from conformance.common.rules import expect
 from conformance.server import checks
 from conformance.server import rules as server
 from conformance.server.world import World
-from conformance.target import contract as C
-from conformance.target.rules import expect
 
 R = pytest.mark.requirement
 

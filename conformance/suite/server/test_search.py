@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from conformance.clients.reference_client import ReferenceClient
+from conformance.common import contract as C
+from conformance.common.rules import expect
+from conformance.common.secrets import clip
 from conformance.server import checks, corpus
 from conformance.server import rules as server
 from conformance.server.world import Stated, Who, World
-from conformance.target import contract as C
-from conformance.target.rules import expect
-from conformance.target.secrets import clip
 
 R = pytest.mark.requirement
 

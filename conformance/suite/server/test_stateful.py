@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
+from conformance.common.config import TargetConfig
+from conformance.common.rules import held, recording
+from conformance.common.walk import walk_settings
 from conformance.plugin.options import option, walk_size
 from conformance.server.stateful import CLAIMS, WALK_SEED, machine, tour
 from conformance.server.wire import CoreWire
 from conformance.server.world import provision
-from conformance.target.config import TargetConfig
-from conformance.target.rules import held, recording
-from conformance.target.walk import walk_settings
 
 R = pytest.mark.requirement
 

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from conformance.clients.reference_client import KnowledgeError, ReferenceClient
+from conformance.common import contract as C
+from conformance.common.outcomes import ContractViolation, HarnessError
+from conformance.common.rules import Rule, expect
 from conformance.server import checks, corpus
 from conformance.server import rules as server
 from conformance.server.world import Stated, World
-from conformance.target import contract as C
-from conformance.target.outcomes import ContractViolation, HarnessError
-from conformance.target.rules import Rule, expect
 
 R = pytest.mark.requirement
 

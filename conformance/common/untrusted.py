@@ -15,7 +15,7 @@ import re
 import sys
 from typing import Any
 
-from conformance.target.secrets import scrub
+from conformance.common.secrets import scrub
 
 # C0 but LF, DEL, C1, line and paragraph separators, the bidirectional controls that reorder what
 # a reader sees (Trojan Source), the byte-order mark, lone surrogates and XML's non-characters.

@@ -19,10 +19,10 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 import httpx
 from jsonschema.exceptions import ValidationError
 
-from conformance.target.names import WireNames, check_names
-from conformance.target.secrets import SECRETS
-from conformance.target.transport import MAX_RESPONSE_BYTES
-from conformance.target.untrusted import shown
+from conformance.common.names import WireNames, check_names
+from conformance.common.secrets import SECRETS
+from conformance.common.transport import MAX_RESPONSE_BYTES
+from conformance.common.untrusted import shown
 from knowledge_schemas import load_registry, load_wire_defaults
 
 

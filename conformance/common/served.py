@@ -21,9 +21,9 @@ from types import TracebackType
 
 import httpx
 
-from conformance.target.control import CONTROL_BASE
-from conformance.target.outcomes import HarnessError
-from conformance.target.secrets import SECRETS
+from conformance.common.control import CONTROL_BASE
+from conformance.common.outcomes import HarnessError
+from conformance.common.secrets import SECRETS
 
 COMMAND = "knowledge-sim"
 TOKEN_ENV = "KNOWLEDGE_SIM_CONTROL_TOKEN"

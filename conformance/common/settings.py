@@ -8,7 +8,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from conformance.target.config import ConfigError
+from conformance.common.config import ConfigError
 
 SIM_CLOCK_TICK = 1e-6
 """The bundled simulator's clock is replayable (frozen) but moves a microsecond each time it is
@@ -46,7 +46,7 @@ class RunSettings:
     """Deliberate deviations of the bundled simulator (its targets only)."""
     sim_seed: int = 0
     sim_clock_tick: float = SIM_CLOCK_TICK
-    """Seconds the bundled simulator's frozen clock moves per reading (conformance.target.open)."""
+    """Seconds the bundled simulator's frozen clock moves per reading (conformance.common.open)."""
     realtime: bool = False
     """Wait real seconds for expiry when there is no control."""
     rate_limit: float = 0.0
@@ -54,7 +54,7 @@ class RunSettings:
     no_control: bool = False
     """Tests do not use the control extension (worlds are still provisioned through it)."""
     scope: str | None = None
-    """The declared scope (``--scope``, conformance.target.scope), already checked; None: none declared."""
+    """The declared scope (``--scope``, conformance.common.scope), already checked; None: none declared."""
 
     @classmethod
     def from_options(

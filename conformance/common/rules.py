@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
-from conformance.target import aside
-from conformance.target.outcomes import WITNESSES, ContractViolation
+from conformance.common import aside
+from conformance.common.outcomes import WITNESSES, ContractViolation
 from knowledge_schemas import load_catalogue
 
 
@@ -144,7 +144,7 @@ class _Active:
 
     def __init__(self) -> None:
         self.ledger = Ledger()  # outside any test: recorded, never reported
-        self.set_aside = Ledger()  # work set aside (conformance.target.aside): recorded, never reported
+        self.set_aside = Ledger()  # work set aside (conformance.common.aside): recorded, never reported
 
     def _current(self) -> Ledger:
         return self.set_aside if aside.active() else self.ledger

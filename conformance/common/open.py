@@ -12,10 +12,10 @@ from typing import Any
 
 import httpx
 
-from conformance.target.config import ConfigError, Secret, TargetConfig, redact_url
-from conformance.target.secrets import SECRETS
-from conformance.target.settings import RunSettings
-from conformance.target.transport import BoundedTransport, InProcessTransport, Recorder, Watchdog
+from conformance.common.config import ConfigError, Secret, TargetConfig, redact_url
+from conformance.common.secrets import SECRETS
+from conformance.common.settings import RunSettings
+from conformance.common.transport import BoundedTransport, InProcessTransport, Recorder, Watchdog
 
 ENTRY_POINT_GROUP = "knowledge_conformance.targets"
 NO_DELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]

@@ -23,10 +23,10 @@ from typing import Any
 import httpcore
 import httpx
 
-from conformance.target import aside
-from conformance.target.outcomes import HarnessError
-from conformance.target.secrets import SECRETS, clip, scrub
-from conformance.target.untrusted import shown
+from conformance.common import aside
+from conformance.common.outcomes import HarnessError
+from conformance.common.secrets import SECRETS, clip, scrub
+from conformance.common.untrusted import shown
 
 REDACTED = "Bearer ***"
 BODY_KEEP = 2048
@@ -708,7 +708,7 @@ class Recorder:
         if request.extensions.get("kc_control"):
             return  # control exchanges carry credentials and minted tokens: never kept for reports
         if aside.active():
-            return  # no running test's exchange (see conformance.target.aside)
+            return  # no running test's exchange (see conformance.common.aside)
         scrub = SECRETS.text  # a Core may echo a token anywhere: bodies, paths, headers
         path = scrub(request.url.raw_path.decode("ascii", "replace"))
         exchange = Exchange(

@@ -23,10 +23,10 @@ from typing import Any
 
 import httpx
 
-from conformance.target.outcomes import HarnessError, NotVerified
-from conformance.target.secrets import SECRETS, clip
-from conformance.target.transport import IDENTITIES, bounded_client, broken
-from conformance.target.untrusted import shown
+from conformance.common.outcomes import HarnessError, NotVerified
+from conformance.common.secrets import SECRETS, clip
+from conformance.common.transport import IDENTITIES, bounded_client, broken
+from conformance.common.untrusted import shown
 
 CONTROL_BASE = "/_control/v1"  # where the bundled simulator serves control (wire-defaults' paths.control_base)
 NOT_OFFERED = (404, 405, 501)
@@ -135,7 +135,7 @@ class Control:
                 json=body,
                 params=params,
                 headers=self._headers,
-                extensions={"kc_control": True},  # never kept for reports (conformance.target.transport)
+                extensions={"kc_control": True},  # never kept for reports (conformance.common.transport)
             )
         except httpx.HTTPError as exc:
             raise ControlError(f"control {method} {path}: {type(exc).__name__}: {exc}") from None

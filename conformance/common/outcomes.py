@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 WITNESSES: list[Callable[[ContractViolation], None]] = []
-"""Called with every violation as it is made (conformance.target.rules keeps them in the test's
+"""Called with every violation as it is made (conformance.common.rules keeps them in the test's
 ledger): a failure that later drowns in something else, Hypothesis' "flaky" errors when a target
 answers differently on a replay, is still known by the rule it broke."""
 
