@@ -40,6 +40,7 @@ from conformance.common.control import Control  # noqa: E402
 from conformance.common.served import ServedSimulator, free_port  # noqa: E402
 from conformance.server.corpus import bases  # noqa: E402
 from conformance.server.corpus import build as corpus  # noqa: E402
+from tests.serving import wait_until_it_answers  # noqa: E402
 
 ROUTE = "bench"
 STATIC = """
@@ -59,24 +60,12 @@ uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", s
 """
 
 
-def _wait(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            httpx.get(url, timeout=2)
-            return
-        except httpx.HTTPError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{url} did not start") from None
-            time.sleep(0.1)
-
-
 @contextmanager
 def static_upstream() -> Iterator[str]:
     port = free_port()
     process = subprocess.Popen([sys.executable, "-c", STATIC, str(port)])
     try:
-        _wait(f"http://127.0.0.1:{port}", process)
+        wait_until_it_answers(f"http://127.0.0.1:{port}", process, None, "the server", 60)
         yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
@@ -109,7 +98,7 @@ def observing(upstream: str, reports: Path) -> Iterator[tuple[str, dict[str, Any
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, env={**os.environ})
     results: dict[str, Any] = {}
     try:
-        _wait(f"http://127.0.0.1:{port}", process)
+        wait_until_it_answers(f"http://127.0.0.1:{port}", process, None, "the server", 60)
         results["pids"] = [process.pid, *children(process.pid)[-1:]]
         yield f"http://127.0.0.1:{port}", results
     finally:

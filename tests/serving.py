@@ -18,9 +18,10 @@ import httpx
 
 
 def wait_until_it_answers(
-    url: str, process: subprocess.Popen[bytes], log: Path, what: str, seconds: float = 30
+    url: str, process: subprocess.Popen[bytes], log: Path | None, what: str, seconds: float = 30
 ) -> None:
-    """Any HTTP answer from ``url`` means it is serving; an exit or ``seconds`` without one is an error."""
+    """Any HTTP answer from ``url`` means it is serving; an exit or ``seconds`` without one is an
+    error (with the tail of ``log``, where the process writes one)."""
     deadline = time.monotonic() + seconds
     while True:
         try:
@@ -28,7 +29,8 @@ def wait_until_it_answers(
             return
         except httpx.HTTPError:
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start: {log.read_text()[-2000:]}") from None
+                tail = f": {log.read_text()[-2000:]}" if log is not None else ""
+                raise RuntimeError(f"{what} did not start{tail}") from None
             time.sleep(0.1)
 
 

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from conformance.cli import main
 from conformance.clients.reference_client import ReferenceClient
 from conformance.common.control import Control
 from simulator.config import SimConfig
-from tests.serving import free_port
+from tests.serving import free_port, wait_until_it_answers
 from tests.test_observe_support import CONTROL, served
 
 ROUTE = "/agent-api/v1/workspaces/acme"
@@ -132,16 +131,7 @@ def test_the_proxy_runs_until_interrupted_then_reports(tmp_path: Path) -> None:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
         try:
             proxy = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    httpx.get(proxy, timeout=2)
-                    break
-                except httpx.HTTPError:
-                    assert process.poll() is None and time.monotonic() < deadline, (
-                        tmp_path / "observe.log"
-                    ).read_text()
-                    time.sleep(0.1)
+            wait_until_it_answers(proxy, process, tmp_path / "observe.log", "observe", 60)
             with httpx.Client(base_url=proxy, timeout=30) as http:
                 client = ReferenceClient(http, "obs-cli", token)
                 assert client.get_knowledge_capabilities().supported

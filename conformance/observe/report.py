@@ -76,21 +76,7 @@ def _requirements(tally: Tally, catalogue: Catalogue, tests: list[TestResult]) -
         mine = [t.nodeid for t in tests if req.id in t.requirements][:1]
         status = "failed" if failed else "not_verified"
         reason = failed[0].message.splitlines()[0][:300] if failed else _reason(req.id, tally)
-        rows.append(
-            RequirementResult(
-                req.id,
-                req.title,
-                req.level,
-                req.surface,
-                req.area,
-                req.source_label,
-                req.quote,
-                status,
-                reason,
-                mine,
-                failed,
-            )
-        )
+        rows.append(RequirementResult.of(req, status, reason, mine, failed))
     return rows
 
 

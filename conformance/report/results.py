@@ -80,6 +80,32 @@ class RequirementResult:
     failures: list[TestResult] = field(default_factory=list)
     waiver: dict[str, Any] | None = None  # justification, expires; stale: true when it waives a verified rule
 
+    @classmethod
+    def of(
+        cls,
+        req: Requirement,
+        status: str,
+        reason: str,
+        tests: list[str],
+        failures: list[TestResult],
+        waiver: dict[str, Any] | None = None,
+    ) -> RequirementResult:
+        """A catalogue requirement's row: what the catalogue says of it, and what the run found."""
+        return cls(
+            id=req.id,
+            title=req.title,
+            level=req.level,
+            surface=req.surface,
+            area=req.area,
+            source=req.source_label,
+            quote=req.quote,
+            status=status,
+            reason=reason,
+            tests=tests,
+            failures=failures,
+            waiver=waiver,
+        )
+
 
 @dataclass(frozen=True)
 class RunInfo:
@@ -397,22 +423,7 @@ def aggregate(
                 else:
                     waiver["stale"] = True
                     stale.append(w.stale_line())
-        results.append(
-            RequirementResult(
-                req.id,
-                req.title,
-                req.level,
-                req.surface,
-                req.area,
-                req.source_label,
-                req.quote,
-                status,
-                reason,
-                [t.nodeid for t in mine],
-                failed,
-                waiver,
-            )
-        )
+        results.append(RequirementResult.of(req, status, reason, [t.nodeid for t in mine], failed, waiver))
     status_of = {r.id: r for r in results}
     if info.scope is not None:
         gate = info.scope.members(catalogue)
