@@ -149,7 +149,7 @@ class Observe:
         entry: dict[str, Any] = {"method": scope["method"], "path": path, "status": status, "at": self.core.clock.now()}
         if raw:  # kept up to 64 KiB: the transcript holds 10,000 requests, and a Core suite sends oversized bodies on purpose
             try:
-                entry["body"] = json.loads(raw) if len(raw) <= TRANSCRIPT_BODY_BYTES else None
+                entry["body"] = json.loads(raw, parse_constant=_not_json) if len(raw) <= TRANSCRIPT_BODY_BYTES else None
             except (
                 ValueError,
                 RecursionError,
@@ -161,6 +161,13 @@ class Observe:
         if ident is not None:
             entry["account"], entry["session_id"] = ident.account, ident.session_id
         return entry
+
+
+def _not_json(constant: str) -> Any:
+    """``NaN`` and ``Infinity``, which Python's parser takes and RFC 8259 does not: a body holding
+    one is recorded without it, like any other body that is not JSON, so the transcript stays JSON
+    every reader can parse (a suite's hostile requests send them on purpose)."""
+    raise ValueError(f"{constant} is not JSON")
 
 
 def _endpoint(
