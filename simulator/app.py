@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import secrets
 import threading
 import time
@@ -149,7 +150,11 @@ class Observe:
         entry: dict[str, Any] = {"method": scope["method"], "path": path, "status": status, "at": self.core.clock.now()}
         if raw:  # kept up to 64 KiB: the transcript holds 10,000 requests, and a Core suite sends oversized bodies on purpose
             try:
-                entry["body"] = json.loads(raw, parse_constant=_not_json) if len(raw) <= TRANSCRIPT_BODY_BYTES else None
+                entry["body"] = (
+                    json.loads(raw, parse_constant=_not_json, parse_float=_finite)
+                    if len(raw) <= TRANSCRIPT_BODY_BYTES
+                    else None
+                )
             except (
                 ValueError,
                 RecursionError,
@@ -168,6 +173,15 @@ def _not_json(constant: str) -> Any:
     one is recorded without it, like any other body that is not JSON, so the transcript stays JSON
     every reader can parse (a suite's hostile requests send them on purpose)."""
     raise ValueError(f"{constant} is not JSON")
+
+
+def _finite(text: str) -> float:
+    """A number such as ``1e999`` is JSON, but Python reads it as infinity and would write it back
+    as ``Infinity``: such a body is recorded without it too."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is past a float's range")
+    return value
 
 
 def _endpoint(

@@ -1,6 +1,6 @@
 """The control transcript is JSON any reader parses: a request body holding ``NaN`` or
-``Infinity`` (which Python's parser takes and RFC 8259 does not; a suite's hostile requests send
-them) is recorded without its body, never echoed as a non-JSON constant that breaks every later
+``Infinity`` (which Python's parser takes and RFC 8259 does not) or a number past a float's range
+(``1e999``, read as infinity; a suite's hostile requests send them) is recorded without its body, never echoed as a non-JSON constant that breaks every later
 reader of the transcript (found as harness errors in concurrent runs)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def _strict(constant: str) -> None:
     raise AssertionError(f"{constant} in the transcript")
 
 
-@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity", "1e999", "-1e400"])
 def test_a_body_with_a_non_json_constant_leaves_the_transcript_json(constant: str) -> None:
     async def scenario() -> str:
         app = create_app(control_token="ctl")
