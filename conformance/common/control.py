@@ -57,6 +57,13 @@ class Offer:
         return self.features is not None and feature not in self.features
 
 
+TRANSCRIPT_MAX_BYTES = 64 << 20
+"""A transcript holds the requests of every run against the Core since it started (the simulator
+keeps its last 10,000, some 0.5 KB each): bounded, but well above one answer's 4 MiB, or a Core
+that served a few runs turns every later transcript read into a harness error."""
+TRANSCRIPT_SECONDS = 60.0
+
+
 class Control:
     """The control extension at ``base_url`` (its ``/_control/v1`` root), over ``http``.
 
@@ -72,6 +79,7 @@ class Control:
         self.published: list[str] = []  # every revision text this run wrote, for leak checks
         self._offer: Offer | None = None
         self._absent: set[str] = set()  # features whose endpoint answered "no such endpoint"
+        self._transcript_http: httpx.Client | None = None  # its own bound (TRANSCRIPT_MAX_BYTES)
         SECRETS.add(token)
 
     @classmethod
@@ -83,6 +91,8 @@ class Control:
     def close(self) -> None:
         if self._owns_http:
             self.http.close()
+        if self._transcript_http is not None:
+            self._transcript_http.close()
 
     # ------------------------------------------------------------- what it offers
     @property
@@ -120,6 +130,7 @@ class Control:
         optional: bool = False,
         done: tuple[int, ...] = (),
         feature: tuple[str, str] | None = None,
+        http: httpx.Client | None = None,
     ) -> Any:
         """Send one control request; its JSON answer (None when empty). A non-2xx answer (other
         than the statuses in ``done``), or none, is a ControlError. ``feature`` (its name, and
@@ -129,7 +140,7 @@ class Control:
         if feature is not None and not self.offers(feature[0]):
             raise self._missing(*feature)
         try:
-            response = self.http.request(
+            response = (http or self.http).request(
                 method,
                 self.base + path,
                 json=body,
@@ -279,9 +290,10 @@ class Control:
     # ------------------------------------------------------------- transcript
     def transcript(self) -> list[dict[str, Any]]:
         """The requests the Core surface received, oldest first (never a token)."""
-        return list(
-            self._request("GET", "/transcript", feature=("transcript", "a transcript (GET /transcript)"))["requests"]
-        )
+        if self._transcript_http is None:
+            self._transcript_http = bounded_client(TRANSCRIPT_SECONDS, TRANSCRIPT_MAX_BYTES)
+        feature = ("transcript", "a transcript (GET /transcript)")
+        return list(self._request("GET", "/transcript", feature=feature, http=self._transcript_http)["requests"])
 
 
 class KnowledgeControl:
