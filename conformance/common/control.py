@@ -70,8 +70,11 @@ class Control:
     It remembers the workspaces it created (``cleanup`` removes them again) and every revision
     text it published (a response that carries one of them leaks it)."""
 
-    def __init__(self, http: httpx.Client, base_url: str, token: str, *, owns_http: bool = False) -> None:
+    def __init__(
+        self, http: httpx.Client, base_url: str, token: str, *, owns_http: bool = False, over_network: bool = True
+    ) -> None:
         self.http = http
+        self._over_network = over_network  # False: ``http`` reaches an in-process app, the only way to it
         self.base = base_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}"}
         self._owns_http = owns_http
@@ -290,7 +293,7 @@ class Control:
     # ------------------------------------------------------------- transcript
     def transcript(self) -> list[dict[str, Any]]:
         """The requests the Core surface received, oldest first (never a token)."""
-        if self._transcript_http is None:
+        if self._transcript_http is None and self._over_network:
             self._transcript_http = bounded_client(TRANSCRIPT_SECONDS, TRANSCRIPT_MAX_BYTES)
         feature = ("transcript", "a transcript (GET /transcript)")
         return list(self._request("GET", "/transcript", feature=feature, http=self._transcript_http)["requests"])

@@ -62,7 +62,9 @@ def _provisioner(kc_target: Target, pytestconfig: pytest.Config) -> Iterator[Con
     if kc_target.control_url is None or kc_target.control_token is None:
         yield None
         return
-    control = Control(kc_target.http, kc_target.control_url, kc_target.control_token)
+    control = Control(
+        kc_target.http, kc_target.control_url, kc_target.control_token, over_network=kc_target.app is None
+    )
     yield control
     pytestconfig.stash[STATE].kept_workspaces.extend(control.cleanup())
 
