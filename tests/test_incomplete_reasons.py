@@ -15,8 +15,13 @@ from tests.test_report_markdown import CATALOGUE, OBSERVABLE, _run
 def test_an_incomplete_run_lists_each_gating_must_with_what_would_verify_it(tmp_path: Path) -> None:
     clocked = next(r for r in CATALOGUE if r.needs == ("clock",) and r.level == "MUST" and r.server_observable)
     verified = [rid for rid in OBSERVABLE if rid != clocked.id]
-    skipped = TestResult("t::expiry", "skipped", [clocked.id], message="not verified: needs the control clock")
-    run = _run([TestResult("t::pass", "passed", verified, exercised=verified), skipped])
+    skipped = TestResult(
+        nodeid="t::expiry",
+        outcome="skipped",
+        requirements=[clocked.id],
+        message="not verified: needs the control clock",
+    )
+    run = _run([TestResult(nodeid="t::pass", outcome="passed", requirements=verified, exercised=verified), skipped])
     assert run.verdict == "incomplete" and run.incomplete is not None
     missing = {m["id"]: m for m in run.incomplete["missing"]}
     assert list(missing) == [clocked.id]
@@ -28,7 +33,7 @@ def test_an_incomplete_run_lists_each_gating_must_with_what_would_verify_it(tmp_
 
 
 def test_a_conformant_run_has_no_incomplete_member(tmp_path: Path) -> None:
-    run = _run([TestResult("t::pass", "passed", OBSERVABLE, exercised=OBSERVABLE)])
+    run = _run([TestResult(nodeid="t::pass", outcome="passed", requirements=OBSERVABLE, exercised=OBSERVABLE)])
     assert run.verdict == "conformant" and run.incomplete is None and "incomplete" not in run.to_dict()
 
 

@@ -18,15 +18,15 @@ from knowledge_schemas import load_catalogue, load_registry
 
 TODAY = dt.date(2026, 11, 30)
 INFO = RunInfo(
-    "0",
-    "sha256:0000000000000000",
-    "bundled simulator (in-process)",
-    {},
-    {"derandomize": True, "seed": None},
-    "2026-11-30T00:00:00+00:00",
-    1.0,
-    3,
-    "must",
+    suite_version="0",
+    catalogue_version="sha256:0000000000000000",
+    target="bundled simulator (in-process)",
+    configuration={},
+    hypothesis={"derandomize": True, "seed": None},
+    started="2026-11-30T00:00:00+00:00",
+    duration_seconds=1.0,
+    requests=3,
+    fail_on="must",
     run_id="handbuilt",
 )
 CATALOGUE = load_catalogue()
@@ -64,27 +64,33 @@ def _failing() -> list[TestResult]:
     reads = [_exchange("read", "primary", f'{{"ref":"later-read-{i}"}}', judged=False) for i in range(3)]
     return [
         TestResult(
-            "t::pass",
-            "passed",
-            [r for r in OBSERVABLE if r not in ("SRCH-003", "SRCH-011")],
+            nodeid="t::pass",
+            outcome="passed",
+            requirements=[r for r in OBSERVABLE if r not in ("SRCH-003", "SRCH-011")],
             exercised=[r for r in OBSERVABLE if r not in ("SRCH-003", "SRCH-011")],
         ),
         TestResult(
-            "t::should", "failed", ["SRCH-011"], "SRCH-011", "ContractViolation: [SRCH-011] ok instead of partial"
+            nodeid="t::should",
+            outcome="failed",
+            requirements=["SRCH-011"],
+            violated="SRCH-011",
+            message="ContractViolation: [SRCH-011] ok instead of partial",
         ),
         TestResult(
-            "t::hints",
-            "failed",
-            ["SRCH-006"],
-            "SRCH-003",
-            "ContractViolation: [SRCH-003] search returned 4 hints, at most 3 allowed",
-            [search, *reads],
+            nodeid="t::hints",
+            outcome="failed",
+            requirements=["SRCH-006"],
+            violated="SRCH-003",
+            message="ContractViolation: [SRCH-003] search returned 4 hints, at most 3 allowed",
+            exchanges=[search, *reads],
         ),
     ]
 
 
 def test_a_clean_report_is_short_with_its_counts_explained_and_the_matrix_folded(tmp_path: Path) -> None:
-    md = _write(_run([TestResult("t::pass", "passed", OBSERVABLE, exercised=OBSERVABLE)]), tmp_path)["markdown"]
+    md = _write(
+        _run([TestResult(nodeid="t::pass", outcome="passed", requirements=OBSERVABLE, exercised=OBSERVABLE)]), tmp_path
+    )["markdown"]
     assert len(md.encode("utf-8")) < 8 * 1024
     head, _, matrix = md.partition("<details><summary>Requirement matrix")
     assert f"**Verdict: CONFORMANT**: {MUSTS} of {MUSTS} server MUSTs verified" in head
@@ -129,7 +135,10 @@ def test_a_declared_scope_gives_the_verdict_line_and_lists_what_is_outside_it(tm
         "must_verified": 41,
         "outside": outside,
     }
-    reports = _write(_run([TestResult("t::pass", "passed", OBSERVABLE, exercised=OBSERVABLE)], scope), tmp_path)
+    reports = _write(
+        _run([TestResult(nodeid="t::pass", outcome="passed", requirements=OBSERVABLE, exercised=OBSERVABLE)], scope),
+        tmp_path,
+    )
     md = reports["markdown"]
     assert (
         "**Verdict: CONFORMANT within scope server@no-control: 41 of 41 MUSTs of the scope verified; "
@@ -151,7 +160,7 @@ def test_a_declared_scope_gives_the_verdict_line_and_lists_what_is_outside_it(tm
 
 
 def test_without_a_declared_scope_the_reports_are_as_before(tmp_path: Path) -> None:
-    tests = [TestResult("t::pass", "passed", OBSERVABLE, exercised=OBSERVABLE)]
+    tests = [TestResult(nodeid="t::pass", outcome="passed", requirements=OBSERVABLE, exercised=OBSERVABLE)]
     plain = _write(_run(tests), tmp_path / "plain")
     undeclared = {
         "declared": False,
@@ -212,8 +221,14 @@ def test_a_failed_mcp_rule_is_counted_beside_the_full_server_count(tmp_path: Pat
     says why (an MCP count with its failure), never only "61/61"."""
     mcp = [r.id for r in CATALOGUE if r.surface == "mcp" and r.level == "MUST" and r.via != "none"]
     tests = [
-        TestResult("t::pass", "passed", OBSERVABLE, exercised=OBSERVABLE),
-        TestResult("t::mcp", "failed", [mcp[0]], mcp[0], f"ContractViolation: [{mcp[0]}] broken"),
+        TestResult(nodeid="t::pass", outcome="passed", requirements=OBSERVABLE, exercised=OBSERVABLE),
+        TestResult(
+            nodeid="t::mcp",
+            outcome="failed",
+            requirements=[mcp[0]],
+            violated=mcp[0],
+            message=f"ContractViolation: [{mcp[0]}] broken",
+        ),
     ]
     run = _run(tests)
     assert run.verdict == "non-conformant"
@@ -252,8 +267,18 @@ def test_a_failure_judged_on_an_mcp_answer_shows_its_last_tool_call(tmp_path: Pa
     calls = list(evidence.CALLS)
     evidence.clear()
     assert len(calls) == evidence.KEEP and json.loads(calls[-1]["arguments"])["ref"] == f"ref-{evidence.KEEP + 1}"
-    failed = TestResult("t::mcp", "failed", [mcp], mcp, f"ContractViolation: [{mcp}] broken", tool_calls=calls)
-    reports = _write(_run([TestResult("t::pass", "passed", OBSERVABLE, exercised=OBSERVABLE), failed]), tmp_path)
+    failed = TestResult(
+        nodeid="t::mcp",
+        outcome="failed",
+        requirements=[mcp],
+        violated=mcp,
+        message=f"ContractViolation: [{mcp}] broken",
+        tool_calls=calls,
+    )
+    reports = _write(
+        _run([TestResult(nodeid="t::pass", outcome="passed", requirements=OBSERVABLE, exercised=OBSERVABLE), failed]),
+        tmp_path,
+    )
     md = reports["markdown"]
     assert "The test's last MCP tool call: `read_business_knowledge` over stdio (`mcp-server --route acme`)" in md
     assert '"ref": "ref-5"' in md and '→ tool error: `{"dispatch": "not_dispatched"}`' in md

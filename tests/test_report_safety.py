@@ -44,10 +44,31 @@ def _hostile_run() -> RunResult:
         "protocol_error": None,
         "answer": PAYLOAD,
     }
-    failed = TestResult("t::read", "failed", [rid], rid, f"ContractViolation: [{rid}] {PAYLOAD}", exchanges=[exchange])
+    failed = TestResult(
+        nodeid="t::read",
+        outcome="failed",
+        requirements=[rid],
+        violated=rid,
+        message=f"ContractViolation: [{rid}] {PAYLOAD}",
+        exchanges=[exchange],
+    )
     mcp = next(r.id for r in CATALOGUE if r.id.startswith("MCP"))
-    on_mcp = TestResult("t::mcp", "failed", [mcp], mcp, f"ContractViolation: [{mcp}] {PAYLOAD}", tool_calls=[call])
-    loose = TestResult("t::loose", "error", [], None, f"HarnessError: {PAYLOAD}", detail=PAYLOAD)
+    on_mcp = TestResult(
+        nodeid="t::mcp",
+        outcome="failed",
+        requirements=[mcp],
+        violated=mcp,
+        message=f"ContractViolation: [{mcp}] {PAYLOAD}",
+        tool_calls=[call],
+    )
+    loose = TestResult(
+        nodeid="t::loose",
+        outcome="error",
+        requirements=[],
+        violated=None,
+        message=f"HarnessError: {PAYLOAD}",
+        detail=PAYLOAD,
+    )
     run = _run([failed, on_mcp, loose])
     reasons = [dataclasses.replace(r, reason=PAYLOAD) if r.status == "not_verified" else r for r in run.requirements]
     run = dataclasses.replace(run, requirements=reasons, warnings=[PAYLOAD], target=PAYLOAD)

@@ -10,21 +10,21 @@ from knowledge_schemas import load_catalogue
 
 TODAY = dt.date(2026, 11, 30)
 INFO = RunInfo(
-    "0",
-    "sha256:0000000000000000",
-    "t",
-    {},
-    {"derandomize": True, "seed": None},
-    "2026-11-30T00:00:00+00:00",
-    1.0,
-    3,
-    "must",
+    suite_version="0",
+    catalogue_version="sha256:0000000000000000",
+    target="t",
+    configuration={},
+    hypothesis={"derandomize": True, "seed": None},
+    started="2026-11-30T00:00:00+00:00",
+    duration_seconds=1.0,
+    requests=3,
+    fail_on="must",
 )
 SERVER_MUSTS = [r.id for r in load_catalogue() if r.server_observable and r.level == "MUST"]
 
 
 def passing(*ids: str) -> TestResult:
-    return TestResult("t::pass", "passed", list(ids), exercised=list(ids))
+    return TestResult(nodeid="t::pass", outcome="passed", requirements=list(ids), exercised=list(ids))
 
 
 def run(tests: list[TestResult], waivers: list[Waiver] | None = None, fail_on: str = "must") -> dict[str, str]:
@@ -39,41 +39,81 @@ def test_every_must_passing_is_conformant_and_one_missing_is_incomplete() -> Non
 
 
 def test_a_failed_must_is_non_conformant_and_skips_never_verify() -> None:
-    out = run([passing(*SERVER_MUSTS[1:]), TestResult("t::f", "failed", [SERVER_MUSTS[0]], SERVER_MUSTS[0], "boom")])
+    out = run(
+        [
+            passing(*SERVER_MUSTS[1:]),
+            TestResult(
+                nodeid="t::f",
+                outcome="failed",
+                requirements=[SERVER_MUSTS[0]],
+                violated=SERVER_MUSTS[0],
+                message="boom",
+            ),
+        ]
+    )
     assert out["verdict"] == "non-conformant" and out[SERVER_MUSTS[0]] == "failed"
     out = run(
         [
             passing(*SERVER_MUSTS[1:]),
-            TestResult("t::s", "skipped", [SERVER_MUSTS[0]], None, "not verified: needs control"),
+            TestResult(
+                nodeid="t::s",
+                outcome="skipped",
+                requirements=[SERVER_MUSTS[0]],
+                violated=None,
+                message="not verified: needs control",
+            ),
         ]
     )
     assert out["verdict"] == "incomplete" and out[SERVER_MUSTS[0]] == "not_verified"
 
 
 def test_a_violation_counts_against_the_requirement_it_names_even_if_untagged() -> None:
-    out = run([passing(*SERVER_MUSTS), TestResult("t::f", "failed", ["SRCH-006"], "WIRE-002", "schema")])
+    out = run(
+        [
+            passing(*SERVER_MUSTS),
+            TestResult(
+                nodeid="t::f", outcome="failed", requirements=["SRCH-006"], violated="WIRE-002", message="schema"
+            ),
+        ]
+    )
     assert out["WIRE-002"] == "failed" and out["SRCH-006"] == "verified" and out["verdict"] == "non-conformant"
 
 
 def test_generated_tests_verify_only_what_they_reached() -> None:
-    generated = TestResult("t::gen", "passed", ["REF-001", "REF-002"], exercised=["REF-002"])
+    generated = TestResult(
+        nodeid="t::gen", outcome="passed", requirements=["REF-001", "REF-002"], exercised=["REF-002"]
+    )
     out = run([generated])
     assert out["REF-002"] == "verified" and out["REF-001"] == "not_verified"
 
 
 def test_a_passed_test_without_a_ledger_verifies_nothing() -> None:
     """Fail closed: a test whose checks were not recorded (no ledger kept) cannot verify its marks."""
-    out = run([TestResult("t::bare", "passed", ["REF-001"])])
+    out = run([TestResult(nodeid="t::bare", outcome="passed", requirements=["REF-001"])])
     assert out["REF-001"] == "not_verified"
 
 
 def test_waivers_apply_until_they_expire_and_should_gating() -> None:
-    failing = [passing(*SERVER_MUSTS[1:]), TestResult("t::f", "failed", [SERVER_MUSTS[0]], SERVER_MUSTS[0], "boom")]
-    live = Waiver(SERVER_MUSTS[0], "fix in flight", TODAY)
-    expired = Waiver(SERVER_MUSTS[0], "fix in flight", TODAY - dt.timedelta(days=1))
+    failing = [
+        passing(*SERVER_MUSTS[1:]),
+        TestResult(
+            nodeid="t::f", outcome="failed", requirements=[SERVER_MUSTS[0]], violated=SERVER_MUSTS[0], message="boom"
+        ),
+    ]
+    live = Waiver(id=SERVER_MUSTS[0], justification="fix in flight", expires=TODAY)
+    expired = Waiver(id=SERVER_MUSTS[0], justification="fix in flight", expires=TODAY - dt.timedelta(days=1))
     assert run(failing, [live])[SERVER_MUSTS[0]] == "waived" and run(failing, [live])["verdict"] == "conformant"
     assert run(failing, [expired])["verdict"] == "non-conformant"
-    should = [passing(*SERVER_MUSTS), TestResult("t::s", "failed", ["SRCH-011"], "SRCH-011", "ok instead of partial")]
+    should = [
+        passing(*SERVER_MUSTS),
+        TestResult(
+            nodeid="t::s",
+            outcome="failed",
+            requirements=["SRCH-011"],
+            violated="SRCH-011",
+            message="ok instead of partial",
+        ),
+    ]
     assert run(should)["verdict"] == "conformant"
     assert run(should, fail_on="should")["verdict"] == "non-conformant"
 
@@ -118,7 +158,13 @@ def test_mcp_surfaces_where_no_mcp_check_ran_are_not_called_checked() -> None:
     from conformance.report.results import RunResult
 
     run_ = _surfaces_run(
-        MCP_BOTH, [passing(*SERVER_MUSTS), TestResult("t::m", "skipped", ["MCP-001"], None, "not verified: x")]
+        MCP_BOTH,
+        [
+            passing(*SERVER_MUSTS),
+            TestResult(
+                nodeid="t::m", outcome="skipped", requirements=["MCP-001"], violated=None, message="not verified: x"
+            ),
+        ],
     )
     assert isinstance(run_, RunResult)
     assert [s["checked"] for s in run_.surfaces] == [True, False, False]
@@ -154,6 +200,11 @@ def test_a_client_run_gates_on_the_client_musts_it_was_given() -> None:
     reasons = {r.id: r.reason for r in short.requirements}
     assert reasons["CAP-001"].startswith("a rule of the server surface: `knowledge-conformance run` checks it")
     assert (
-        client_run([passing(*ids), TestResult("t::c", "failed", ["NEG-002"], "NEG-002", "x")]).verdict
+        client_run(
+            [
+                passing(*ids),
+                TestResult(nodeid="t::c", outcome="failed", requirements=["NEG-002"], violated="NEG-002", message="x"),
+            ]
+        ).verdict
         == "non-conformant"
     )

@@ -26,7 +26,7 @@ def _run(scope: str, tests: list[TestResult]) -> tuple[str, dict[str, Any] | Non
 
 
 def _passing(*ids: str) -> TestResult:
-    return TestResult("t::pass", "passed", list(ids), exercised=list(ids))
+    return TestResult(nodeid="t::pass", outcome="passed", requirements=list(ids), exercised=list(ids))
 
 
 def test_without_control_a_scope_counts_what_the_configuration_can_stand_in_for() -> None:
@@ -51,7 +51,9 @@ def test_the_verdict_within_a_scope() -> None:
     assert member["must_total"] == member["must_verified"] == len(inside)
     assert set(member["outside"]) == {"TURN-012", "REF-001", "REF-002", "REF-007", "REF-008", "REF-016", "REF-017"}
     assert _run("server@no-control", [_passing(*inside[1:])])[0] == "incomplete"
-    outside_failed = TestResult("t::f", "failed", ["REF-007"], "REF-007", "boom")
+    outside_failed = TestResult(
+        nodeid="t::f", outcome="failed", requirements=["REF-007"], violated="REF-007", message="boom"
+    )
     assert _run("server@no-control", [_passing(*inside), outside_failed])[0] == "non-conformant"
     assert _run("server@control", [_passing(*inside)])[0] == "incomplete"  # control's scope is every server MUST
 

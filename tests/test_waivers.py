@@ -23,15 +23,15 @@ from knowledge_schemas._files import SCHEMA_DIR
 CATALOGUE = load_catalogue()
 TODAY = dt.date(2026, 11, 30)
 INFO = RunInfo(
-    "0",
-    "sha256:0000000000000000",
-    "handbuilt",
-    {},
-    {"derandomize": True, "seed": None},
-    "2026-11-30T00:00:00+00:00",
-    1.0,
-    3,
-    "must",
+    suite_version="0",
+    catalogue_version="sha256:0000000000000000",
+    target="handbuilt",
+    configuration={},
+    hypothesis={"derandomize": True, "seed": None},
+    started="2026-11-30T00:00:00+00:00",
+    duration_seconds=1.0,
+    requests=3,
+    fail_on="must",
 )
 CLI = [sys.executable, "-m", "conformance.cli"]
 EXAMPLE = SCHEMA_DIR / "examples" / "results" / "valid-non-conformant.json"
@@ -101,11 +101,11 @@ def test_an_unknown_requirement_is_a_usage_error_before_any_test(tmp_path: Path)
 
 # ----------------------------------------------------------------- the verdict
 def _verified(rid: str) -> TestResult:
-    return TestResult(f"t.py::test_{rid}", "passed", [rid], exercised=[rid])
+    return TestResult(nodeid=f"t.py::test_{rid}", outcome="passed", requirements=[rid], exercised=[rid])
 
 
 def _failed(rid: str) -> TestResult:
-    return TestResult(f"t.py::test_{rid}", "failed", [rid], violated=rid, message="broken")
+    return TestResult(nodeid=f"t.py::test_{rid}", outcome="failed", requirements=[rid], violated=rid, message="broken")
 
 
 def _every_server_must_verified() -> list[TestResult]:
@@ -113,7 +113,7 @@ def _every_server_must_verified() -> list[TestResult]:
 
 
 def test_a_waiver_of_a_verified_rule_is_stale_and_fails_the_gate() -> None:
-    waiver = Waiver("SRCH-003", "fix in flight", dt.date(2999, 1, 1), source="ci/waivers.toml")
+    waiver = Waiver(id="SRCH-003", justification="fix in flight", expires=dt.date(2999, 1, 1), source="ci/waivers.toml")
     run = aggregate(CATALOGUE, _every_server_must_verified(), INFO, waivers=[waiver], today=TODAY)
     assert run.verdict == "non-conformant"
     assert run.warnings[0] == (
@@ -126,7 +126,7 @@ def test_a_waiver_of_a_verified_rule_is_stale_and_fails_the_gate() -> None:
 
 
 def test_allow_passing_keeps_a_verified_rule_from_failing_the_gate() -> None:
-    waiver = Waiver("SRCH-003", "flaky upstream", dt.date(2999, 1, 1), allow_passing=True)
+    waiver = Waiver(id="SRCH-003", justification="flaky upstream", expires=dt.date(2999, 1, 1), allow_passing=True)
     run = aggregate(CATALOGUE, _every_server_must_verified(), INFO, waivers=[waiver], today=TODAY)
     assert run.verdict == "conformant" and not any("stale" in w for w in run.warnings)
     (row,) = [r for r in run.requirements if r.id == "SRCH-003"]
@@ -136,10 +136,10 @@ def test_allow_passing_keeps_a_verified_rule_from_failing_the_gate() -> None:
 
 def test_a_waiver_still_waives_a_failure_and_an_expired_one_only_warns() -> None:
     tests = [t for t in _every_server_must_verified() if t.requirements != ["SRCH-003"]]
-    live = Waiver("SRCH-003", "fix in flight", dt.date(2999, 1, 1))
+    live = Waiver(id="SRCH-003", justification="fix in flight", expires=dt.date(2999, 1, 1))
     run = aggregate(CATALOGUE, [*tests, _failed("SRCH-003")], INFO, waivers=[live], today=TODAY)
     assert run.verdict == "conformant" and {r.id: r.status for r in run.requirements}["SRCH-003"] == "waived"
-    expired = Waiver("CAP-001", "was fixed", dt.date(2020, 1, 1))
+    expired = Waiver(id="CAP-001", justification="was fixed", expires=dt.date(2020, 1, 1))
     run = aggregate(CATALOGUE, _every_server_must_verified(), INFO, waivers=[expired], today=TODAY)
     assert run.verdict == "conformant"
     assert run.warnings == ["waiver for CAP-001 expired on 2020-01-01 and no longer applies"]
@@ -148,7 +148,13 @@ def test_a_waiver_still_waives_a_failure_and_an_expired_one_only_warns() -> None
 def test_a_waiver_of_a_rule_not_verified_is_not_stale() -> None:
     """Nothing showed the rule fixed (deselected, skipped): the entry may still be needed."""
     tests = [t for t in _every_server_must_verified() if t.requirements != ["SRCH-003"]]
-    run = aggregate(CATALOGUE, tests, INFO, waivers=[Waiver("SRCH-003", "x", dt.date(2999, 1, 1))], today=TODAY)
+    run = aggregate(
+        CATALOGUE,
+        tests,
+        INFO,
+        waivers=[Waiver(id="SRCH-003", justification="x", expires=dt.date(2999, 1, 1))],
+        today=TODAY,
+    )
     assert run.verdict == "incomplete" and not any("stale" in w for w in run.warnings)
 
 

@@ -77,11 +77,22 @@ def results_of(tally: Tally, scope: list[str]) -> list[TestResult]:
             )
         elif passed:
             results.append(
-                TestResult(nodeid, "passed", [rid], message=f"{passed} checks passed under load", exercised=[rid])
+                TestResult(
+                    nodeid=nodeid,
+                    outcome="passed",
+                    requirements=[rid],
+                    message=f"{passed} checks passed under load",
+                    exercised=[rid],
+                )
             )
         else:
             results.append(
-                TestResult(nodeid, "skipped", [rid], message="not verified: no check of this load run reached it")
+                TestResult(
+                    nodeid=nodeid,
+                    outcome="skipped",
+                    requirements=[rid],
+                    message="not verified: no check of this load run reached it",
+                )
             )
     for kind, count in sorted(tally.errors.items()):
         sample = next(iter(tally.error_samples), kind)

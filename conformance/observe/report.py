@@ -61,11 +61,28 @@ def _tests(tally: Tally, catalogue: Catalogue) -> list[TestResult]:
         found = tally.findings.get(rid, [])
         if found:
             for f in found:
-                out.append(TestResult(node, "failed", [rid], rid, f.message, [f.exchange] if f.exchange else []))
+                out.append(
+                    TestResult(
+                        nodeid=node,
+                        outcome="failed",
+                        requirements=[rid],
+                        violated=rid,
+                        message=f.message,
+                        exchanges=[f.exchange] if f.exchange else [],
+                    )
+                )
         elif tally.held[rid]:
-            out.append(TestResult(node, "passed", [rid], message=f"held {tally.held[rid]} time(s)", exercised=[]))
+            out.append(
+                TestResult(
+                    nodeid=node,
+                    outcome="passed",
+                    requirements=[rid],
+                    message=f"held {tally.held[rid]} time(s)",
+                    exercised=[],
+                )
+            )
         else:
-            out.append(TestResult(node, "skipped", [rid], message=_reason(rid, tally)))
+            out.append(TestResult(nodeid=node, outcome="skipped", requirements=[rid], message=_reason(rid, tally)))
     return out
 
 
@@ -141,12 +158,12 @@ def build(tally: Tally, source: Source, *, sessions: int, fail_on: str = "must")
         for level in ("MUST", "SHOULD", "MAY")
     }
     return RunResult(
-        RESULTS_SCHEMA,
-        secrets.token_hex(4),
-        __version__,
-        catalogue_version(),
-        f"{SCOPE} of {source.where}",
-        {
+        schema_version=RESULTS_SCHEMA,
+        run_id=secrets.token_hex(4),
+        suite_version=__version__,
+        catalogue_version=catalogue_version(),
+        target=f"{SCOPE} of {source.where}",
+        configuration={
             "observe": {
                 "source": source.kind,
                 "where": source.where,
@@ -159,18 +176,18 @@ def build(tally: Tally, source: Source, *, sessions: int, fail_on: str = "must")
                 "not_observed": never,
             }
         },
-        {"derandomize": False, "seed": None},
-        source.started,
-        round(source.duration, 3),
-        tally.exchanges,
-        fail_on,
-        verdict,
-        summary,
-        by_level,
-        warnings,
-        rows,
-        tests,
-        [
+        hypothesis={"derandomize": False, "seed": None},
+        started=source.started,
+        duration_seconds=round(source.duration, 3),
+        requests=tally.exchanges,
+        fail_on=fail_on,
+        verdict=verdict,
+        summary=summary,
+        summary_by_level=by_level,
+        warnings=warnings,
+        requirements=rows,
+        tests=tests,
+        surfaces=[
             {
                 "surface": "http",
                 "label": "observed traffic (Core HTTP, the Core's and the client's rules)",

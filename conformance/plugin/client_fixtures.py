@@ -104,11 +104,11 @@ def _failed(config: pytest.Config, exc: HarnessError) -> None:
     )
     state.pending.append(
         TestResult(
-            "<harness start>",
-            "error",
-            [],
-            None,
-            f"the harness did not start: {reason}"[:2000],
+            nodeid="<harness start>",
+            outcome="error",
+            requirements=[],
+            violated=None,
+            message=f"the harness did not start: {reason}"[:2000],
             detail=f"harness stderr (last lines):\n{tail}" if tail else "",
         )
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from conformance.common.exits import VERDICT_EXIT as VERDICT_EXIT  # re-exported: the exit code of each verdict
@@ -17,8 +17,10 @@ RESULTS_SCHEMA = "knowledge-conformance.results.v1"
 STATUSES = ("verified", "failed", "waived", "not_verified")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TestResult:
+    """One test's result, as every writer shows it."""
+
     __test__ = False  # a record, not a pytest test class
     nodeid: str
     outcome: str  # passed | failed (the target broke a check) | skipped | error (the harness could not judge)
@@ -40,7 +42,7 @@ class TestResult:
     )  # expiry probes' age intervals (conformance.server.expiry)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Waiver:
     """One ``[[waiver]]`` entry: a known deviation kept from failing the gate until ``expires``.
 
@@ -65,8 +67,10 @@ class Waiver:
         )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RequirementResult:
+    """One requirement's row: what the catalogue says of it, and what the run found."""
+
     id: str
     title: str
     level: str
@@ -107,10 +111,12 @@ class RequirementResult:
         )
 
 
-@dataclass(frozen=True)
-class RunInfo:
-    """What a run was: the facts every writer repeats, none of them secret."""
+@dataclass(frozen=True, kw_only=True)
+class RunFacts:
+    """What a run was, as results.json states it: the facts every writer repeats, none of them secret.
+    Both what a run is set up as (``RunInfo``) and what it found (``RunResult``) carry them."""
 
+    run_id: str = "local"
     suite_version: str
     catalogue_version: str
     target: str
@@ -120,7 +126,16 @@ class RunInfo:
     duration_seconds: float
     requests: int
     fail_on: str
-    run_id: str = "local"
+
+    def facts(self) -> dict[str, Any]:
+        """These facts alone, by name, to hand on to the run's result."""
+        return {f.name: getattr(self, f.name) for f in fields(RunFacts)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunInfo(RunFacts):
+    """A run as it was set up: its facts, and what the verdict is given on."""
+
     interrupted: bool = False
     surfaces: tuple[
         dict[str, Any], ...
@@ -131,19 +146,11 @@ class RunInfo:
     scope: Scope | None = None  # a declared scope (--scope): the verdict is given within it
 
 
-@dataclass
-class RunResult:
-    schema_version: str
-    run_id: str
-    suite_version: str
-    catalogue_version: str
-    target: str
-    configuration: dict[str, Any]
-    hypothesis: dict[str, Any]
-    started: str
-    duration_seconds: float
-    requests: int
-    fail_on: str
+@dataclass(frozen=True, kw_only=True)
+class RunResult(RunFacts):
+    """A run's facts, what it found per requirement and per test, and its verdict: results.json."""
+
+    schema_version: str = RESULTS_SCHEMA
     verdict: str
     summary: dict[str, int]
     summary_by_level: dict[str, dict[str, int]]
@@ -200,6 +207,7 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out = {"schema_version": out.pop("schema_version"), **out}  # results.json's order: the schema first
         for optional in ("scope", "incomplete"):  # optional members: absent, never null
             if out[optional] is None:
                 del out[optional]
@@ -267,7 +275,15 @@ def load_waivers(path: str | None, catalogue: Catalogue | None = None) -> list[W
         allow = entry.get("allow_passing", False)
         if not isinstance(allow, bool):  # "false" must never read as true
             raise ValueError(f"{path}: waiver {rid} allow_passing must be a TOML boolean (true or false)")
-        out.append(Waiver(rid, str(entry["justification"]), expires, allow, str(path)))
+        out.append(
+            Waiver(
+                id=rid,
+                justification=str(entry["justification"]),
+                expires=expires,
+                allow_passing=allow,
+                source=str(path),
+            )
+        )
     return out
 
 
@@ -488,17 +504,7 @@ def aggregate(
     summary["tests_errored"] = len(errored)
     summary["tests_skipped"] = sum(t.outcome == "skipped" for t in tests)
     return RunResult(
-        schema_version=RESULTS_SCHEMA,
-        run_id=info.run_id,
-        suite_version=info.suite_version,
-        catalogue_version=info.catalogue_version,
-        target=info.target,
-        configuration=info.configuration,
-        hypothesis=info.hypothesis,
-        started=info.started,
-        duration_seconds=round(info.duration_seconds, 3),
-        requests=info.requests,
-        fail_on=info.fail_on,
+        **{**info.facts(), "duration_seconds": round(info.duration_seconds, 3)},
         verdict=verdict,
         summary=summary,
         summary_by_level=by_level,
