@@ -101,7 +101,10 @@ class Core:
         return ApiError(status, LEGACY_BODIES[status], "unknown path")
 
     def take_fault(self, kind: str, route: str) -> bool:
-        """Use up one injected fault; under a lock, as a served simulator takes them from several threads."""
+        """Use up one injected fault; under a lock, as a served simulator takes them from several threads
+        (none armed, the usual case, is answered without it)."""
+        if not self.faults:
+            return False
         with self._fault_lock:
             for i, (k, r) in enumerate(self.faults):
                 if k == kind and r in (None, route):
@@ -111,7 +114,9 @@ class Core:
 
     def take_canned(self, endpoint: str, route: str) -> Canned | None:
         """The answer of an armed ``respond_next`` fault for this endpoint and route, once: after the
-        requests it lets through first (``after``)."""
+        requests it lets through first (``after``); none armed is answered without the lock."""
+        if not self.canned:
+            return None
         with self._fault_lock:
             for i, armed in enumerate(self.canned):
                 if armed[0] == endpoint and armed[1] in (None, route):
@@ -376,21 +381,7 @@ class Core:
         return self._page(caller, run, ref, current, offset, consumed, int(body.get("max_bytes", READ_DEFAULT_BYTES)))
 
     def _cursor(self, caller: Caller, run: Run, ref: str, offset: int, consumed: int, issued_at: float) -> str:
-        ident = caller.identity
-        return self.signer.sign(
-            "cursor",
-            {
-                "w": caller.route,
-                "h": ident.hub,
-                "s": ident.session_id,
-                "a": ident.account,
-                "r": run.run_id,
-                "p": digest(ref),
-                "o": offset,
-                "b": consumed,
-                "t": issued_at,
-            },
-        )
+        return self.signer.sign("cursor", _cursor_claims(caller, run, ref, offset, consumed, issued_at))
 
     def _page(
         self, caller: Caller, run: Run, ref: str, rev: Revision, offset: int, consumed: int, max_bytes: int
@@ -407,7 +398,10 @@ class Core:
             "ref": ref,
             "revision": rev.revision_id,
             "content": "",
-            "next_cursor": self._cursor(caller, run, ref, doc_bytes, 10 * CHAIN_BUDGET, now),
+            # Only the placeholder's length counts (it is never sent): a string of the length its
+            # signed cursor would have, without the signature's HMAC.
+            "next_cursor": "0"
+            * self.signer.signed_length("cursor", _cursor_claims(caller, run, ref, doc_bytes, 10 * CHAIN_BUDGET, now)),
             "truncated": False,
             "budget_exhausted": False,
             "trust": "reference_only",
@@ -433,6 +427,22 @@ class Core:
         """How many characters of ``text`` a page carries: its JSON-escaped UTF-8 bytes within
         ``room`` and its plain UTF-8 bytes within the ``remaining`` chain budget."""
         return fit_prefix(text, room, raw_budget=remaining)
+
+
+def _cursor_claims(caller: Caller, run: Run, ref: str, offset: int, consumed: int, issued_at: float) -> dict[str, Any]:
+    """What a cursor says: whose it is, the reference it continues, where and how far into its chain."""
+    ident = caller.identity
+    return {
+        "w": caller.route,
+        "h": ident.hub,
+        "s": ident.session_id,
+        "a": ident.account,
+        "r": run.run_id,
+        "p": digest(ref),
+        "o": offset,
+        "b": consumed,
+        "t": issued_at,
+    }
 
 
 def binding(caller: Caller, run: Run) -> list[tuple[str, str, str]]:
