@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,8 @@ from conformance.observe.credentials import Credentials
 from conformance.observe.har import read_har
 from conformance.observe.judge import Judge
 from conformance.observe.report import Source, build, rule_verdicts, write
-from knowledge_schemas import load_registry
+from knowledge_schemas import load_registry, load_yaml
+from tests.observe_unseen import PARTLY, UNSEEN_CLIENTS, UNSEEN_QUIRKS
 from tests.serving import choose_variants
 from tests.test_observe_support import SECTIONS, Observation, cfg, observe
 
@@ -38,6 +39,7 @@ class Variant:
     client: str | None = None  # a broken client (conformance.clients.miniatures) instead of the reference
     quirk: str | None = None
     negotiating: bool = False
+    strict: bool = False  # judged with [wire] codes.strict, as the active suite's run of a strict-only quirk
 
 
 def v(sections: str, names: str, besides: str = "", **kw: Any) -> Variant:
@@ -110,6 +112,9 @@ QUIRKS: dict[str, Variant] = {
     "error_leaks_content": v("expiry", "REF-014"),
     "turn_bad_schema_version": v("negotiation", "WIRE-002"),
     "cache_control_missing": v("negotiation", "WIRE-003"),
+    "budget_ends_one_page_late": v("budget", "READ-020", strict=True),
+    "read_budget_one_short": v("budget", "READ-020", strict=True),
+    "error_without_next_action": v("expiry", "REF-012", strict=True),
 }
 """Each quirk of the simulator a client's ordinary traffic shows (schemas/quirk-outcomes.yaml has
 what the active suite names); docs/observe.md lists the quirks no passive observation can see."""
@@ -122,6 +127,7 @@ CLIENTS: dict[str, Variant] = {
     "replays_after_reference_error": v("bindings", "REF-013"),
     "shares_search_cache": v("accounts", "REF-010"),
     "camel_case_on_the_wire": v("accounts", "READ-018"),
+    "negotiation_not_pinned": v("retries", "TURN-005"),
 }
 """Each broken client whose deviation its requests show (schemas/client-miniatures.yaml)."""
 
@@ -130,6 +136,16 @@ BOTH: dict[str, Variant] = {
         "accounts", "REF-009 REF-010", client="shares_search_cache", quirk="ref_any_account"
     ),
     "reference+client_negotiates": v(" ".join(SECTIONS), "", negotiating=True),
+    "turn_no_pinning+retry_not_pinned": v(
+        "negotiation", "TURN-004 TURN-005 TURN-011", client="retry_not_pinned", quirk="turn_no_pinning"
+    ),
+    "turn_fingerprint_ignores_delivery+retry_not_pinned": v(
+        "negotiation",
+        "TURN-005 TURN-011",
+        client="retry_not_pinned",
+        quirk="turn_fingerprint_ignores_delivery",
+        strict=True,
+    ),
 }
 """A broken client in front of a broken Core (both sides named at once), and the reference client
 judged with --client-negotiates (its traffic still violates nothing)."""
@@ -158,6 +174,7 @@ def _judge_variant(name: str, variant: Variant, run: str) -> None:
         sections=variant.sections,
         run=run,
         negotiating=variant.negotiating,
+        strict=variant.strict,
     )
     violated = _violated(found)
     messages = {rid: [f.message[:200] for f in kept] for rid, kept in found.judge.tally.findings.items()}
@@ -184,16 +201,29 @@ def test_the_reference_clients_traffic_violates_nothing(clean: Observation) -> N
     assert clean.run.summary["observed_sessions"] == len(clean.world.connections)  # every connection sent some
 
 
-def test_a_recording_of_the_same_traffic_gets_the_same_verdict(clean: Observation) -> None:
+def _judged_again(clean: Observation, *, strict: bool = False) -> Judge:
     assert clean.har is not None
     credentials = Credentials(clean.world.identities)
-    judge = Judge(cfg(), credentials, base_url="http://core.example")
+    judge = Judge(cfg(strict), credentials, base_url="http://core.example")
     for seen in read_har(clean.har, credentials):
         judge.judge(seen)
-    again = build(judge.tally.snapshot(), Source("har", clean.har.name), sessions=credentials.count)
+    return judge
+
+
+def test_a_recording_of_the_same_traffic_gets_the_same_verdict(clean: Observation) -> None:
+    assert clean.har is not None
+    judge = _judged_again(clean)
+    again = build(judge.tally.snapshot(), Source("har", clean.har.name), sessions=judge.ctx.credentials.count)
     assert rule_verdicts(again) == rule_verdicts(clean.run)
     assert again.verdict == clean.run.verdict
     assert again.summary["observed_exchanges"] == clean.run.summary["observed_exchanges"]
+
+
+def test_the_same_traffic_judged_strictly_violates_nothing(clean: Observation) -> None:
+    """Strict (``[wire] codes.strict``) holds the Core to this project's choices too; the simulator
+    makes them, so the clean traffic still violates nothing (the strict-only quirks are judged so)."""
+    tally = _judged_again(clean, strict=True).tally
+    assert not tally.findings and not tally.errors, {rid: f[0].message for rid, f in tally.findings.items()}
 
 
 def test_held_is_never_verified_in_the_reports(clean: Observation, tmp_path: Path) -> None:
@@ -220,17 +250,31 @@ def test_every_variant_names_only_rules_observe_judges() -> None:
         assert set(variant.sections) <= set(SECTIONS)
 
 
+def test_every_quirk_and_broken_client_is_driven_or_its_reason_given() -> None:
+    """Each variant of the catalogues is driven here or listed with why no passive observation sees
+    it, never both; each ID the active suite names for a driven one is named by observe or explained."""
+    tables = {"quirk": (load_yaml("quirk-outcomes.yaml")["quirks"], QUIRKS, UNSEEN_QUIRKS)}
+    tables["client"] = (load_yaml("client-miniatures.yaml")["miniatures"], CLIENTS, UNSEEN_CLIENTS)
+    for side, (catalogue, driven, unseen) in tables.items():
+        named: dict[str, set[str]] = {name: set(variant.names) for name, variant in driven.items()}
+        for variant in BOTH.values():
+            if (part := getattr(variant, side)) is not None:
+                named.setdefault(part, set()).update(variant.names)
+        listed = {entry["name"]: set(entry["violates"]) for entry in catalogue}
+        assert set(unseen) <= set(listed) and not set(unseen) & set(named), side
+        assert set(listed) == set(named) | set(unseen), sorted(set(listed) - set(named) - set(unseen))
+        for name, ids in named.items():
+            assert set(PARTLY.get(name, {})) == listed[name] - ids, name
+
+
 @pytest.mark.parametrize("quirk", choose_variants(CHOSEN, list(QUIRKS), FAST_QUIRKS))
 def test_a_quirk_of_the_core_is_named_by_its_ids(quirk: str) -> None:
-    variant = QUIRKS[quirk]
-    _judge_variant(quirk, Variant(variant.sections, variant.names, variant.besides, quirk=quirk), f"q{len(quirk)}")
+    _judge_variant(quirk, replace(QUIRKS[quirk], quirk=quirk), f"q{len(quirk)}")
 
 
 @pytest.mark.parametrize("name", choose_variants(CHOSEN, [*CLIENTS, *BOTH], FAST_CLIENTS))
 def test_a_broken_client_is_named_by_its_ids(name: str) -> None:
     variant = BOTH.get(name) or CLIENTS[name]
     if name not in BOTH:
-        variant = Variant(
-            variant.sections, variant.names, variant.besides, client=name, negotiating=variant.negotiating
-        )
+        variant = replace(variant, client=name)
     _judge_variant(name, variant, f"b{len(name)}")

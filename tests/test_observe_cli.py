@@ -99,6 +99,23 @@ def test_the_suites_transcript_gets_the_verdict_its_model_gives(
     assert code == (1 if violated else 0)
 
 
+def test_strict_holds_the_core_to_the_projects_choices_too(tmp_path: Path) -> None:
+    """A reference error without next_action: the seed allows it (the SDK builds the feedback);
+    --strict, like a run's [wire] codes.strict, names REF-012 (the strict-only quirk error_without_next_action)."""
+    search = {"status": "ok", "trust": "reference_only", "hints": [{"title": "t", "summary": "s", "ref": "r0"}]}
+    expired = {"error": "knowledge_reference_expired", "message": "expired"}
+    entries = [
+        _entry("2030-01-01T00:00:00.000Z", "/knowledge/search", {"query": "q", "run_id": "run"}, 200, search),
+        _entry("2030-01-01T00:10:00.000Z", "/knowledge/read", {"ref": "r0", "run_id": "run"}, 410, expired),
+    ]
+    path = tmp_path / "expired.har"
+    path.write_text(json.dumps({"log": {"version": "1.2", "entries": entries}}), "utf-8")
+    assert main(["observe", "--har", str(path), "--reports", str(tmp_path / "r")]) == 0
+    assert main(["observe", "--har", str(path), "--strict", "--reports", str(tmp_path / "s")]) == 1
+    results = json.loads((tmp_path / "s" / "results.json").read_text("utf-8"))
+    assert {r["id"] for r in results["requirements"] if r["status"] == "failed"} == {"REF-012"}
+
+
 def test_a_recording_without_the_contract_is_incomplete(tmp_path: Path) -> None:
     path = tmp_path / "empty.har"
     path.write_text(json.dumps({"log": {"version": "1.2", "entries": []}}), "utf-8")

@@ -119,6 +119,7 @@ def build_world(control: Control, run: str, keys: Sequence[str] = KEYS) -> World
         ("down", "unavailable", ("alpha",)),
         ("old", "legacy", ("alpha",)),
         ("off", "normal", ("alpha",)),
+        ("pin", "normal", ("alpha",)),
     ):
         route = f"ob{run}-{name}"
         world.routes[name] = route
@@ -135,7 +136,7 @@ def build_world(control: Control, run: str, keys: Sequence[str] = KEYS) -> World
     world.connect("away", "alice", "away", session=main_session)  # the same session on another route
     world.connect("other", "bob", "main", session=main_session)  # another account in the same session: REF-009 alone
     world.connect("fresh", "alice", "main")
-    for key in ("down", "old", "off"):
+    for key in ("down", "old", "off", "pin"):
         world.connect(key, "alice", key)
     return world
 
@@ -325,10 +326,19 @@ def expiry(d: Driver) -> None:
 
 
 def retries(d: Driver) -> None:
-    """A turn whose first two attempts get a 503 before the Core: the client retries it."""
-    d.world.control.respond_next(d.world.routes["main"], "turns", 503, {"error": "unavailable", "message": "busy"})
-    d.world.control.respond_next(d.world.routes["main"], "turns", 503, {"error": "unavailable", "message": "busy"})
+    """A turn whose first two attempts get a 503 before the Core: the client retries it. Then a
+    negotiated turn whose every attempt gets a 503, retried by its caller once the route's
+    capabilities answer an old endpoint's 404 (a route of its own: no other endpoint of it works)."""
+    busy = {"error": "unavailable", "message": "busy"}
+    d.world.control.respond_next(d.world.routes["main"], "turns", 503, busy)
+    d.world.control.respond_next(d.world.routes["main"], "turns", 503, busy)
     d.turn("main", "on_demand")
+    pin, ids = d.world.routes["pin"], d.ids("pin")
+    for _ in range(3):  # every attempt of the reference client's own retries
+        d.world.control.respond_next(pin, "turns", 503, busy)
+    d.turn("pin", "negotiate", ids)
+    d.world.control.respond_next(pin, "capabilities", 404, {"error": "not_found", "message": "no such path"})
+    d.turn("pin", "negotiate", ids)
 
 
 NEEDS = {
@@ -368,8 +378,11 @@ class Observation:
     har: Path | None
 
 
-def cfg() -> TargetConfig:
-    return TargetConfig()
+def cfg(strict: bool = False) -> TargetConfig:
+    """The judge's configuration; ``strict``: ``[wire] codes.strict``, as the active suite's strict runs."""
+    config = TargetConfig()
+    config.wire["codes"] = {**config.wire["codes"], "strict": strict}
+    return config
 
 
 def observe(
@@ -380,6 +393,7 @@ def observe(
     har: Path | None = None,
     run: str = "c",
     negotiating: bool = False,
+    strict: bool = False,
 ) -> Observation:
     """The client ``harness`` sends the sections' traffic through the observe proxy to a simulator
     with ``quirks``; what observe judged, as the report's results."""
@@ -391,7 +405,7 @@ def observe(
             keys = [k for k in KEYS if any(k in NEEDS[name] for name in sections)]
             world = build_world(control, run, keys)
             credentials = Credentials(world.identities)
-            judge = Judge(cfg(), credentials, base_url=core_url, negotiating=negotiating)
+            judge = Judge(cfg(strict), credentials, base_url=core_url, negotiating=negotiating)
             recorder = HarRecorder(har, core_url) if har is not None else None
             pipeline = Pipeline(judge, size=100_000, record=recorder.add if recorder else None).start()
             proxy = ObserveProxy(core_url, pipeline.submit, credentials, clock=clock)

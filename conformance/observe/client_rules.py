@@ -42,11 +42,13 @@ def pinned(ob: Observed, earlier: Turn | None) -> None:
     )
 
 
-def negotiated(ctx: Context, ob: Observed) -> None:
+def negotiated(ctx: Context, ob: Observed, earlier: Turn | None) -> None:
     """Where the host says its on_demand turns are negotiated, capabilities come first and said
     supported (NEG-004). Without that, an on_demand turn may be the host's explicit option, which
-    needs no capabilities (TURN-002): not judged."""
-    if not ctx.negotiating or ob.field("knowledge_delivery") != "on_demand":
+    needs no capabilities (TURN-002): not judged. A turn identity sent again is judged by its first
+    attempt: a retry keeps the delivery that attempt negotiated (TURN-005), whatever capabilities
+    answered since."""
+    if not ctx.negotiating or earlier is not None or ob.field("knowledge_delivery") != "on_demand":
         return
     asked = ctx.traffic.asked.get((ob.seen.credential, ob.route))
     if asked is None:

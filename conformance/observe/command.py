@@ -47,6 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the host's on_demand turns are all negotiated: judge capabilities before each (NEG-004)",
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="also hold the Core to this project's choices where the seed is open (schemas/CHOICES.md): "
+        "[wire] codes.strict, as in --target-config",
+    )
     parser.add_argument("--queue", type=int, default=256, metavar="N", help="exchanges waiting for the judge at most")
     parser.add_argument("--upstream-ca", metavar="FILE", help="CA bundle to verify the upstream's TLS certificate")
     parser.add_argument("--upstream-timeout", type=float, default=60.0, metavar="SECONDS")
@@ -101,6 +107,8 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
 
     # the identities and [wire] only: the upstream is no target of the suite's own checks
     cfg = load_config(args.target_config, target="sim")
+    if args.strict:  # the same switch a run's [wire] codes.strict is: one judge for both spellings
+        cfg.wire["codes"]["strict"] = True
     return cfg, Credentials(_known(cfg), str(cfg.wire["auth"]["scheme"]))
 
 

@@ -153,7 +153,7 @@ class Judge:
         key = sequence_rules.turn_key(ob)
         earlier = ctx.traffic.turns.get(key) if key is not None else None
         self._client(ob, lambda: client_rules.pinned(ob, earlier))
-        self._client(ob, lambda: client_rules.negotiated(ctx, ob))
+        self._client(ob, lambda: client_rules.negotiated(ctx, ob, earlier))
         answer = ob.answer() if ob.status == 200 else None
         body = answer if isinstance(answer, dict) else None
         self._apply(ob, lambda: sequence_rules.turn_pinned(ctx, ob, body, earlier))

@@ -521,6 +521,25 @@ def _whole_hint(ctx: Context, key: str, content: str, whole: bool) -> None:
     )
 
 
+def _next_character_fits(chain: ChainAt, page: dict[str, Any]) -> None:
+    """Strict: a chain stops budget_exhausted only where the revision's next character would pass
+    the budget (this project's edge, the suite's test_a_chain_reads_up_to_its_budget), so a
+    revision of exactly 131072 bytes reads completely. The wire shows the bytes left
+    (total_content_bytes) but not the next character's size: at most 4 bytes and at most what is
+    left, so the chain is judged only where that much still fits."""
+    advertised = page.get("read_chain_max_bytes")
+    budget = C.READ_CHAIN_MAX_BYTES
+    if isinstance(advertised, int) and not isinstance(advertised, bool) and 0 < advertised < budget:
+        budget = advertised
+    left = chain.total - chain.consumed if chain.total is not None else 0
+    expect(
+        left <= 0 or budget - chain.consumed < min(left, 4),
+        server.READ_020,
+        f"strict: the chain stopped budget_exhausted after {chain.consumed} content bytes of {chain.total}, "
+        f"though {budget - chain.consumed} byte(s) of its {budget}-byte budget still hold the next character",
+    )
+
+
 def _chain_end(chain: ChainAt, page: dict[str, Any], strict: bool) -> None:
     """The last page of a chain observe followed from its first page (strict: this project's edge,
     no empty page one request after the budget ran out, CHOICES.md)."""
@@ -543,6 +562,7 @@ def _chain_end(chain: ChainAt, page: dict[str, Any], strict: bool) -> None:
                 "strict: the chain offered one more cursor after the page that exhausted its budget, and ended "
                 "with an empty page (CHOICES.md)",
             )
+            _next_character_fits(chain, page)
         if total is not None:
             expect(
                 chain.consumed < total,
