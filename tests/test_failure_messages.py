@@ -4,20 +4,20 @@ MCP session's task group (which wraps it in exception groups)."""
 from __future__ import annotations
 
 from conformance.common.outcomes import ContractViolation
-from conformance.plugin.session import _shown
+from conformance.plugin.claims import shown_exception
 
 
 def test_a_violation_inside_task_groups_is_the_message() -> None:
     violation = ContractViolation("SK-004", "alice's read of sm-a2 was refused")
     wrapped = ExceptionGroup("unhandled errors in a TaskGroup", [ExceptionGroup("inner", [violation])])
-    assert _shown(wrapped) is violation
+    assert shown_exception(wrapped) is violation
 
 
 def test_a_group_of_other_failures_is_shown_whole() -> None:
     group = ExceptionGroup("2 failures", [ValueError("a"), KeyError("b")])
-    assert _shown(group) is group
+    assert shown_exception(group) is group
     plain = ValueError("c")
-    assert _shown(plain) is plain
+    assert shown_exception(plain) is plain
 
 
 def test_a_bad_option_of_the_command_is_one_line_and_exit_4() -> None:

@@ -4,6 +4,7 @@ escaped, hex, base64 at any alignment), exactly as the obvious slow masking woul
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import json
 import re
@@ -119,22 +120,24 @@ def test_a_text_with_a_lone_surrogate_is_scrubbed_not_crashed() -> None:
     assert scrubber.text("\ud800 kc-surrogate-secret \udfff") == f"\ud800 {MASK} \udfff"
 
 
-def test_a_json_property_stays_json_when_a_secret_in_it_is_masked() -> None:
+def test_a_test_s_record_stays_data_when_a_secret_in_it_is_masked() -> None:
     """A mask laid over JSON text can end on the backslash of an escape and leave a bare quote; the
-    properties a test carries as JSON are scrubbed value by value, so they stay JSON."""
+    record a test carries between pytest's hooks is data, masked value by value, so it stays whole."""
     from conformance.common.secrets import SECRETS, scrub
-    from conformance.plugin.session import _scrubbed
+    from conformance.plugin.claims import PROPERTY, TestClaims, scrubbed
 
     secret = 'kc-quoted"secret-value-0123456789'
     SECRETS.add(secret)
     # the secret whole, and its start before a backslash: masking that start as text ends the mask
     # on the first backslash of the escaped one and leaves an escaped quote where the string ended
-    text = json.dumps([{"body": f"prefix {secret} suffix", "cut": secret[:9] + "\\"}])
+    carried = [{"body": f"prefix {secret} suffix", "cut": secret[:9] + "\\"}]
+    claims = TestClaims(nodeid="t::x", exchanges=carried, timings=carried, tool_calls=carried, sequence=[secret])
+    kept = scrubbed(PROPERTY, json.loads(json.dumps(dataclasses.asdict(claims))))
+    assert secret not in json.dumps(kept) and "kc-quoted" not in json.dumps(kept)
+    assert TestClaims(**kept).exchanges[0]["body"].startswith("prefix ")
+    text = json.dumps(carried)
     assert secret.replace('"', '\\"') in text
-    for key in ("exchanges", "timings", "tool_calls", "sequence"):
-        kept = json.loads(_scrubbed(key, text))
-        assert secret not in json.dumps(kept) and "kc-quoted" not in json.dumps(kept)
-    with pytest.raises(ValueError):  # what the text-level mask did to it
+    with pytest.raises(ValueError):  # what a text-level mask over the same data as JSON text does to it
         broken = scrub(text)
         json.loads(broken)
         raise AssertionError(f"the text-level mask left JSON after all: {broken}")

@@ -5,8 +5,6 @@ reports and the verdict at the end; and the xdist controller that sums what work
 from __future__ import annotations
 
 import datetime as dt
-import json
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +16,8 @@ from conformance import __version__
 from conformance.common.outcomes import NotVerified
 from conformance.common.rules import recording
 from conformance.common.secrets import SECRETS, clip, scrub
-from conformance.common.untrusted import cut, shown
+from conformance.common.untrusted import shown
+from conformance.plugin.claims import TestClaims, broke, scrubbed
 from conformance.plugin.options import option
 from conformance.plugin.preflight import PREFLIGHT, check_control, check_harness_core, usage_error
 from conformance.plugin.state import LEDGER, MARKER, STATE, is_worker
@@ -57,61 +56,6 @@ def _stable_nodeid(item: pytest.Item) -> str:
     module = getattr(item, "module", None)
     _, _, rest = item.nodeid.partition("::")
     return f"{module.__name__.replace('.', '/')}.py::{rest}" if module is not None and rest else item.nodeid
-
-
-def _classify(exc: BaseException | None) -> tuple[str, str | None]:
-    """(outcome, violated requirement) of a failed phase: a check's violation is the
-    target's failure; anything the suite could not judge is a harness error."""
-    import httpx
-
-    from conformance.clients.reference_client import KnowledgeError
-    from conformance.common.outcomes import ContractViolation, HarnessError
-
-    if isinstance(exc, ContractViolation):
-        return "failed", exc.requirement
-    if isinstance(exc, BaseExceptionGroup):  # e.g. Hypothesis' FlakyFailure, schemathesis' grouped failures
-        inner = [_classify(e) for e in exc.exceptions]
-        named = next((v for o, v in inner if o == "failed" and v is not None), None)
-        if named is not None:
-            return "failed", named
-        return ("failed", None) if inner and all(o == "failed" for o, _ in inner) else ("error", None)
-    if isinstance(exc, (HarnessError, httpx.TransportError)):
-        return "error", None
-    if isinstance(exc, (AssertionError, pytest.fail.Exception, KnowledgeError)):
-        return "failed", None  # KnowledgeError: the target refused what the reference client asked of it
-    return "error", None
-
-
-def _shown(exc: BaseException) -> BaseException:
-    """The exception a report names: a group's first contract violation (a check failing inside an
-    MCP session's task group arrives wrapped in one), else the exception itself (a group of other
-    failures, schemathesis' among them, says more as a whole)."""
-    from conformance.common.outcomes import ContractViolation
-
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            if isinstance(found := _shown(inner), ContractViolation):
-                return found
-    return exc
-
-
-def _drowned_violation(exc: BaseException | None, ledger: Any) -> Any:
-    """The violation a test made before Hypothesis gave up on replaying it: a target that answers
-    differently to the same steps makes Hypothesis raise one of its "flaky" errors instead of the
-    failure, and the rule the target broke is then known only from the test's ledger."""
-    if exc is None or ledger is None or not type(exc).__module__.startswith("hypothesis"):
-        return None
-    if "Flaky" not in type(exc).__name__:
-        return None
-    return ledger.first_violation
-
-
-_STEP = re.compile(r"^(?:E\s+)?(state = \w+\(\)|state\.\w+\(.*\)|\w+ = state\.\w+\(.*\))\s*$")
-
-
-def _failing_sequence(longrepr: str) -> list[str]:
-    """The minimal failing program Hypothesis printed for a stateful test, one step a line."""
-    return [m.group(1) for m in map(_STEP.match, longrepr.splitlines()) if m]
 
 
 class SuiteSession:
@@ -186,10 +130,6 @@ class SuiteSession:
             keep = [i for i in items if wanted & set(_ids(i))]
             config.hook.pytest_deselected(items=[i for i in items if i not in keep])
             items[:] = keep
-        for item in items:
-            if _in_suite(item):
-                item.user_properties.append(("requirements", json.dumps(_ids(item))))
-                item.user_properties.append(("kc_nodeid", _stable_nodeid(item)))
 
     # ------------------------------------------------------------- tests
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -211,56 +151,36 @@ class SuiteSession:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
         outcome: Any = yield
         report = outcome.get_result()
-        if report.when == "teardown" and is_worker(self.config) and self.state.recorder is not None:
-            # The worker's running total rides on every test: an interrupted run's workers never report at the end.
-            report.user_properties.append(("kc_worker_requests", self.state.recorder.count))
         if call.excinfo is not None and report.failed:
             self._bound_transport_failure(item, report, call.excinfo.value)
         if call.excinfo is not None and isinstance(call.excinfo.value, NotVerified):
             # The library's "not verified" is pytest's skip: reported with its reason, nothing verified.
             report.outcome = "skipped"
             report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {call.excinfo.value.reason}")
+        claims = self._claims(item, call, report)
+        if claims is not None:
+            claims.put(report)
+        self._scrub_report(report)
+
+    def _claims(self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> TestClaims | None:
+        """What this phase of the test claimed, checked and broke (None: a test outside the suite, serially)."""
+        claims = TestClaims(nodeid=_stable_nodeid(item), requirements=_ids(item)) if _in_suite(item) else None
+        if report.when == "teardown" and is_worker(self.config) and self.state.recorder is not None:
+            # The worker's running total rides on every test: an interrupted run's workers never report at the end.
+            claims = claims or TestClaims()
+            claims.worker_requests = self.state.recorder.count
+        if claims is None or claims.nodeid is None:
+            return claims
         ledger = item.stash.get(LEDGER, None)
-        if report.when == "call" and ledger is not None and _in_suite(item):
+        if report.when == "call" and ledger is not None:
             # What the test verifies follows from the checks that passed in it (conformance.common.rules).
-            report.user_properties.append(("exercised", json.dumps(sorted(ledger.passed))))
+            claims.exercised = sorted(ledger.passed)
         probes = item.funcargs.get("expiry_probes") if report.when == "call" and hasattr(item, "funcargs") else None
         if probes is not None and probes.timings:  # the intervals this test's expiry probes were judged on
-            report.user_properties.append(("timings", json.dumps(probes.timings)))
-            probes.timings = []
+            claims.timings, probes.timings = probes.timings, []
         if report.failed:
-            exc = call.excinfo.value if call.excinfo is not None else None
-            kind, violated = _classify(exc)
-            drowned = _drowned_violation(exc, ledger)
-            if drowned is not None and violated is None:
-                kind, violated = "failed", drowned.requirement
-                note = f"{type(exc).__name__}: the target answered differently when the example was replayed"
-                report.user_properties.append(
-                    ("message", cut(scrub(f"ContractViolation: {drowned} (then {note})"), 2000))
-                )
-            report.user_properties.append(("kc_outcome", kind))
-            if violated is not None:
-                report.user_properties.append(("violated", violated))
-            if call.excinfo is not None and drowned is None:
-                named = _shown(call.excinfo.value)
-                report.user_properties.append(("message", cut(scrub(f"{type(named).__name__}: {named}"), 2000)))
-            sequence = _failing_sequence(report.longreprtext)
-            if sequence:
-                report.user_properties.append(("sequence", json.dumps([scrub(s) for s in sequence])))
-            recorder = self.state.recorder
-            if recorder is not None and recorder.current:
-                from knowledge_schemas import load_catalogue
-
-                catalogue = load_catalogue()
-                via = catalogue[violated].via if violated is not None and violated in catalogue else None
-                via = getattr(exc, "via", None) or via
-                exchanges = recorder.evidence(self.state.base_url, self.state.config.wire["auth"], via)
-                report.user_properties.append(("exchanges", json.dumps(exchanges)))
-            from conformance.mcp import evidence
-
-            if evidence.CALLS:
-                report.user_properties.append(("tool_calls", json.dumps(evidence.CALLS)))
-        self._scrub_report(report)
+            broke(claims, report, call.excinfo.value if call.excinfo is not None else None, ledger, self.state)
+        return claims
 
     @staticmethod
     def _bound_transport_failure(item: pytest.Item, report: pytest.TestReport, exc: BaseException) -> None:
@@ -282,7 +202,7 @@ class SuiteSession:
         """Tracebacks (``--tb=long`` shows locals and source), captured output and
         properties leave the process only scrubbed: the terminal, JUnit and xdist all read them.
         What the terminal prints is also defanged (conformance.common.untrusted); properties
-        stay data (some are JSON) and are defanged where a writer shows them."""
+        stay data and are defanged where a writer shows them."""
         if report.longrepr is not None and (report.failed or report.skipped):
             if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
                 path, line, reason = report.longrepr
@@ -294,16 +214,16 @@ class SuiteSession:
                     report.longrepr = clean
         report.sections = [(title, shown(content)) for title, content in report.sections]
         if SECRETS.values:
-            report.user_properties = [(k, _scrubbed(k, v)) for k, v in report.user_properties]
+            report.user_properties = [(k, scrubbed(k, v)) for k, v in report.user_properties]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from conformance.report.results import TestResult
 
-        counted: Any = dict(report.user_properties).get("kc_worker_requests")
-        if counted is not None and not is_worker(self.config):
+        claims = TestClaims.of(report)
+        if claims is not None and claims.worker_requests is not None and not is_worker(self.config):
             worker = str(getattr(report, "worker_id", "?"))  # set by pytest-xdist on every report a worker sends
             seen = self.state.worker_requests
-            seen[worker] = max(seen.get(worker, 0), int(counted))
+            seen[worker] = max(seen.get(worker, 0), claims.worker_requests)
         relevant = (
             report.when == "call"
             or (report.when == "setup" and not report.passed)
@@ -311,8 +231,7 @@ class SuiteSession:
         )
         if not relevant:
             return
-        props: dict[str, Any] = dict(report.user_properties)
-        if "requirements" not in props:
+        if claims is None or claims.nodeid is None:
             if report.failed:  # a crashed worker, or a test outside the suite that ran in its session
                 self.state.pending.append(
                     TestResult(
@@ -326,35 +245,7 @@ class SuiteSession:
                     )
                 )
             return
-        detail = ""
-        if report.skipped:
-            longrepr = report.longrepr
-            message = (longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)).removeprefix("Skipped: ")
-            outcome = "skipped"
-        elif report.failed:
-            detail = clip(report.longreprtext, -4000)
-            message = props.get("message") or (detail.strip().splitlines() or ["test failed"])[-1]
-            outcome = props.get("kc_outcome", "error")
-            if report.when != "call" and outcome == "failed" and "violated" not in props:
-                outcome = "error"  # a fixture's plain assertion is the harness's, not the target's
-        else:
-            message, outcome = "", "passed"
-        self.state.pending.append(
-            TestResult(
-                nodeid=props.get("kc_nodeid", report.nodeid),
-                outcome=outcome,
-                requirements=json.loads(props["requirements"]),
-                violated=props.get("violated"),
-                message=message,
-                exchanges=json.loads(props.get("exchanges", "[]")),
-                duration=round(report.duration, 4),
-                exercised=json.loads(props["exercised"]) if "exercised" in props else None,
-                sequence=json.loads(props["sequence"]) if "sequence" in props else None,
-                detail=detail,
-                tool_calls=json.loads(props.get("tool_calls", "[]")),
-                timings=json.loads(props.get("timings", "[]")),
-            )
-        )
+        self.state.pending.append(claims.result(report))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -552,19 +443,3 @@ def _hypothesis(config: pytest.Config) -> dict[str, Any]:
     """Generated tests are derandomized: the same suite version and target replay the same cases."""
     seed = config.getoption("hypothesis_seed", None)
     return {"derandomize": True, "seed": None if seed is None else str(seed)}
-
-
-JSON_PROPERTIES = frozenset({"requirements", "exercised", "timings", "sequence", "exchanges", "tool_calls"})
-"""The properties a test carries as JSON text: scrubbed value by value, since a mask laid over the
-text could cut an escape (``\\"``, ``\\u00e9``) in two and leave text no reader can parse."""
-
-
-def _scrubbed(key: str, value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    if key in JSON_PROPERTIES:
-        try:
-            return json.dumps(SECRETS.data(json.loads(value)))
-        except ValueError:
-            pass
-    return scrub(value)
