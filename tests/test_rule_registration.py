@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import ast
-import importlib
+import dataclasses
+import importlib.util
 import re
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 import conformance
 from conformance.common.outcomes import ContractViolation
 from conformance.common.rules import Ledger, Rule, expect, held, named_in, recording, rule
-from knowledge_schemas import load_catalogue
+from knowledge_schemas import Catalogue, load_catalogue
 
 ROOT = Path(conformance.__file__).resolve().parent
 ID = re.compile(r"^[A-Z]{2,6}-\d{3}$")
@@ -87,12 +89,36 @@ def test_a_test_names_the_rules_of_its_own_code() -> None:
     assert named_in(len) == frozenset()
 
 
+def _rules_generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("generate_rules", ROOT.parent / "tools" / "generate_rules.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_rules_modules_are_written_from_the_catalogue() -> None:
+    """A requirement's registration follows from its catalogue entry (``tools/generate_rules.py``):
+    adding one is an edit of the catalogue, and a hand edit of a rules module is undone here."""
+    stale = _rules_generator().stale(load_catalogue())
+    assert [str(path.relative_to(ROOT.parent)) for path in stale] == [], "run python tools/generate_rules.py"
+
+
+def test_a_new_catalogue_entry_gets_its_handle_in_its_surface_s_module(tmp_path: Path) -> None:
+    generator = _rules_generator()
+    catalogue = load_catalogue()
+    entry = dataclasses.replace(catalogue["SK-001"], id="SK-999")
+    text = generator.module_text(("tool",), "The tool's rules", Catalogue((*catalogue, entry)))
+    assert 'SK_999 = rule("SK-999")' in text and "READ_001" not in text
+    assert generator.stale(catalogue, tmp_path), "a missing module is not current"
+
+
 @pytest.mark.parametrize("module", sorted(SURFACE_RULES))
 def test_each_surface_registers_only_its_own_rules(module: str) -> None:
     catalogue = load_catalogue()
     registered = [v for v in vars(importlib.import_module(module)).values() if isinstance(v, Rule)]
     assert registered, module
-    assert {catalogue[r].surface for r in registered} <= SURFACE_RULES[module]
+    assert {catalogue[r].surface for r in registered} == SURFACE_RULES[module]
     assert all(
         name == r.replace("-", "_") for name, r in vars(importlib.import_module(module)).items() if isinstance(r, Rule)
     )

@@ -1,7 +1,8 @@
 """Requirements as registered rules: a check names its catalogue ID once, where it is registered.
 
-Each surface keeps its registrations in its own ``rules.py`` (``READ_002 = rule("READ-002")``);
-an ID the catalogue does not have is an error when that module is imported, never after a run.
+Each surface keeps its registrations in its own ``rules.py`` (``READ_002 = rule("READ-002")``),
+written from the catalogue by ``tools/generate_rules.py``; an ID the catalogue does not have is an
+error when that module is imported, never after a run.
 Checks and marks name the handle through the surface's rules module
 (``from conformance.server import rules as server``; ``@R(server.READ_002)``,
 ``expect(cond, server.READ_002, message)``), so a misspelt handle is an error that ruff and mypy

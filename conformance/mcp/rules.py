@@ -1,4 +1,7 @@
-"""The MCP surfaces' rules (the Agent Session path and the job path): each registered once, by its catalogue ID (see conformance.common.rules)."""
+"""The MCP surfaces' rules (the Agent Session path and the job path): each registered once, by its catalogue ID (see conformance.common.rules).
+
+Written by tools/generate_rules.py from schemas/requirements.yaml: add a requirement there and
+run it; this file is not edited by hand."""
 
 from conformance.common.rules import rule
 

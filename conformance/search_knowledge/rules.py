@@ -1,4 +1,7 @@
-"""The rules of the ``search_knowledge`` MCP tool (seed 003): each registered once, by its catalogue ID (see conformance.common.rules)."""
+"""The rules of the ``search_knowledge`` MCP tool (seed 003): each registered once, by its catalogue ID (see conformance.common.rules).
+
+Written by tools/generate_rules.py from schemas/requirements.yaml: add a requirement there and
+run it; this file is not edited by hand."""
 
 from conformance.common.rules import rule
 
@@ -7,6 +10,7 @@ SK_002 = rule("SK-002")
 SK_003 = rule("SK-003")
 SK_004 = rule("SK-004")
 SK_005 = rule("SK-005")
+SK_006 = rule("SK-006")
 SK_007 = rule("SK-007")
 SK_008 = rule("SK-008")
 SK_009 = rule("SK-009")

@@ -1,4 +1,7 @@
-"""The Core HTTP surface's rules (capabilities, turns, search, read, references, wire): each registered once, by its catalogue ID (see conformance.common.rules)."""
+"""The Core HTTP surface's rules (capabilities, turns, search, read, references, wire): each registered once, by its catalogue ID (see conformance.common.rules).
+
+Written by tools/generate_rules.py from schemas/requirements.yaml: add a requirement there and
+run it; this file is not edited by hand."""
 
 from conformance.common.rules import rule
 
@@ -23,6 +26,7 @@ READ_008 = rule("READ-008")
 READ_009 = rule("READ-009")
 READ_010 = rule("READ-010")
 READ_011 = rule("READ-011")
+READ_013 = rule("READ-013")
 READ_014 = rule("READ-014")
 READ_015 = rule("READ-015")
 READ_016 = rule("READ-016")
@@ -43,6 +47,8 @@ REF_014 = rule("REF-014")
 REF_015 = rule("REF-015")
 REF_016 = rule("REF-016")
 REF_017 = rule("REF-017")
+SCOPE_001 = rule("SCOPE-001")
+SCOPE_002 = rule("SCOPE-002")
 SRCH_001 = rule("SRCH-001")
 SRCH_002 = rule("SRCH-002")
 SRCH_003 = rule("SRCH-003")
