@@ -157,13 +157,23 @@ def _fast_quirks() -> tuple[str, ...]:
 
 
 def _load_profile() -> tuple[str, ...]:
-    """The rules the load profile checks (``PROFILE`` in conformance/load/profile.py, handles such as
-    ``READ_002``), read without importing Locust, which patches the standard library."""
+    """The rules the load profile checks (``PROFILE`` in conformance/load/profile.py: handles such as
+    ``server.READ_002`` and the groups of ``conformance.server.checks`` such as ``checks.CHAIN_RULES``),
+    read without importing Locust, which patches the standard library."""
+    from conformance.server import checks
+
     tree = ast.parse((ROOT / "conformance" / "load" / "profile.py").read_text("utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PROFILE" for t in node.targets):
-            names = [n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)]
-            return tuple(dict.fromkeys(re.sub(r"_(\d{3})$", r"-\1", name) for name in names))
+            ids: list[str] = []
+            for n in ast.walk(node.value):
+                if not (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)):
+                    continue
+                if n.value.id == "checks":
+                    ids += [str(rid) for rid in getattr(checks, n.attr)]
+                elif re.fullmatch(r"[A-Z]+_\d{3}", n.attr):
+                    ids.append(re.sub(r"_(\d{3})$", r"-\1", n.attr))
+            return tuple(dict.fromkeys(ids))
     raise LookupError("conformance/load/profile.py defines no PROFILE")
 
 

@@ -36,29 +36,8 @@ MAX_BYTES = (None, C.READ_MIN_MAX_BYTES, 8192, C.READ_DEFAULT_MAX_BYTES, C.READ_
 LONGEST_CHARACTER = 4  # UTF-8 bytes: a chain that stops with more room than this left stopped early
 PROFILE = (
     *(server.TURN_003, server.TURN_006, server.TURN_007, server.TURN_008, server.WIRE_002),  # a turn
-    *(
-        server.SRCH_001,
-        server.SRCH_003,
-        server.SRCH_004,
-        server.SRCH_005,
-        server.SRCH_006,
-        server.SRCH_007,
-        server.SRCH_008,
-        server.READ_007,
-    ),  # a search
-    *(
-        server.READ_001,
-        server.READ_002,
-        server.READ_003,
-        server.READ_004,
-        server.READ_005,
-        server.READ_009,
-        server.READ_010,
-        server.READ_011,
-        server.READ_014,
-        server.READ_016,
-        server.READ_020,
-    ),  # chains
+    *(server.SRCH_001, *checks.SEARCH_RULES),  # a search
+    *(server.READ_001, server.READ_002, server.READ_003, *checks.CHAIN_RULES, server.READ_020),  # chains
     *(server.REF_009, server.REF_011, server.REF_012, server.REF_014),  # another account's reference
 )
 """Every requirement a load run judges: its report's scope. What a run verifies of it follows from

@@ -107,6 +107,43 @@ def error_envelope(
     return dict(body)
 
 
+SEARCH_RULES = (
+    server.SRCH_003,
+    server.SRCH_004,
+    server.SRCH_005,
+    server.SRCH_006,
+    server.SRCH_007,
+    server.SRCH_008,
+    server.READ_007,
+)
+"""What :func:`search_body` judges of a search answer, wherever it is read (the Core's, one relayed
+over MCP, one under load): a test claims them where it wants them verified (``@R(*checks.SEARCH_RULES)``)."""
+
+CHAIN_RULES = (
+    server.READ_004,
+    server.READ_005,
+    server.READ_009,
+    server.READ_010,
+    server.READ_011,
+    server.READ_014,
+    server.READ_016,
+)
+"""What every check of a whole read chain judges of its pages, wherever the chain is read (a test, the
+stateful walk, a load run): each page within its bound, truncation and the chain budget honest,
+the numeric fields correct, no character split."""
+
+
+def reference_only(body: dict[str, Any], requirement: Rule, *, relayed: bool = False) -> None:
+    """``trust`` is ``reference_only`` (search and read answers alike); a tool relaying the answer
+    (``relayed``) may leave the member out, but not say anything else."""
+    if not relayed or "trust" in body:
+        expect(
+            body.get("trust") == "reference_only",
+            requirement,
+            f"trust is {body.get('trust')!r}, expected 'reference_only'",
+        )
+
+
 def search_response(response: httpx.Response, *, what: str = "search") -> dict[str, Any]:
     """Shape rules first (the most specific violation is reported), then the byte bound."""
     read(response, server.SRCH_001, bound=server.SRCH_008)
@@ -143,12 +180,7 @@ def search_body(body: Any, size: int, *, relayed: bool = False) -> None:
             server.SRCH_005,
             f"status {body.get('status')!r} is not one of {sorted(C.SEARCH_STATUSES)}",
         )
-        if not relayed or "trust" in body:
-            expect(
-                body.get("trust") == "reference_only",
-                server.SRCH_007,
-                f"trust is {body.get('trust')!r}, expected 'reference_only'",
-            )
+        reference_only(body, server.SRCH_007, relayed=relayed)
         expect(size <= C.SEARCH_MAX_BYTES, server.SRCH_008, f"search JSON is {size} bytes, over {C.SEARCH_MAX_BYTES}")
 
 
@@ -213,12 +245,7 @@ def page_body(
                 server.READ_002,
                 f"strict: revision {body['revision']!r} is not a string (CHOICES.md)",
             )
-        if not relayed or "trust" in body:
-            expect(
-                body.get("trust") == "reference_only",
-                server.READ_003,
-                f"trust is {body.get('trust')!r}, expected 'reference_only'",
-            )
+        reference_only(body, server.READ_003, relayed=relayed)
         content = body.get("content")
         if isinstance(content, str):  # what shows a split without knowing the document: half of an astral character
             lone = next((ch for ch in content if "\ud800" <= ch <= "\udfff"), None)

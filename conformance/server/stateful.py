@@ -33,6 +33,7 @@ from hypothesis.stateful import (
 from conformance.common import contract as C
 from conformance.common.config import TargetConfig
 from conformance.common.walk import Reach, Steps
+from conformance.server import checks
 from conformance.server import rules as server
 from conformance.server.corpus import MAIN_BASE, SECOND_BASE
 from conformance.server.leaks import DocumentText
@@ -58,14 +59,8 @@ CLAIMS = (
     server.REF_015,
     server.READ_002,
     server.READ_003,
-    server.READ_004,
-    server.READ_005,
-    server.READ_009,
-    server.READ_010,
-    server.READ_011,
-    server.READ_014,
+    *checks.CHAIN_RULES,
     server.READ_015,
-    server.READ_016,
     server.SRCH_005,
     server.SRCH_009,
     server.SRCH_010,

@@ -41,16 +41,7 @@ QUERIES = {
 }
 
 
-@R(
-    server.SRCH_003,
-    server.SRCH_004,
-    server.SRCH_005,
-    server.SRCH_006,
-    server.SRCH_007,
-    server.SRCH_008,
-    server.READ_007,
-    mcp.MCP_009,
-)
+@R(*checks.SEARCH_RULES, mcp.MCP_009)
 @pytest.mark.parametrize("query", sorted(QUERIES))
 def test_searches_over_mcp_keep_the_search_rules(agent: Agent, world: World, query: str) -> None:
     """At most three hints with title, summary and ref, a contract status, ``trust`` when the
