@@ -71,12 +71,18 @@ def _loads(raw: bytes) -> Any:
     UTF-16, a byte order mark, nesting past 1024 levels: it accepts some of it, as before, and
     its messages name the rest) and any run of 19 digits: orjson reads an integer past 64 bits as
     a float, which the schema would then judge as another value than the one sent."""
+    return _parsed(raw)[0]
+
+
+def _parsed(raw: bytes) -> tuple[Any, bool]:
+    """``_loads(raw)``, and whether the standard library read it: only its reading can hold a
+    lone surrogate (orjson refuses every one)."""
     if not _has_long_number(raw):
         try:
-            return orjson.loads(raw)
+            return orjson.loads(raw), False
         except orjson.JSONDecodeError:
             pass
-    return json.loads(raw)
+    return json.loads(raw), True
 
 
 async def read_json(request: Request, *, max_bytes: int) -> dict[str, Any]:
@@ -98,12 +104,12 @@ async def read_json(request: Request, *, max_bytes: int) -> dict[str, Any]:
     if not raw.strip():
         raise ApiError(400, "invalid_request", "request body is empty; a JSON object is required")
     try:
-        body = _loads(raw)
+        body, lenient = _parsed(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ApiError(400, "invalid_request", f"request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_request", "request body must be a JSON object")
-    if has_lone_surrogate(body):
+    if lenient and has_lone_surrogate(body):
         raise ApiError(400, "invalid_request", "request body contains unpaired surrogate escapes")
     return body
 
@@ -136,9 +142,9 @@ def schema_check(stem: str) -> SchemaCheck:
 
 def validate(body: dict[str, Any], validator: Validator) -> dict[str, Any]:
     """``body`` itself when it matches the schema, else a 400 naming the first problem."""
-    errors = sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path))
+    errors = list(validator.iter_errors(body))
     if errors:
-        first = errors[0]
+        first = min(errors, key=lambda e: list(e.absolute_path))
         where = "/".join(str(p) for p in first.absolute_path) or "(body)"
         raise ApiError(400, "invalid_request", f"{where}: {first.message[:300]}")
     return body

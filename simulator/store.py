@@ -252,12 +252,13 @@ class _Snapshot:
             except BaseException:
                 store._lock.release()
                 raise
-            local.depth = 1
+            local.tables, local.depth = store._memory.tables(local.version), 1
             return
         if self._optimistic and store._counter is not None:
             version = store._counter.get()
-            if version == store._memory.state[0]:  # no commit since the memory's version: read nothing yet
-                local.depth, local.version, local.txn = 1, version, False
+            memory = store._memory.state
+            if version == memory[0]:  # no commit since the memory's version: read nothing yet
+                local.depth, local.version, local.tables, local.txn = 1, version, memory[1], False
                 return
         db = store._reader()
         db.execute("BEGIN")
@@ -266,7 +267,7 @@ class _Snapshot:
         except BaseException:
             db.execute("COMMIT")
             raise
-        local.depth, local.txn = 1, True
+        local.tables, local.depth, local.txn = store._memory.tables(local.version), 1, True
 
     def __exit__(self, *exc: object) -> None:
         store = self._store
@@ -274,7 +275,7 @@ class _Snapshot:
         if self._nested:
             local.depth -= 1
             return
-        local.depth, local.version, local.inline = 0, None, False
+        local.depth, local.version, local.tables, local.inline = 0, None, None, False
         if not store.concurrent:
             store._lock.release()
         elif local.txn:
@@ -385,9 +386,9 @@ class Store:
         return _Snapshot(self, optimistic, inline)
 
     def _memo(self, table: str, key: Hashable, load: Callable[[], T], limit: int = _Memo.LIMIT) -> T:
-        """``load()``, remembered under ``key`` for this snapshot's version of the store."""
-        version: int | None = getattr(self._local, "version", None)
-        tables = None if version is None else self._memory.tables(version)
+        """``load()``, remembered under ``key`` for this snapshot's version of the store (its tables,
+        found once when the snapshot began: a read made seven lookups)."""
+        tables: dict[str, dict[Hashable, Any]] | None = getattr(self._local, "tables", None)
         if tables is None:
             return load()
         entries = tables.get(table)
