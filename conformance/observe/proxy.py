@@ -13,6 +13,8 @@ JSON body, as any gateway does."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import ssl
 import time
@@ -43,28 +45,67 @@ NO_ANSWER = b'{"error":"bad_gateway","message":"knowledge-conformance observe: t
 
 
 def upstream_client(timeout: float = 60.0, ssl_context: ssl.SSLContext | None = None) -> Upstream:
-    """The connection pool to the upstream: TLS verified (the system's trust store, or ``ssl_context``)."""
-    return Upstream(
-        httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context or ssl.create_default_context(),
-            max_connections=512,
-            max_keepalive_connections=128,
-            keepalive_expiry=30.0,
-        ),
-        timeout,
-    )
+    """The connections to the upstream: TLS verified (the system's trust store, or ``ssl_context``)."""
+    return Upstream(ssl_context or ssl.create_default_context(), timeout)
 
 
 class Upstream:
-    """A pool and the timeouts of each exchange with it (connect 10 s at most; reading, writing and
-    waiting for a connection ``timeout`` each)."""
+    """Keep-alive connections to the upstream (httpcore's own HTTP/1.1 connections), taken and given
+    back in constant time. httpcore's pool scans every connection it holds on each request's start
+    and end, polling each idle socket (two system calls and an attribute map each): with 16 clients
+    a fifth of the proxy's time. Here a request takes the most recently returned idle connection,
+    checking that one only. Connect 10 s at most; reading and writing ``timeout`` each; at most
+    ``MAX_CONNECTIONS`` open, ``MAX_IDLE`` kept idle for ``KEEPALIVE`` seconds."""
 
-    def __init__(self, pool: httpcore.AsyncConnectionPool, timeout: float) -> None:
-        self.pool = pool
+    MAX_CONNECTIONS = 512
+    MAX_IDLE = 128
+    KEEPALIVE = 30.0
+
+    def __init__(self, ssl_context: ssl.SSLContext, timeout: float) -> None:
+        self.ssl_context = ssl_context
         self.timeouts = {"connect": min(timeout, 10.0), "read": timeout, "write": timeout, "pool": timeout}
+        self._idle: list[httpcore.AsyncHTTPConnection] = []
+        self._slots: asyncio.Semaphore | None = None
+
+    def _take(self, origin: httpcore.Origin) -> tuple[httpcore.AsyncHTTPConnection, list[httpcore.AsyncHTTPConnection]]:
+        """An idle connection still open (else a new one), and the stale ones passed on the way."""
+        stale: list[httpcore.AsyncHTTPConnection] = []
+        while self._idle:
+            connection = self._idle.pop()
+            if connection.is_idle() and not connection.has_expired():
+                return connection, stale
+            stale.append(connection)
+        new = httpcore.AsyncHTTPConnection(origin, ssl_context=self.ssl_context, keepalive_expiry=self.KEEPALIVE)
+        return new, stale
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, method: bytes, url: bytes, *, headers: list[tuple[bytes, bytes]], content: AsyncIterator[bytes] | None
+    ) -> AsyncIterator[httpcore.Response]:
+        """One exchange on a connection of its own for its duration, given back once its answer is read."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.MAX_CONNECTIONS)
+        async with self._slots:
+            connection, stale = self._take(httpcore.URL(url).origin)
+            for gone in stale:
+                await gone.aclose()
+            kept = False
+            try:
+                async with connection.stream(
+                    method, url, headers=headers, content=content, extensions={"timeout": self.timeouts}
+                ) as response:
+                    yield response
+                kept = connection.is_idle() and len(self._idle) < self.MAX_IDLE
+            finally:
+                if kept:
+                    self._idle.append(connection)
+                else:
+                    await connection.aclose()
 
     async def aclose(self) -> None:
-        await self.pool.aclose()
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            await connection.aclose()
 
 
 def _forwarded(headers: list[tuple[bytes, bytes]], *, request: bool) -> list[tuple[bytes, bytes]]:
@@ -149,12 +190,11 @@ class ObserveProxy:
             forwarded.append((b"transfer-encoding", b"chunked"))  # as it came: a body of no stated length
         status, kept, coding = 0, [], ""
         try:
-            async with self.client.pool.stream(
+            async with self.client.stream(
                 scope["method"].encode("ascii"),
                 url,
                 headers=forwarded,
                 content=request_body() if has_body else None,
-                extensions={"timeout": self.client.timeouts},
             ) as response:
                 status = response.status
                 raw_headers = list(response.headers)
