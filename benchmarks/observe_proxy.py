@@ -205,6 +205,9 @@ def main() -> int:
                 print(f"  added latency: p50 {added:+.2f} ms, p95 {added95:+.2f} ms")
                 print(_line(f"{args.clients} clients, direct", direct_load, args.seconds))
                 print(_line(f"{args.clients} clients, through observe", proxied_load, args.seconds))
+                print(
+                    f"  through observe / direct: {len(proxied_load) / max(1, len(direct_load)):.0%} of the direct rate"
+                )
                 per = [f"{1000 * u / max(1, len(proxied_load)):.2f}" for u in used]
                 print(f"  CPU per proxied exchange at {args.clients} clients: proxy {per[0]} ms, judge {per[-1]} ms")
                 summary = results.get("summary", {})

@@ -20,10 +20,11 @@ def wire_names(ob: Observed) -> None:
     request = ob.request
     if ob.operation not in ("search", "read") or not isinstance(request, dict):
         return
-    expect(
-        "run_id" in request and not ({"runId", "maxBytes"} & set(request)),
+    named = "run_id" in request and not ({"runId", "maxBytes"} & set(request))
+    expect(  # the request described (scrubbed: some 6 % of the judge's time) only when it broke the rule
+        named,
         clients.READ_018,
-        f"{ob.operation} went out without the wire names run_id/max_bytes: {checks.describe(request)}",
+        "" if named else f"{ob.operation} went out without the wire names run_id/max_bytes: {checks.describe(request)}",
     )
 
 
