@@ -44,7 +44,7 @@ CONTROL_ENV = "KNOWLEDGE_SIM_CONTROL_TOKEN"
 """Where the staging simulator reads its control credential, and its written target names it."""
 
 
-def run(url: str, token: str, concurrency: int, work: Path, gate: Path | None) -> dict[str, object]:
+def run(url: str, token: str, concurrency: int, work: Path, gate: Path | None, durations: int = 0) -> dict[str, object]:
     config = work / "target.toml"
     mcp = ["--mcp-target", "none"]
     if gate is None:
@@ -62,6 +62,8 @@ def run(url: str, token: str, concurrency: int, work: Path, gate: Path | None) -
     command += [*mcp, "--reports", str(reports), *scope]
     if concurrency > 1:
         command += ["--concurrency", str(concurrency)]
+    if durations:
+        command += ["--", f"--durations={durations}"]
     started = time.perf_counter()
     env = {**os.environ, TOKEN_ENV: token, CONTROL_ENV: token}
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=work)
@@ -70,6 +72,9 @@ def run(url: str, token: str, concurrency: int, work: Path, gate: Path | None) -
         results = json.loads((reports / "results.json").read_text("utf-8"))
     except (OSError, ValueError):
         results = {}
+    if durations:  # where the time went: the slowest tests, as pytest lists them
+        slowest = done.stdout.partition(" durations ")[2].partition("\n")[2].partition("\n=")[0]
+        print("\n".join("    " + line for line in slowest.splitlines() if line.strip()), flush=True)
     return {
         "seconds": round(seconds, 1),
         "requests": results.get("requests"),
@@ -121,6 +126,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--gate", choices=["control", "no-control", "control-mcp"], default="control")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--durations", type=int, default=0, help="list the N slowest tests of each run")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="latency-") as tmp, core_for(args.gate, Path(tmp)) as (port, token, gate):
@@ -132,7 +138,7 @@ def main() -> None:
                     row = {
                         "delay_ms": delay,
                         "concurrency": concurrency,
-                        **run(proxy.url, token, concurrency, work, gate),
+                        **run(proxy.url, token, concurrency, work, gate, args.durations),
                     }
                     rows.append(row)
                     if not args.json:
