@@ -12,23 +12,13 @@ from typing import Any
 
 from conformance.common.secrets import SECRETS
 from conformance.common.transport import IDENTITIES, Exchange, Recorder, judged, judged_exchange
-from conformance.report.results import RunInfo, RunResult, TestResult, aggregate
+from conformance.report.results import RunResult, TestResult, aggregate
 from conformance.report.writers import TITLE_CUT, short, write_all
 from knowledge_schemas import load_catalogue, load_registry
+from tests.handbuilt import run_info
 
 TODAY = dt.date(2026, 11, 30)
-INFO = RunInfo(
-    suite_version="0",
-    catalogue_version="sha256:0000000000000000",
-    target="bundled simulator (in-process)",
-    configuration={},
-    hypothesis={"derandomize": True, "seed": None},
-    started="2026-11-30T00:00:00+00:00",
-    duration_seconds=1.0,
-    requests=3,
-    fail_on="must",
-    run_id="handbuilt",
-)
+INFO = run_info(target="bundled simulator (in-process)", run_id="handbuilt")
 CATALOGUE = load_catalogue()
 OBSERVABLE = [r.id for r in CATALOGUE if r.server_observable]
 MUSTS = sum(1 for r in CATALOGUE if r.server_observable and r.level == "MUST")

@@ -7,19 +7,10 @@ from typing import Any
 
 from conformance.report.results import RunInfo, TestResult, Waiver, aggregate
 from knowledge_schemas import load_catalogue
+from tests.handbuilt import run_info
 
 TODAY = dt.date(2026, 11, 30)
-INFO = RunInfo(
-    suite_version="0",
-    catalogue_version="sha256:0000000000000000",
-    target="t",
-    configuration={},
-    hypothesis={"derandomize": True, "seed": None},
-    started="2026-11-30T00:00:00+00:00",
-    duration_seconds=1.0,
-    requests=3,
-    fail_on="must",
-)
+INFO = run_info()
 SERVER_MUSTS = [r.id for r in load_catalogue() if r.server_observable and r.level == "MUST"]
 
 

@@ -16,23 +16,14 @@ from typing import Any
 import pytest
 
 from conformance.cli import main
-from conformance.report.results import RunInfo, TestResult, Waiver, aggregate, load_waivers
+from conformance.report.results import TestResult, Waiver, aggregate, load_waivers
 from knowledge_schemas import load_catalogue, load_registry
 from knowledge_schemas._files import SCHEMA_DIR
+from tests.handbuilt import run_info
 
 CATALOGUE = load_catalogue()
 TODAY = dt.date(2026, 11, 30)
-INFO = RunInfo(
-    suite_version="0",
-    catalogue_version="sha256:0000000000000000",
-    target="handbuilt",
-    configuration={},
-    hypothesis={"derandomize": True, "seed": None},
-    started="2026-11-30T00:00:00+00:00",
-    duration_seconds=1.0,
-    requests=3,
-    fail_on="must",
-)
+INFO = run_info(target="handbuilt")
 CLI = [sys.executable, "-m", "conformance.cli"]
 EXAMPLE = SCHEMA_DIR / "examples" / "results" / "valid-non-conformant.json"
 

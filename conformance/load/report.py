@@ -64,35 +64,17 @@ def results_of(tally: Tally, scope: list[str]) -> list[TestResult]:
             first = tally.samples.get(rid, [])
             message = f"{broken} violation(s) in {broken + passed} checks under load; first: {first[0]['message'] if first else '?'}"
             exchanges = [s["exchange"] for s in first if s.get("exchange")]
+            detail = scrub("\n".join(str(s["message"]) for s in first))
             results.append(
-                TestResult(
-                    nodeid=nodeid,
-                    outcome="failed",
-                    requirements=[rid],
-                    violated=rid,
-                    message=scrub(message)[:2000],
-                    exchanges=exchanges,
-                    detail=scrub("\n".join(str(s["message"]) for s in first)),
-                )
+                TestResult.for_rule(nodeid, rid, "failed", scrub(message)[:2000], exchanges=exchanges, detail=detail)
             )
         elif passed:
             results.append(
-                TestResult(
-                    nodeid=nodeid,
-                    outcome="passed",
-                    requirements=[rid],
-                    message=f"{passed} checks passed under load",
-                    exercised=[rid],
-                )
+                TestResult.for_rule(nodeid, rid, "passed", f"{passed} checks passed under load", exercised=[rid])
             )
         else:
             results.append(
-                TestResult(
-                    nodeid=nodeid,
-                    outcome="skipped",
-                    requirements=[rid],
-                    message="not verified: no check of this load run reached it",
-                )
+                TestResult.for_rule(nodeid, rid, "skipped", "not verified: no check of this load run reached it")
             )
     for kind, count in sorted(tally.errors.items()):
         sample = next(iter(tally.error_samples), kind)

@@ -21,7 +21,16 @@ from conformance.common.secrets import SECRETS
 from conformance.observe.coverage import JUDGED
 from conformance.observe.markdown import render
 from conformance.observe.tally import Tally
-from conformance.report.results import RESULTS_SCHEMA, STATUSES, VERDICT_EXIT, RequirementResult, RunResult, TestResult
+from conformance.report.results import (
+    RESULTS_SCHEMA,
+    STATUSES,
+    VERDICT_EXIT,
+    RequirementResult,
+    RunResult,
+    TestResult,
+    count_tests,
+    counts_by_level,
+)
 from conformance.report.writers import FILES, write_all
 from knowledge_schemas import load_catalogue
 from knowledge_schemas.catalogue import Catalogue, catalogue_version
@@ -60,29 +69,14 @@ def _tests(tally: Tally, catalogue: Catalogue) -> list[TestResult]:
         node = NODE.format(rid)
         found = tally.findings.get(rid, [])
         if found:
-            for f in found:
-                out.append(
-                    TestResult(
-                        nodeid=node,
-                        outcome="failed",
-                        requirements=[rid],
-                        violated=rid,
-                        message=f.message,
-                        exchanges=[f.exchange] if f.exchange else [],
-                    )
-                )
+            out += [
+                TestResult.for_rule(node, rid, "failed", f.message, exchanges=[f.exchange] if f.exchange else [])
+                for f in found
+            ]
         elif tally.held[rid]:
-            out.append(
-                TestResult(
-                    nodeid=node,
-                    outcome="passed",
-                    requirements=[rid],
-                    message=f"held {tally.held[rid]} time(s)",
-                    exercised=[],
-                )
-            )
+            out.append(TestResult.for_rule(node, rid, "passed", f"held {tally.held[rid]} time(s)", exercised=[]))
         else:
-            out.append(TestResult(nodeid=node, outcome="skipped", requirements=[rid], message=_reason(rid, tally)))
+            out.append(TestResult.for_rule(node, rid, "skipped", _reason(rid, tally)))
     return out
 
 
@@ -137,13 +131,10 @@ def build(tally: Tally, source: Source, *, sessions: int, fail_on: str = "must")
     if never:
         warnings.append(f"never exercised by this traffic ({len(never)}): {' '.join(never)}")
     summary = {s: sum(r.status == s for r in rows) for s in STATUSES}
+    summary.update(count_tests(tests))
     summary.update(
         server_must_total=len(gate),
         server_must_verified=0,
-        tests=len(tests),
-        tests_failed=sum(t.outcome == "failed" for t in tests),
-        tests_errored=0,
-        tests_skipped=sum(t.outcome == "skipped" for t in tests),
         observed_exchanges=tally.exchanges,
         observed_judged=tally.judged,
         observed_dropped=sum(lost.values()),
@@ -153,10 +144,7 @@ def build(tally: Tally, source: Source, *, sessions: int, fail_on: str = "must")
         rules_violated=len(tally.findings),
         rules_not_observed=len(never),
     )
-    by_level = {
-        level: {s: sum(r.status == s and r.level == level for r in rows) for s in STATUSES}
-        for level in ("MUST", "SHOULD", "MAY")
-    }
+    by_level = counts_by_level(rows)
     return RunResult(
         schema_version=RESULTS_SCHEMA,
         run_id=secrets.token_hex(4),

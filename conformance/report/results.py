@@ -41,6 +41,12 @@ class TestResult:
         default_factory=list
     )  # expiry probes' age intervals (conformance.server.expiry)
 
+    @classmethod
+    def for_rule(cls, nodeid: str, rid: str, outcome: str, message: str, **more: Any) -> TestResult:
+        """A rule that is its own test (observe's and load's rules): a failure names it violated."""
+        violated = rid if outcome == "failed" else None
+        return cls(nodeid=nodeid, outcome=outcome, requirements=[rid], violated=violated, message=message, **more)
+
 
 @dataclass(kw_only=True)
 class Waiver:
@@ -480,11 +486,8 @@ def aggregate(
         verdict = "incomplete"
     else:
         verdict = "conformant"
-    summary = {s: sum(r.status == s for r in results) for s in STATUSES}
-    by_level = {
-        level: {s: sum(r.status == s and r.level == level for r in results) for s in STATUSES}
-        for level in ("MUST", "SHOULD", "MAY")
-    }
+    summary: dict[str, int] = {s: sum(r.status == s for r in results) for s in STATUSES}
+    by_level = counts_by_level(results)
     if info.scope is not None:  # the summary keeps counting the Core's MUSTs; the scope member counts the scope's
         core = [r for r in results if r.surface == "server" and r.level == "MUST"]
         observable = {q.id for q in catalogue if q.server_observable}
@@ -499,10 +502,7 @@ def aggregate(
             summary[f"{surface}_must_total"] = len(rows)
             summary[f"{surface}_must_verified"] = sum(r.status == "verified" for r in rows)
             summary[f"{surface}_must_failed"] = sum(r.status == "failed" for r in rows)
-    summary["tests"] = len(tests)
-    summary["tests_failed"] = sum(t.outcome == "failed" for t in tests)
-    summary["tests_errored"] = len(errored)
-    summary["tests_skipped"] = sum(t.outcome == "skipped" for t in tests)
+    summary.update(count_tests(tests))
     return RunResult(
         **{**info.facts(), "duration_seconds": round(info.duration_seconds, 3)},
         verdict=verdict,
@@ -515,6 +515,24 @@ def aggregate(
         scope=None if info.scope is None else _scope_member(info.scope, catalogue, status_of),
         incomplete=_incomplete(verdict, [r for r in core if r.id in observable], results, catalogue, info),
     )
+
+
+def counts_by_level(rows: list[RequirementResult]) -> dict[str, dict[str, int]]:
+    """How many requirements of each level ended in each status (results.json ``summary_by_level``)."""
+    return {
+        level: {s: sum(r.status == s and r.level == level for r in rows) for s in STATUSES}
+        for level in ("MUST", "SHOULD", "MAY")
+    }
+
+
+def count_tests(tests: list[TestResult]) -> dict[str, int]:
+    """The summary's test counts: every outcome a run's tests (or observe's and load's rules) ended in."""
+    return {
+        "tests": len(tests),
+        "tests_failed": sum(t.outcome == "failed" for t in tests),
+        "tests_errored": sum(t.outcome == "error" for t in tests),
+        "tests_skipped": sum(t.outcome == "skipped" for t in tests),
+    }
 
 
 def _incomplete(
