@@ -4,7 +4,8 @@ each ID the active suite names for a driven variant that observe does not (``PAR
 
 A reason says what the wire would have to carry for passive observation to see the deviation, and
 why the traffic of a conforming counterpart never carries it. tests/test_observe.py holds the
-tables complete: every variant is driven or listed here, never both."""
+tables complete (the MCP quirks tests/test_observe_mcp.py drives count as driven): every variant
+is driven or listed here, never both."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ EDGE = (
     "an expiry edge within a second of 300 s: observe leaves 1 s (plus [tolerances] clock_skew_seconds) on each "
     "side, since the Core stamps a reference somewhere between the request and the answer the proxy sees"
 )
-MCP = "an MCP path (JSON-RPC over stdio or streamable HTTP): observe does not parse MCP traffic"
-SK = "the search_knowledge tool, reached over MCP only: observe does not parse MCP traffic"
+MCP = (
+    "an MCP path's behaviour outside the search and read tools' successful results (observe judges only those, "
+    "over streamable HTTP; a stdio server's traffic never passes a proxy)"
+)
+SK = "the search_knowledge tool's rules: observe judges only the search and read tools' results over MCP"
 NEGOTIATION = (
     "an on_demand turn after an invalid capabilities answer shows only in front of a Core whose capabilities "
     "break (a broken Core too) and with --client-negotiates; observe then names NEG-004 (capabilities asked and "
@@ -69,7 +73,7 @@ UNSEEN_QUIRKS |= {
     for name in (
         "mcp_missing_flag mcp_knowledge_on_job_path mcp_knowledge_callable_on_job_path mcp_identity_argument_honoured "
         "mcp_hidden_arguments_honoured mcp_delivery_argument_honoured mcp_no_structured_content mcp_read_before_turn "
-        "mcp_session_per_workspace mcp_differs_from_http mcp_own_page_size mcp_ignores_max_bytes mcp_error_as_jsonrpc "
+        "mcp_session_per_workspace mcp_differs_from_http mcp_own_page_size mcp_error_as_jsonrpc "
         "mcp_read_tool_unlisted mcp_tools_after_first_turn mcp_presence_means_support mcp_on_demand_to_old_core "
         "mcp_old_core_501_as_failure mcp_no_rebinding_protection mcp_origin_checked_by_prefix "
         "mcp_scope_change_no_search_again mcp_turn_retry_new_identity"

@@ -8,6 +8,7 @@ with an answer off the wire): listed in the report, never counted."""
 from __future__ import annotations
 
 from conformance.clients import rules as clients
+from conformance.mcp import rules as mcp
 from conformance.server import rules as server
 
 JUDGED: dict[str, str] = {
@@ -64,6 +65,8 @@ JUDGED: dict[str, str] = {
     server.WIRE_001: "an error answer, or a 500",
     server.WIRE_002: "a 200 capabilities, search, read or on_demand turn answer",
     server.WIRE_003: "any answer of the four endpoints",
+    # what an MCP path relays: the Core's search and read rules above, judged on its tools' results too
+    mcp.MCP_011: "a read_business_knowledge result over streamable HTTP (its page within the asked max_bytes)",
     # the client's side
     clients.NEG_004: "an on_demand turn (judged only with --client-negotiates: an explicit on_demand host option needs no capabilities)",
     clients.TURN_005: "a turn identity sent again (a retry)",

@@ -19,7 +19,7 @@ from conformance.common.rules import Ledger, recording
 from conformance.common.secrets import clip
 from conformance.common.transport import BODY_KEEP, REDACTED, Exchange
 from conformance.common.untrusted import shown
-from conformance.observe import client_rules, sequence_rules, server_rules
+from conformance.observe import client_rules, mcp_calls, sequence_rules, server_rules
 from conformance.observe.context import EXPIRY_MARGIN, Context
 from conformance.observe.credentials import Credentials
 from conformance.observe.observed import Observed
@@ -121,7 +121,8 @@ class Judge:
         seen = seen.decoded()
         ob = Observed.of(seen, self.ctx.cfg.wire["paths"], self._caller)
         if ob is None:
-            self.tally.skipped("not a request of the contract (another path or method)")
+            if not self._mcp(seen):
+                self.tally.skipped("not a request of the contract (another path or method)")
             return
         self.tally.was_judged()
         if seen.status == 0:
@@ -133,6 +134,23 @@ class Judge:
             ](ob)
         finally:
             self.tally.hold(dict.fromkeys(self._held - self._violated, 1))
+
+    def _mcp(self, seen: Seen) -> bool:
+        """An MCP POST's tool calls: each search or read result judged by the relayed rules (false
+        when the exchange made no tool call)."""
+        found = mcp_calls.answered(seen)
+        if found is None:
+            return False
+        self.tally.was_judged()
+        caller, label = self._caller(seen.credential, seen.path)
+        self._held, self._violated = set(), set()
+        try:
+            for call, result in found:
+                ob = Observed(seen, f"MCP {call.tool}", seen.path, caller, label)
+                self._apply(ob, lambda: mcp_calls.judge(call, result))  # noqa: B023 (called at once)
+        finally:
+            self.tally.hold(dict.fromkeys(self._held - self._violated, 1))
+        return True
 
     def _answered(self, ob: Observed) -> None:
         if ob.status:
