@@ -10,7 +10,7 @@ under a path prefix of its own), so the variants share the proxy and its judge."
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,13 +29,16 @@ from conformance.observe.seen import Body, Seen
 from knowledge_schemas import load_yaml
 from simulator.config import SimConfig
 from simulator.mcp.server import MCP_PATH
-from tests.test_observe_support import CONTROL, DOCS, _bases, cfg, served
+from tests.test_observe_support import CONTROL, DOCS, Clock, _bases, cfg, served
 
 MCP_QUIRKS: dict[str, frozenset[str]] = {"mcp_ignores_max_bytes": frozenset({"MCP-011"})}
 """Each MCP quirk observe names from a tool's result, with the IDs it names (tests/test_observe.py
 counts these as driven)."""
-CORE_QUIRKS: dict[str, frozenset[str]] = {"search_fourth_hint": frozenset({"SRCH-003"})}
-"""A Core quirk the MCP path relays: named from the tool's result alone (the proxy sees no HTTP search)."""
+CORE_QUIRKS: dict[str, frozenset[str]] = {
+    "search_fourth_hint": frozenset({"SRCH-003"}),
+    "refs_never_expire": frozenset({"REF-001"}),
+}
+"""Core quirks the MCP path relays: named from the tools' results alone (the proxy sees no HTTP search or read)."""
 VARIANTS = ("clean", *MCP_QUIRKS, *CORE_QUIRKS)
 KEYS = ("alpha", "filler0", "filler1", "filler2", "ascii")
 PREFIX = re.compile(r"^/(v\d+)(/.*)$")
@@ -62,8 +65,9 @@ def _dispatcher(apps: dict[str, Any]) -> Any:
     return app
 
 
-def _drive(session: Any) -> None:
-    """A turn, a search that fills its hints, and reads of a long document: at 4096 bytes, by default, by cursor."""
+def _drive(session: Any, later: Callable[[], None]) -> None:
+    """A turn, a search that fills its hints, and reads of a long document: at 4096 bytes, by
+    default, by cursor; then, ``later`` (301 s on), the same reference read again."""
     session.call(TURN, {"user_input": "homepage binding"})
     session.call(SEARCH, {"query": "homepage binding"})
     hints = session.call(SEARCH, {"query": DOCS["ascii"].token}).structured or {}
@@ -73,6 +77,8 @@ def _drive(session: Any) -> None:
         session.call(READ, {"ref": ref})
         if first.get("next_cursor"):
             session.call(READ, {"ref": ref, "max_bytes": 4096, "cursor": first["next_cursor"]})
+        later()
+        session.call(READ, {"ref": ref})
 
 
 @dataclass
@@ -109,7 +115,8 @@ def observed() -> Iterator[Observed]:
         pipeline.submit(seen)
 
     with served(_dispatcher(apps)) as upstream:
-        proxy = ObserveProxy(upstream, sink, credentials)
+        clock = Clock()
+        proxy = ObserveProxy(upstream, sink, credentials, clock=clock)
         with served(proxy) as proxy_url:
             for key in names:
                 control = Control.of_core(f"{upstream}/{key}", CONTROL)
@@ -118,11 +125,16 @@ def observed() -> Iterator[Observed]:
                     control.create_workspace(route)
                     control.replace_corpus(route, _bases(KEYS))
                     token = control.mint("alice", route)["token"]
+                    url = f"{proxy_url}/{key}" + MCP_PATH.format(route=route)
+
+                    def later(control: Control = control) -> None:  # the simulator's clock and the judge's
+                        control.advance(301)
+                        clock.shift += 301
+
+                    with connect(Endpoint("http", url=url, token=token), 30) as session:
+                        _drive(session, later)
                 finally:
                     control.close()
-                url = f"{proxy_url}/{key}" + MCP_PATH.format(route=route)
-                with connect(Endpoint("http", url=url, token=token), 30) as session:
-                    _drive(session)
         pipeline.close()
     yield Observed(judge, variant_of)
 
@@ -131,7 +143,7 @@ def test_mcp_tool_results_of_a_clean_simulator_violate_nothing(observed: Observe
     tally = observed.judge.tally
     assert not tally.errors, tally.errors
     assert not observed.violated("clean"), {rid: f[0].message for rid, f in tally.findings.items()}
-    assert {"MCP-011", "SRCH-003", "SRCH-008", "READ-002"} <= set(tally.held), sorted(tally.held)
+    assert {"MCP-011", "SRCH-003", "SRCH-008", "READ-002", "REF-001"} <= set(tally.held), sorted(tally.held)
 
 
 @pytest.mark.parametrize("quirk", [*MCP_QUIRKS, *CORE_QUIRKS])

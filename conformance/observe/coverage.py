@@ -50,7 +50,10 @@ JUDGED: dict[str, str] = {
     server.READ_015: "a read chain followed from its first page to its end, with total_content_bytes",
     server.READ_016: "a 200 read answer",
     server.READ_020: "a read chain the budget stops, followed from its first page",
-    server.REF_001: "a reference (or its cursor) presented more than 300 s after its search was answered",
+    server.REF_001: (
+        "a reference (or its cursor) presented more than 300 s after its search was answered (over HTTP, or "
+        "by an MCP read tool after an MCP search)"
+    ),
     server.REF_002: "a reference presented within 300 s of its search",
     server.REF_003: "a reference presented by another Hub's identity (identities configured with their Hub)",
     server.REF_004: "a reference presented by another Agent Session (identities configured with their session)",

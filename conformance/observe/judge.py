@@ -147,7 +147,7 @@ class Judge:
         try:
             for call, result in found:
                 ob = Observed(seen, f"MCP {call.tool}", seen.path, caller, label)
-                self._apply(ob, lambda: mcp_calls.judge(call, result))  # noqa: B023 (called at once)
+                self._apply(ob, lambda: mcp_calls.judge(self.ctx, seen, call, result))  # noqa: B023 (called at once)
         finally:
             self.tally.hold(dict.fromkeys(self._held - self._violated, 1))
         return True

@@ -8,7 +8,12 @@ search and read tools' ``structuredContent`` is then judged by :mod:`conformance
 active suite's own checks, so a deviation gets the same requirement ID as in an active run.
 
 Only what the proxy kept is read (``seen.RESPONSE_KEEP``): an event cut at the cap, or an event
-stream's unterminated last event, is left alone, never guessed at."""
+stream's unterminated last event, is left alone, never guessed at.
+
+The references an MCP search issued are remembered (by digest, with when the proxy saw the answer)
+apart from the HTTP ones: an MCP read of one more than 300 s later that succeeds breaks REF-001, as
+an HTTP read does. Their run and binding are the MCP server's own (never on the wire), so no
+binding rule is judged from them."""
 
 from __future__ import annotations
 
@@ -22,8 +27,10 @@ from conformance.common.rules import Rule
 from conformance.mcp import relayed
 from conformance.mcp import rules as mcp
 from conformance.mcp.results import READ, SEARCH
+from conformance.observe.context import Context
 from conformance.observe.observed import json_of
-from conformance.observe.seen import Seen
+from conformance.observe.seen import Seen, digest
+from conformance.server import rules as server
 
 TRANSPORT = "streamable HTTP"
 JUDGED_TOOLS = (SEARCH, READ)
@@ -113,15 +120,38 @@ def page_bound(arguments: dict[str, Any]) -> tuple[int | None, Rule]:
     return min(max(asked, C.READ_MIN_MAX_BYTES), C.READ_MAX_MAX_BYTES), mcp.MCP_011
 
 
-def judge(call: Call, result: dict[str, Any]) -> None:
-    """A successful search or read result's ``structuredContent``, by the Core's rules as relayed."""
+def judge(ctx: Context, seen: Seen, call: Call, result: dict[str, Any]) -> None:
+    """A search or read result: its ``structuredContent`` by the Core's rules as relayed (a success),
+    and a read's reference against when an MCP search issued it (REF-001)."""
     structured = result.get("structuredContent")
-    if call.tool not in JUDGED_TOOLS or result.get("isError") is True or not isinstance(structured, dict):
+    failed = result.get("isError") is True
+    if call.tool == READ:
+        expiry(ctx, seen, call, failed)
+    if call.tool not in JUDGED_TOOLS or failed or not isinstance(structured, dict):
         return
     if call.tool == SEARCH:
         relayed.search(structured, TRANSPORT, call.tool)
+        hints = structured.get("hints")
+        for hint in hints if isinstance(hints, list) else []:
+            if isinstance(hint, dict) and isinstance(hint.get("ref"), str):
+                ctx.traffic.mcp_refs.put(digest(hint["ref"]), seen.answered)
         return
     ref = call.arguments.get("ref")
     if isinstance(ref, str):
         limit, bound = page_bound(call.arguments)
         relayed.page(structured, TRANSPORT, call.tool, ref=ref, max_bytes=limit, bound=bound)
+
+
+def expiry(ctx: Context, seen: Seen, call: Call, failed: bool) -> None:
+    """A reference an MCP search issued, read more than 300 s after (with the judge's margin), is
+    refused (REF-001); one read within that time is not judged here (the MCP server may refuse it
+    for its own reasons, a run of its own among them)."""
+    ref = call.arguments.get("ref")
+    issued = ctx.traffic.mcp_refs.get(digest(ref)) if isinstance(ref, str) else None
+    if issued is None or seen.sent - issued <= ctx.ttl + ctx.tolerance:
+        return
+    if failed:
+        server.REF_001.held()
+        return
+    with relayed.over_mcp(TRANSPORT, call.tool):
+        server.REF_001.fail(f"a reference at least {seen.sent - issued:.1f} s old (issued by an MCP search) was read")

@@ -134,6 +134,7 @@ class Traffic:
     missing: Bounded[tuple[str, str], int] = field(default_factory=Bounded)  # (route, op) answered 404/405/501
     availability: Bounded[tuple[str, str], tuple[str, bool, float]] = field(default_factory=Bounded)
     reference_errors: Bounded[tuple[str | None, str], str] = field(default_factory=Bounded)  # caller -> ref digest
+    mcp_refs: Bounded[str, float] = field(default_factory=Bounded)  # a ref an MCP search issued -> answered at
     excerpts: deque[str] = field(default_factory=lambda: deque(maxlen=EXCERPTS))
     wholes: deque[str] = field(default_factory=lambda: deque(maxlen=WHOLES))
     chains: int = 0
