@@ -126,9 +126,10 @@ OPTIONS: tuple[Opt, ...] = (
     Opt(
         "--concurrency",
         "tests run at once against the target, each worker in a world of its own (1: one at a time); "
-        "the same verdict and reports as a serial run; a --rate-limit is shared among them",
+        "the same verdict and reports as a serial run; a --rate-limit is shared among them "
+        "(default: 4 for a Core a network away, else 1)",
         SUITE,
-        default=1,
+        default=None,
         type=int,
     ),
     Opt(

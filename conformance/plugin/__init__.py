@@ -74,12 +74,17 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """A suite session's console shows a target's text defanged (conformance.common.untrusted):
     the streams are guarded before the terminal reporter takes hold of them. ``--concurrency N``
-    becomes N pytest-xdist workers (before xdist reads its own options), unless ``-n`` says otherwise."""
+    becomes N pytest-xdist workers (before xdist reads its own options), unless ``-n`` says otherwise;
+    without it, a Core a network away gets a few (conformance.plugin.workers)."""
     if wants_suite(config):
         from conformance.common.untrusted import guard_streams
 
         guard_streams()
         workers = option(config, "--concurrency")
+        if workers is None and option(config, "--harness") is None and not is_worker(config):
+            from conformance.plugin.workers import default_workers
+
+            workers = default_workers(option(config, "--target-config"), option(config, "--target"))
         if (
             isinstance(workers, int)
             and 1 < workers <= 64  # out of range: a usage error once the run is prepared

@@ -1,0 +1,74 @@
+"""How many tests run at once when ``--concurrency`` is not given.
+
+One for the bundled simulator and for a Core on this machine or next to it: there a round trip
+costs nothing and every pytest-xdist worker costs a process start. Four for a Core a network
+away: each request then waits a round trip, and four in flight take a run 50 ms away from some
+93 s to about a third of that (``benchmarks/latency.py``). Only the target's address and one TCP
+handshake decide it, so a loopback Core is never run concurrently by surprise."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+AUTO_WORKERS = 4
+FAR_SECONDS = 0.002
+"""A TCP handshake slower than this: the Core is a network away (a LAN answers in well under it)."""
+HANDSHAKE_TIMEOUT = 2.0
+
+Connect = Callable[[tuple[str, int], float], Any]
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def far_away(
+    url: str,
+    *,
+    connect: Connect = socket.create_connection,
+    clock: Callable[[], float] = time.perf_counter,
+) -> bool:
+    """Whether the Core at ``url`` is a network away: not loopback, and its TCP handshake (name
+    lookup included) took at least ``FAR_SECONDS``. Unreachable: no (the run's preflight says why)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or _loopback(parts.hostname):
+        return False
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return False
+    started = clock()
+    try:
+        connect((parts.hostname, port), HANDSHAKE_TIMEOUT).close()
+    except (OSError, UnicodeError):
+        return False
+    return clock() - started >= FAR_SECONDS
+
+
+def default_workers(
+    target_config: str | None,
+    target: str | None,
+    *,
+    connect: Connect = socket.create_connection,
+    clock: Callable[[], float] = time.perf_counter,
+) -> int:
+    """The worker count for a run that named none (a bad configuration: 1, the preflight reports it)."""
+    from conformance.common.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(target_config, target=target)
+    except (ConfigError, OSError):
+        return 1
+    if cfg.is_sim:
+        return 1
+    return AUTO_WORKERS if far_away(cfg.target, connect=connect, clock=clock) else 1

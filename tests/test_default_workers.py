@@ -1,0 +1,75 @@
+"""The worker count of a run that names none: a few for a Core a network away, one otherwise,
+decided from the target's address and one TCP handshake (time and the network injected)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.plugin import workers
+
+
+class Handshake:
+    """A connect that takes ``seconds`` on the injected clock, or fails."""
+
+    def __init__(self, seconds: float, fails: bool = False) -> None:
+        self.seconds, self.fails, self.now = seconds, fails, 0.0
+        self.calls: list[tuple[str, int]] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self, address: tuple[str, int], timeout: float) -> Any:
+        self.calls.append(address)
+        self.now += self.seconds
+        if self.fails:
+            raise OSError("refused")
+        return self
+
+    def close(self) -> None:
+        pass
+
+
+def _far(url: str, shake: Handshake) -> bool:
+    return workers.far_away(url, connect=shake, clock=shake.clock)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:8000", "http://localhost:8000", "http://[::1]:8000", "http://127.9.9.9", "sim"]
+)
+def test_a_core_on_this_machine_is_never_far_and_never_dialled(url: str) -> None:
+    shake = Handshake(1.0)
+    assert not _far(url, shake) and shake.calls == []
+
+
+def test_a_slow_handshake_is_far_and_a_quick_one_is_not() -> None:
+    slow = Handshake(workers.FAR_SECONDS)
+    assert _far("https://core.example:8443/agent", slow) and slow.calls == [("core.example", 8443)]
+    assert not _far("http://core.example", Handshake(workers.FAR_SECONDS / 4))
+    assert _far("https://core.example", shake := Handshake(0.05)) and shake.calls == [("core.example", 443)]
+
+
+@pytest.mark.parametrize("url", ["http://core.example:99999", "ftp://core.example", "http://"])
+def test_an_address_that_cannot_be_dialled_is_not_far(url: str) -> None:
+    assert not _far(url, Handshake(1.0))
+
+
+def test_an_unreachable_core_runs_serially() -> None:
+    assert not _far("http://core.example", Handshake(1.0, fails=True))
+
+
+def test_the_default_is_four_only_for_a_far_core(tmp_path: Path) -> None:
+    live = tmp_path / "target.toml"
+    live.write_text('[control]\nurl = "http://core.example/_control/v1"\ntoken = "t"\n', "utf-8")
+
+    def chosen(target: str, shake: Handshake, config: str | None = str(live)) -> int:
+        return workers.default_workers(config, target, connect=shake, clock=shake.clock)
+
+    assert chosen("sim", Handshake(1.0)) == 1
+    assert chosen("http://127.0.0.1:9", Handshake(1.0)) == 1
+    assert chosen("http://core.example", Handshake(1.0)) == workers.AUTO_WORKERS
+    assert chosen("http://core.example", Handshake(0.0)) == 1
+    assert chosen("http://core.example", Handshake(1.0, fails=True)) == 1  # unreachable: the preflight says why
+    assert chosen("http://core.example", Handshake(1.0), str(tmp_path / "missing.toml")) == 1
