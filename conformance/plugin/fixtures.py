@@ -145,6 +145,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=_waits_for_expiry)  # stable: the order is otherwise kept
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What imports and collection built lives as long as the run: it is frozen out of the
+    collector's reach, so the full collections the MCP sessions ask for (conformance.mcp.session)
+    and the interpreter's own walk only the objects tests make (a tenth of a second less each)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _expiry_waited_in_the_background(request: pytest.FixtureRequest, kc_settings: RunSettings) -> None:
     """--realtime in one process: the five-minute expiry wait starts with the run, beside the
