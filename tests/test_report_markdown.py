@@ -257,14 +257,7 @@ def test_a_failure_judged_on_an_mcp_answer_shows_its_last_tool_call(tmp_path: Pa
     calls = list(evidence.CALLS)
     evidence.clear()
     assert len(calls) == evidence.KEEP and json.loads(calls[-1]["arguments"])["ref"] == f"ref-{evidence.KEEP + 1}"
-    failed = TestResult(
-        nodeid="t::mcp",
-        outcome="failed",
-        requirements=[mcp],
-        violated=mcp,
-        message=f"ContractViolation: [{mcp}] broken",
-        tool_calls=calls,
-    )
+    failed = TestResult.for_rule("t::mcp", mcp, "failed", f"ContractViolation: [{mcp}] broken", tool_calls=calls)
     reports = _write(
         _run([TestResult(nodeid="t::pass", outcome="passed", requirements=OBSERVABLE, exercised=OBSERVABLE), failed]),
         tmp_path,

@@ -44,23 +44,11 @@ def _hostile_run() -> RunResult:
         "protocol_error": None,
         "answer": PAYLOAD,
     }
-    failed = TestResult(
-        nodeid="t::read",
-        outcome="failed",
-        requirements=[rid],
-        violated=rid,
-        message=f"ContractViolation: [{rid}] {PAYLOAD}",
-        exchanges=[exchange],
+    failed = TestResult.for_rule(
+        "t::read", rid, "failed", f"ContractViolation: [{rid}] {PAYLOAD}", exchanges=[exchange]
     )
     mcp = next(r.id for r in CATALOGUE if r.id.startswith("MCP"))
-    on_mcp = TestResult(
-        nodeid="t::mcp",
-        outcome="failed",
-        requirements=[mcp],
-        violated=mcp,
-        message=f"ContractViolation: [{mcp}] {PAYLOAD}",
-        tool_calls=[call],
-    )
+    on_mcp = TestResult.for_rule("t::mcp", mcp, "failed", f"ContractViolation: [{mcp}] {PAYLOAD}", tool_calls=[call])
     loose = TestResult(
         nodeid="t::loose",
         outcome="error",
