@@ -16,7 +16,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from conformance.common.config import load_config
 from conformance.common.outcomes import ContractViolation
-from conformance.common.walk import walk_settings
+from conformance.common.walk import WALK_PARTS, walk_parts, walk_settings
 from conformance.server.stateful import CLAIMS, Held, machine, tour
 from conformance.server.transcript import Checker, Deviation, replay
 from tests.transcripts import CLEAN, QUIRKY, record_refresh_scenario, simulator
@@ -191,3 +191,15 @@ def test_the_tour_reaches_every_claimed_rule() -> None:
 def test_the_tour_alone_catches_the_stateful_quirks(quirk: str, rule: str) -> None:
     _, caught = _tour(quirk)
     assert caught is not None and caught.requirement == rule, caught
+
+
+def test_a_walk_is_cut_into_parts_that_share_its_examples() -> None:
+    """The tour is a test of its own; every example is walked once, by parts none of which is
+    empty, each with a seed of its own (the first the walk's, so ``--stateful-seed`` still names it)."""
+    for examples in (0, 1, 3, 4, 5, 20, 201):
+        tour, *walks = walk_parts(examples)
+        assert tour.tours and tour.examples == 0 and not any(w.tours for w in walks)
+        assert sum(w.examples for w in walks) == examples
+        assert len(walks) == min(WALK_PARTS, examples) and all(w.examples >= 1 for w in walks)
+        assert len({w.seed(7) for w in walks}) == len(walks) and all(w.seed(7) == 7 for w in walks[:1])
+        assert len({str(p) for p in [tour, *walks]}) == 1 + len(walks)

@@ -699,7 +699,7 @@ TAGS = tags(SearchKnowledgeModel)  # rule -> the requirement IDs it checks or se
 CLAIMS = claims(SearchKnowledgeModel)
 
 
-def machine(make_world: Callable[[], SkModelWorld], walk_seed: int = WALK_SEED) -> type[SearchKnowledgeModel]:
+def machine(make_world: Callable[[], SkModelWorld], walk_seed: int | str = WALK_SEED) -> type[SearchKnowledgeModel]:
     """The state machine over one world (made once; each example starts from its canonical state:
     runtime on, every item active and published with its canonical text, every base active, alice
     seeing A and B); its ``reach`` collects the rules run and the IDs checked."""

@@ -475,7 +475,7 @@ def machine(
     make_world: Callable[[], World],
     cfg: TargetConfig,
     checkers: list[Checker] | None = None,
-    walk_seed: int = WALK_SEED,
+    walk_seed: int | str = WALK_SEED,
 ) -> type[KnowledgeContract]:
     """The state machine over one world (made once, reset at the start of each example); its
     ``reach`` collects the IDs whose checks ran on a definite prediction (``reach.of(MODEL)``: the
