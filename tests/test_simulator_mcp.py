@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import httpx
+import mcp_types as mtypes
 import pytest
 
 from conformance.common.open import serve_over_loopback
@@ -21,6 +22,7 @@ from knowledge_schemas.mcp import AGENT_TOOLS, JOB_TOOLS, KNOWLEDGE_TOOLS
 from simulator import create_app
 from simulator.mcp.jobs import JobTools
 from simulator.mcp.server import http_endpoint, stdio_command
+from simulator.mcp.tools import CoreHttp
 
 ROUTE, CTL = "mcp-sim", {"Authorization": "Bearer ctl"}
 TOKEN_WORD = "zebrafinch"
@@ -287,3 +289,19 @@ def test_mcp_allowed_hosts_are_an_option() -> None:
     with httpx.Client(transport=InProcessTransport(app), base_url="http://sim.example") as http:
         response = http.post(http_endpoint("http://sim.example", ROUTE), json=INITIALIZE, headers=MCP_HEADERS)
     assert response.status_code != 421
+
+
+def test_a_lone_surrogate_from_the_core_is_relayed_as_a_character_not_a_dead_session() -> None:
+    """A broken Core's page may end in half a character, a lone ``\\ud83d`` escape: JSON parsers
+    take it, but no MCP message can carry it (the SDK's serializer refused it and the stdio
+    server died, so a whole run against that Core ended in a harness error). The adapter relays
+    U+FFFD in its place and keeps a pair that is whole."""
+    body = b'{"text": "half \\ud83d, whole \\ud83d\\ude00, \\u00e9"}'
+    core = CoreHttp(
+        httpx.AsyncClient(
+            transport=httpx.MockTransport(lambda _: httpx.Response(200, content=body)), base_url="http://core"
+        )
+    )
+    status, answer = anyio.run(core.request, "POST", "/read", "t")
+    assert (status, answer) == (200, {"text": "half \ufffd, whole \U0001f600, \u00e9"})
+    mtypes.CallToolResult(content=[], structured_content=answer).model_dump_json()  # serializable: no error

@@ -25,6 +25,7 @@ service's JSON, as a text block and ``structuredContent`` (``isError`` on a refu
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,6 +135,24 @@ def core_error(status: int, body: Any) -> ToolError:
     )
 
 
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""Where a Core's JSON can carry a surrogate: only as an escape (UTF-8 has none)."""
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate replaced by U+FFFD, as a decoder would. A broken Core
+    may send half a character as a lone ``\\uD83D`` escape; JSON parsers take it, but no MCP
+    message can carry it (the SDK's serializer refuses it, and a stdio server dies of it), so the
+    relay passes on a character in its place and the page is judged on its content."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [without_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {without_lone_surrogates(k): without_lone_surrogates(v) for k, v in value.items()}
+    return value
+
+
 class CoreHttp:
     """The Core's HTTP surface, as an async client (``httpx.ASGITransport`` in-process, or a network URL)."""
 
@@ -152,9 +171,12 @@ class CoreHttp:
                 retryable=False,
             ) from None
         try:
-            return response.status_code, response.json()
+            answer = response.json()
         except ValueError:
             return response.status_code, None
+        if SURROGATE_ESCAPE.search(response.content):
+            answer = without_lone_surrogates(answer)
+        return response.status_code, answer
 
 
 class AgentTools:
