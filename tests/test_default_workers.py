@@ -60,7 +60,7 @@ def test_an_unreachable_core_runs_serially() -> None:
     assert not _far("http://core.example", Handshake(1.0, fails=True))
 
 
-def test_the_default_is_four_only_for_a_far_core(tmp_path: Path) -> None:
+def test_the_default_is_four_for_a_far_core_eight_a_region_away_and_one_otherwise(tmp_path: Path) -> None:
     live = tmp_path / "target.toml"
     live.write_text('[control]\nurl = "http://core.example/_control/v1"\ntoken = "t"\n', "utf-8")
 
@@ -69,7 +69,11 @@ def test_the_default_is_four_only_for_a_far_core(tmp_path: Path) -> None:
 
     assert chosen("sim", Handshake(1.0)) == 1
     assert chosen("http://127.0.0.1:9", Handshake(1.0)) == 1
-    assert chosen("http://core.example", Handshake(1.0)) == workers.AUTO_WORKERS
+    assert chosen("http://core.example", Handshake(1.0)) == workers.FARTHER_WORKERS
+    assert chosen("http://core.example", Handshake(workers.FARTHER_SECONDS)) == workers.FARTHER_WORKERS
+    assert chosen("http://core.example", Handshake(workers.FARTHER_SECONDS / 2)) == workers.AUTO_WORKERS
+    assert chosen("http://core.example", Handshake(workers.FAR_SECONDS)) == workers.AUTO_WORKERS
+    assert chosen("http://core.example", Handshake(workers.FAR_SECONDS / 2)) == 1
     assert chosen("http://core.example", Handshake(0.0)) == 1
     assert chosen("http://core.example", Handshake(1.0, fails=True)) == 1  # unreachable: the preflight says why
     assert chosen("http://core.example", Handshake(1.0), str(tmp_path / "missing.toml")) == 1

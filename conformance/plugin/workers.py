@@ -3,8 +3,10 @@
 One for the bundled simulator and for a Core on this machine or next to it: there a round trip
 costs nothing and every pytest-xdist worker costs a process start. Four for a Core a network
 away: each request then waits a round trip, and four in flight take a run 50 ms away from some
-93 s to about a third of that (``benchmarks/latency.py``). Only the target's address and one TCP
-handshake decide it, so a loopback Core is never run concurrently by surprise."""
+93 s to about a third of that (``benchmarks/latency.py``). Eight for a Core whose handshake takes
+20 ms or more (another region): there round trips outweigh the workers' starts, and eight took a
+control run with MCP 50 ms away from 91 s on four to 60 s. Only the target's address and one
+TCP handshake decide it, so a loopback Core is never run concurrently by surprise."""
 
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ from urllib.parse import urlsplit
 AUTO_WORKERS = 4
 FAR_SECONDS = 0.002
 """A TCP handshake slower than this: the Core is a network away (a LAN answers in well under it)."""
+FARTHER_WORKERS = 8
+FARTHER_SECONDS = 0.020
+"""A TCP handshake slower than this: the Core is a region away (10 ms each way or more)."""
 HANDSHAKE_TIMEOUT = 2.0
 
 Connect = Callable[[tuple[str, int], float], Any]
@@ -32,27 +37,39 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def handshake_seconds(
+    url: str,
+    *,
+    connect: Connect = socket.create_connection,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float | None:
+    """How long one TCP handshake with the Core at ``url`` took (name lookup included); None for a
+    Core on this machine, which is never dialled, and for one that cannot be reached (the run's
+    preflight says why)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or _loopback(parts.hostname):
+        return None
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    started = clock()
+    try:
+        connect((parts.hostname, port), HANDSHAKE_TIMEOUT).close()
+    except (OSError, UnicodeError):
+        return None
+    return clock() - started
+
+
 def far_away(
     url: str,
     *,
     connect: Connect = socket.create_connection,
     clock: Callable[[], float] = time.perf_counter,
 ) -> bool:
-    """Whether the Core at ``url`` is a network away: not loopback, and its TCP handshake (name
-    lookup included) took at least ``FAR_SECONDS``. Unreachable: no (the run's preflight says why)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or _loopback(parts.hostname):
-        return False
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return False
-    started = clock()
-    try:
-        connect((parts.hostname, port), HANDSHAKE_TIMEOUT).close()
-    except (OSError, UnicodeError):
-        return False
-    return clock() - started >= FAR_SECONDS
+    """Whether the Core at ``url`` is a network away: its handshake took at least ``FAR_SECONDS``."""
+    seconds = handshake_seconds(url, connect=connect, clock=clock)
+    return seconds is not None and seconds >= FAR_SECONDS
 
 
 def default_workers(
@@ -71,4 +88,7 @@ def default_workers(
         return 1
     if cfg.is_sim:
         return 1
-    return AUTO_WORKERS if far_away(cfg.target, connect=connect, clock=clock) else 1
+    seconds = handshake_seconds(cfg.target, connect=connect, clock=clock)
+    if seconds is None or seconds < FAR_SECONDS:
+        return 1
+    return FARTHER_WORKERS if seconds >= FARTHER_SECONDS else AUTO_WORKERS
