@@ -89,3 +89,20 @@ def test_json_under_another_content_type_is_read_or_refused(world: World) -> Non
         checks.search_response(response, what="a search sent as text/plain")
     else:
         checks.error_envelope(response, server.WIRE_001)
+
+
+@R(server.WIRE_001)
+@pytest.mark.parametrize("max_bytes", [0, 10**9])
+def test_an_out_of_range_max_bytes_alone_never_gets_a_server_error(world: World, max_bytes: int) -> None:
+    """The seed lets a Core refuse a max_bytes outside 4096..32768 or clamp it (READ-006 judges
+    which); a 5xx is neither, for the one defect of an otherwise valid read. A refusal is a 4xx
+    envelope; a page is left to READ-006's tests."""
+    run_id = world.start_run()
+    response = world.read(world.ref_for(run_id), run_id, max_bytes=max_bytes)
+    expect(
+        response.status_code < 500,
+        server.WIRE_001,
+        f"a read valid but for max_bytes {max_bytes} got HTTP {response.status_code}, a server error",
+    )
+    if response.status_code != 200:
+        checks.error_envelope(response, server.WIRE_001, strict=False)
