@@ -33,7 +33,8 @@ class Handshake:
 
 
 def _far(url: str, shake: Handshake) -> bool:
-    return workers.far_away(url, connect=shake, clock=shake.clock)
+    """More than one worker for the Core at ``url``, its handshake ``shake``."""
+    return workers.workers_for(workers.handshake_seconds(url, connect=shake, clock=shake.clock)) > 1
 
 
 @pytest.mark.parametrize(

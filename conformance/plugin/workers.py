@@ -5,7 +5,7 @@ costs nothing and every pytest-xdist worker costs a process start. Four for a Co
 away: each request then waits a round trip, and four in flight take a run 50 ms away from some
 93 s to about a third of that (``benchmarks/latency.py``). Eight for a Core whose handshake takes
 20 ms or more (another region): there round trips outweigh the workers' starts, and eight took a
-control run with MCP 50 ms away from 91 s on four to 60 s. Only the target's address and one
+control run with MCP 50 ms away from 99 s on four to 68 s. Only the target's address and one
 TCP handshake decide it, so a loopback Core is never run concurrently by surprise."""
 
 from __future__ import annotations
@@ -61,15 +61,11 @@ def handshake_seconds(
     return clock() - started
 
 
-def far_away(
-    url: str,
-    *,
-    connect: Connect = socket.create_connection,
-    clock: Callable[[], float] = time.perf_counter,
-) -> bool:
-    """Whether the Core at ``url`` is a network away: its handshake took at least ``FAR_SECONDS``."""
-    seconds = handshake_seconds(url, connect=connect, clock=clock)
-    return seconds is not None and seconds >= FAR_SECONDS
+def workers_for(seconds: float | None) -> int:
+    """The worker count for a handshake of ``seconds`` (None: never dialled, or unreachable)."""
+    if seconds is None or seconds < FAR_SECONDS:
+        return 1
+    return FARTHER_WORKERS if seconds >= FARTHER_SECONDS else AUTO_WORKERS
 
 
 def default_workers(
@@ -88,7 +84,4 @@ def default_workers(
         return 1
     if cfg.is_sim:
         return 1
-    seconds = handshake_seconds(cfg.target, connect=connect, clock=clock)
-    if seconds is None or seconds < FAR_SECONDS:
-        return 1
-    return FARTHER_WORKERS if seconds >= FARTHER_SECONDS else AUTO_WORKERS
+    return workers_for(handshake_seconds(cfg.target, connect=connect, clock=clock))
