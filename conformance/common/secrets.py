@@ -111,11 +111,12 @@ class Scrubber:
     def __init__(self) -> None:
         self._values: set[str] = set()
         self._patterns: set[str] = set()  # every window of every value
-        self._recent: set[str] = set()  # the windows added since the main automaton was built
+        self._pending: list[str] = []  # the windows added since the automata were last built
+        self._levels: list[tuple[ahocorasick_rs.AhoCorasick, list[str]]] = []  # largest first
+        self._longest = 0
         self._lock = threading.Lock()
         self._size = 0  # how many values there are: values are only ever added, so it names the set's state
         self._sweep: tuple[int, tuple[ahocorasick_rs.AhoCorasick, ...], int] | None = None
-        self._main: tuple[ahocorasick_rs.AhoCorasick, int] | None = None  # the automaton and its pattern count
 
     def add(self, value: object) -> None:
         """Remember a secret with all its spellings (:func:`spellings`)."""
@@ -129,7 +130,8 @@ class Scrubber:
             self._values.update(new)
             windows = {w for v in new for w in _windows(v)} - self._patterns
             self._patterns.update(windows)
-            self._recent.update(windows)
+            self._pending.extend(windows)
+            self._longest = max(self._longest, *(len(v) for v in new))
             self._size = len(self._values)
 
     def add_url(self, url: str | None) -> None:
@@ -164,24 +166,23 @@ class Scrubber:
 
     def _prepared(self) -> tuple[tuple[ahocorasick_rs.AhoCorasick, ...], int]:
         """The automata of every window of every spelling, and the reach: a run scrubs some ten
-        thousand texts, nearly all of them clean, so one pass decides each. Secrets arrive one at
-        a time between scrubs (each minted token), so the windows added since the main automaton
-        was built get a small one of their own, and the main one is built again only once those
-        reach a quarter of it: adding a secret costs its own windows, not every secret's."""
+        thousand texts, nearly all of them clean, so one pass of each automaton decides each.
+        Secrets arrive one at a time between scrubs (each minted token), so the windows added
+        since the last scrub get an automaton of their own, merged with the newest one while that
+        is no more than twice its size (a binary counter's carry): a window is built into an
+        automaton some log2(secrets) times, and a scrub runs that many automata at most."""
         sweep = self._sweep
         if sweep is not None and sweep[0] == self._size:
             return sweep[1], sweep[2]
         with self._lock:
             size = self._size
-            if self._main is None or len(self._recent) * 4 > self._main[1]:
-                everything = sorted(self._patterns)
-                self._main = (ahocorasick_rs.AhoCorasick(everything), len(everything)) if everything else None
-                self._recent = set()
-            recent = sorted(self._recent)
-            reach = max((len(v) for v in self._values), default=0) + FRAGMENT
-        automata = tuple(a for a in (self._main[0] if self._main else None,) if a is not None)
-        if recent:
-            automata += (ahocorasick_rs.AhoCorasick(recent),)
+            if self._pending:
+                level, self._pending = sorted(self._pending), []  # sorted, a trie builds faster
+                while self._levels and len(self._levels[-1][1]) <= 2 * len(level):
+                    level = sorted(self._levels.pop()[1] + level)  # two sorted runs: one merge
+                self._levels.append((ahocorasick_rs.AhoCorasick(level), level))
+            automata = tuple(automaton for automaton, _ in self._levels)
+            reach = self._longest + FRAGMENT
         self._sweep = (size, automata, reach)
         return automata, reach
 

@@ -9,6 +9,7 @@ contains any of them carries document text. Titles are not secret (hints show th
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from conformance.common import contract as C
@@ -31,7 +32,7 @@ class DocumentText:
                 continue
             self._seen.add(id(text))
             self._texts.append(text)
-            self._windows.update(text[i : i + WINDOW] for i in range(0, len(text) - WINDOW + 1))
+            self._windows |= _windows(text)
 
     def __len__(self) -> int:
         return len(self._windows)
@@ -54,3 +55,10 @@ class DocumentText:
             if len(core) >= WINDOW and any(core in string for string in strings):
                 return core
         return None
+
+
+@lru_cache(maxsize=64)  # a run's corpus and revisions; a large corpus's windows take some 60 MB
+def _windows(text: str) -> frozenset[str]:
+    """The windows of one text, cut once a process: every world of a run seeds the same corpus,
+    and a set takes a frozenset's already hashed strings far faster than new slices."""
+    return frozenset(text[i : i + WINDOW] for i in range(0, len(text) - WINDOW + 1))
