@@ -12,10 +12,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from knowledge_schemas.openapi import component_validator
 from simulator.core import Canned
 from simulator.errors import ApiError
-from simulator.http import error_response, json_response, read_json, validate
+from simulator.http import component_check, error_response, json_response, read_json, validate
 from simulator.store import ItemInput
 
 if TYPE_CHECKING:
@@ -41,15 +40,11 @@ def control_routes(
     core: Core, transcript: deque[dict[str, Any]], *, on_corpus: Callable[[str | None], None] = lambda route: None
 ) -> list[Route]:
     """``on_corpus(route)`` hears that a workspace's corpus went (``None``: every workspace's)."""
-    validators: dict[str, Any] = {}
-
-    def schema(name: str) -> Any:
-        if name not in validators:
-            validators[name] = component_validator("control-openapi.yaml", name)
-        return validators[name]
 
     async def body_of(request: Request, component: str) -> dict[str, Any]:
-        return validate(await read_json(request, max_bytes=64 << 20), schema(component))
+        return validate(
+            await read_json(request, max_bytes=64 << 20), component_check("control-openapi.yaml", component)
+        )
 
     def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Endpoint:
         async def endpoint(request: Request) -> Response:

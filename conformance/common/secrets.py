@@ -64,8 +64,8 @@ def spellings(value: str) -> set[str]:
         binascii.hexlify(raw).decode("ascii"),
         binascii.hexlify(raw).decode("ascii").upper(),
         quote_plus(value, safe=""),
-        "".join(f"%{b:02X}" for b in raw),  # every byte percent-encoded
-        "".join(f"%{b:02x}" for b in raw),
+        _every_byte(raw, "X"),  # every byte percent-encoded
+        _every_byte(raw, "x"),
         "".join(f"&#{ord(c)};" for c in value),  # HTML numeric character references
         "".join(f"&#x{ord(c):x};" for c in value),
         "".join(f"&#x{ord(c):X};" for c in value),
@@ -82,7 +82,12 @@ def spellings(value: str) -> set[str]:
         prefix = scheme.encode("ascii")
         for before in range(3):
             found.update(_stable_base64(prefix + raw, before, len(prefix)))
-    found |= {form for b64 in list(found) if _is_base64(b64) for form in (_percent(b64, "X"), _percent(b64, "x"))}
+    found |= {
+        form
+        for b64 in list(found)
+        if _is_base64(b64)
+        for form in (_every_byte(b64.encode("ascii"), "X"), _every_byte(b64.encode("ascii"), "x"))
+    }
     return {s for s in found if len(s) >= MIN_LENGTH}
 
 
@@ -93,9 +98,12 @@ def _is_base64(text: str) -> bool:
     return bool(text) and set(text) <= _BASE64
 
 
-def _percent(text: str, case: str) -> str:
-    """Every byte of ``text`` percent-encoded, hex digits in ``case`` (``X`` or ``x``)."""
-    return "".join(f"%{b:02{case}}" for b in text.encode("ascii"))
+def _every_byte(data: bytes, case: str) -> str:
+    """Every byte of ``data`` percent-encoded, hex digits in ``case`` (``X`` or ``x``)."""
+    if not data:
+        return ""
+    encoded = "%" + binascii.hexlify(data, "%").decode("ascii")
+    return encoded.upper() if case == "X" else encoded
 
 
 def _windows(spelling: str) -> set[str]:

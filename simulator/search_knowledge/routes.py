@@ -19,9 +19,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from knowledge_schemas.openapi import component_validator
 from simulator.errors import ApiError
-from simulator.http import error_response, in_store_thread, json_response, read_json, validate
+from simulator.http import component_check, error_response, in_store_thread, json_response, read_json, validate
 from simulator.search_knowledge.tool import Context, SearchKnowledge, SkError
 
 if TYPE_CHECKING:
@@ -83,7 +82,7 @@ def control_routes(core: Core, tool: SearchKnowledge) -> list[Route]:
 
     async def body_of(request: Request, component: str) -> dict[str, Any]:
         return validate(
-            await read_json(request, max_bytes=64 << 20), component_validator("control-openapi.yaml", component)
+            await read_json(request, max_bytes=64 << 20), component_check("control-openapi.yaml", component)
         )
 
     async def publish(request: Request) -> Response:
