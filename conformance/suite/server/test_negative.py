@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from conformance.common.names import response_stem
@@ -110,6 +110,7 @@ def test_generated_requests_never_break_the_server(
         database=None,
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
+        phases=[p for p in Phase if p is not Phase.shrink or not option(pytestconfig, "--no-shrink")],
     )
     @given(case=strategy, bind=st.booleans())  # drawn by Hypothesis, so a failing case replays (and shrinks) exactly
     def check(case: Any, bind: bool) -> None:
