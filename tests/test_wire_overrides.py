@@ -98,6 +98,19 @@ def test_strict_codes_on_the_clean_simulator_are_conformant(tmp_path: Path) -> N
     assert stateful["outcome"] == "passed" and set(stateful["exercised"]) == set(stateful["requirements"])
 
 
+def test_deep_strict_generated_requests_on_the_clean_simulator_pass(tmp_path: Path) -> None:
+    """A negative case that leaves out the credential is sent with the run's credential: schemathesis
+    must judge that request, not the one it generated, or a strict run blames the Core for
+    accepting a request that was valid when sent (this failed at --deep on the clean simulator)."""
+    config = tmp_path / "strict.toml"
+    config.write_text("[wire]\ncodes = {strict = true}\n", "utf-8")
+    code, results, out = _suite(tmp_path / "r", "--target-config", str(config), "--deep", "-k", "generated")
+    assert code == 6, out[-2000:]  # incomplete: only the generated requests ran
+    generated = [t for t in results["tests"] if "test_generated_requests_never_break_the_server" in t["nodeid"]]
+    assert len(generated) == 8 and all(t["outcome"] == "passed" for t in generated), out[-2000:]
+    assert _statuses(results)["WIRE-001"] == "verified", out[-2000:]
+
+
 @pytest.fixture
 def serve_sim(tmp_path: Path) -> Iterator[Callable[[dict[str, dict[str, str]]], str]]:
     """Start ``knowledge-sim serve --wire-names FILE`` with control; returns its URL. One fresh server per call."""

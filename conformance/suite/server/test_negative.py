@@ -110,10 +110,13 @@ def test_generated_requests_never_break_the_server(
         database=None,
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
-        phases=[p for p in Phase if p is not Phase.shrink or not option(pytestconfig, "--no-shrink")],
+        phases=tuple(p for p in Phase if p is not Phase.shrink or not option(pytestconfig, "--no-shrink")),
     )
     @given(case=strategy, bind=st.booleans())  # drawn by Hypothesis, so a failing case replays (and shrinks) exactly
     def check(case: Any, bind: bool) -> None:
+        # The run's credential replaces whatever the case holds (a negative case may leave it out):
+        # set on the case, so that schemathesis judges the request as sent, never one it only generated.
+        case.headers = {**(case.headers or {}), **headers}
         # A negative case always gets the started run (unless that makes it valid): refused for an
         # unknown run, it would prove nothing about how the Core treats the part that violates the schema.
         if (bind or negative) and isinstance(case.body, dict) and "run_id" in case.body:
