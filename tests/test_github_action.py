@@ -146,7 +146,7 @@ def test_install_takes_the_actions_own_source_a_version_or_a_requirement(tmp_pat
 # ----------------------------------------------------------------- runs
 FAILING_ARGS = "--sim-quirk search_fourth_hint --requirement SRCH-003"
 """A run with one known failure, and only it: four hints also break the search response schema
-(WIRE-002) whenever a generated search matches four documents, which hangs on the generated cases."""
+(WIRE-002) whenever a generated search matches four documents, which depends on the cases generated."""
 
 
 @pytest.fixture(scope="module")
