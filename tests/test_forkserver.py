@@ -14,7 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from conformance.mcp.session import Endpoint, connect
+from conformance.mcp.records import Endpoint
+from conformance.mcp.session import connect
 from knowledge_schemas.mcp import JOB_TOOLS
 from simulator import forkserver
 

@@ -25,8 +25,8 @@ import pytest
 
 from conformance.common.open import serve_over_loopback
 from conformance.common.outcomes import ContractViolation, HarnessError
-from conformance.mcp.bounded import MESSAGE_CAP
-from conformance.mcp.session import Endpoint, NotServing, connect
+from conformance.mcp.records import MESSAGE_CAP, Endpoint, NotServing
+from conformance.mcp.session import connect
 from tests.measured import run_measured
 from tests.suite_command import SUITE
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from conformance.mcp.session import MAX_PAGES, Endpoint, connect
+from conformance.mcp.records import Endpoint
+from conformance.mcp.session import MAX_PAGES, connect
 
 PAGING_SERVER = r"""
 import json, sys

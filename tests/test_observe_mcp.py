@@ -18,8 +18,9 @@ import pytest
 
 import simulator
 from conformance.common.control import Control
+from conformance.mcp.records import Endpoint
 from conformance.mcp.results import READ, SEARCH, TURN
-from conformance.mcp.session import Endpoint, connect
+from conformance.mcp.session import connect
 from conformance.observe.credentials import Credentials
 from conformance.observe.judge import Judge
 from conformance.observe.mcp_calls import answered, sse_data

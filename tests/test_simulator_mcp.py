@@ -17,7 +17,8 @@ import pytest
 
 from conformance.common.open import serve_over_loopback
 from conformance.common.transport import InProcessTransport
-from conformance.mcp.session import Endpoint, McpSession, ToolResult, connect
+from conformance.mcp.records import Endpoint, ToolResult
+from conformance.mcp.session import McpSession, connect
 from knowledge_schemas.mcp import AGENT_TOOLS, JOB_TOOLS, KNOWLEDGE_TOOLS
 from simulator import create_app
 from simulator.mcp.jobs import JobTools

@@ -11,7 +11,7 @@ import pytest
 
 from conformance.common.outcomes import ContractViolation
 from conformance.common.rules import recording
-from conformance.mcp.session import ToolResult
+from conformance.mcp.records import ToolResult
 from conformance.search_knowledge.answers import (
     EXCERPT_BOUND,
     Corpus,

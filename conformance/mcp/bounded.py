@@ -32,9 +32,8 @@ from pydantic import ValidationError
 
 from conformance.common.groups import signal_group
 from conformance.common.untrusted import shown
+from conformance.mcp.records import MESSAGE_CAP
 
-MESSAGE_CAP = 4 * 1024 * 1024
-"""The most one MCP message may take (the contract's answers are tens of kilobytes)."""
 STDERR_KEEP = 2000  # the end of a stdio server's stderr kept for a message
 EXIT_GRACE = 2.0  # how long a stdio server gets to exit after its stdin closes, then after SIGTERM
 ENCODINGS = "gzip, deflate"  # the content codings asked for, decoded here under the cap

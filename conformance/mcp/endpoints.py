@@ -11,7 +11,7 @@ from typing import Any
 
 from conformance.common.config import TargetConfig
 from conformance.common.open import Target, factory
-from conformance.mcp.session import Endpoint
+from conformance.mcp.records import Endpoint
 
 JOB_SECONDS = 1.0  # how long the bundled simulator's governed jobs stay pending
 TOKEN_ENV = "KC_AGENT_TOKEN"

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from conformance.mcp.bounded import MESSAGE_CAP
+from conformance.mcp.records import MESSAGE_CAP
 
 PROTOCOL = "2025-06-18"
 SESSION_HEADER = "mcp-session-id"

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -20,9 +20,12 @@ from conformance.common.secrets import clip
 from conformance.mcp import relayed
 from conformance.mcp import rules as mcp
 from conformance.mcp.endpoints import agent_endpoints, skipped
-from conformance.mcp.session import Endpoint, McpSession, NotServing, ToolResult, connect_all
+from conformance.mcp.records import Endpoint, NotServing, ToolResult
 from conformance.server.world import Who
 from knowledge_schemas import load_registry
+
+if TYPE_CHECKING:
+    from conformance.mcp.session import McpSession
 
 SEARCH, READ, TURN = "search_business_knowledge", "read_business_knowledge", "start_business_turn"
 
@@ -79,6 +82,8 @@ def serving(rule: Rule, endpoints: Sequence[Endpoint], timeout: float) -> Iterat
     """Sessions with the servers under test, started side by side (:func:`connect_all`); one that
     does not answer ``initialize`` fails the rule of its path (MCP-001 for the Agent Session path,
     MCP-002 for the job path)."""
+    from conformance.mcp.session import connect_all
+
     with ExitStack() as stack:
         try:
             opened = stack.enter_context(connect_all(endpoints, timeout))

@@ -17,7 +17,6 @@ import ssl
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from functools import cache, partial
 from typing import Any, TypeVar
 
@@ -34,7 +33,8 @@ from conformance.common.rules import Rule
 from conformance.common.untrusted import shown
 from conformance.mcp import evidence
 from conformance.mcp import rules as mcp
-from conformance.mcp.bounded import MESSAGE_CAP, BoundedClient, Fault, Faults, stdio_streams
+from conformance.mcp.bounded import BoundedClient, Fault, Faults, stdio_streams
+from conformance.mcp.records import MESSAGE_CAP, Endpoint, NotServing, ToolResult
 
 GRACE = 5.0
 """What a whole call may take beyond the target's timeout (the SDK's own wait ends at the timeout)."""
@@ -53,45 +53,6 @@ SDK_READ_FAILURES = (
 """How the SDK words the error it puts in place of an answer it could not read: the server's fault."""
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where an MCP path is: a command to spawn (stdio) or a streamable-HTTP URL with its bearer token."""
-
-    transport: str  # "stdio" or "http"
-    argv: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-    url: str = ""
-    token: str = ""
-    path: str = "agent"  # "agent" (the Agent Session path) or "jobs" (the Fixed Client Token path): see PATHS
-
-    def describe(self) -> str:
-        return (
-            f"stdio: {self.argv[0].rsplit('/', 1)[-1]} …"
-            if self.transport == "stdio"
-            else f"streamable HTTP: {self.url}"
-        )
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """A tools/call result as the server sent it."""
-
-    is_error: bool
-    structured: Any  # None when the result carries no structuredContent
-    has_structured: bool
-    texts: tuple[str, ...]
-    protocol_error: str | None = None  # a JSON-RPC error instead of a tool result: the server's answer, judged as such
-
-    def text_json(self) -> Any:
-        """The first text block parsed as JSON, or None when there is none or it is not JSON."""
-        for text in self.texts:
-            try:
-                return json.loads(text)
-            except ValueError:
-                continue
-        return None
 
 
 MAX_PAGES = 100
@@ -175,14 +136,6 @@ class McpSession:
             arguments,
             {"is_error": result.is_error, "protocol_error": result.protocol_error, "text": text},
         )
-
-
-class NotServing(Exception):
-    """The server under test did not answer ``initialize``: it exited, closed the stream, refused
-    the session, answered something that is not JSON-RPC or timed out. That is the implementation's
-    failure, judged against the rule of its path (not a harness error); a command that cannot be
-    started at all (not found, not executable) is a configuration error, raised as it is, and a
-    URL nothing listens on a harness error."""
 
 
 async def _within(seconds: float, request: Callable[..., Awaitable[T]], *args: Any) -> T:

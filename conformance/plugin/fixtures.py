@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from conformance.common.control import Control
     from conformance.common.open import Target
     from conformance.common.settings import RunSettings
+    from conformance.mcp.records import NotServing
     from conformance.mcp.results import Agent, McpFor
-    from conformance.mcp.session import NotServing
     from conformance.server.expiry import Clock, ExpiryProbes
     from conformance.server.wire import CoreWire
     from conformance.server.world import Stated, World
@@ -191,8 +191,8 @@ def mcp_agents(
     turn-first ordering; a session counts as fresh only when nothing else can have started a
     turn for it (a new process, or an Agent Session minted for the MCP checks alone)."""
     from conformance.mcp.endpoints import agent_endpoints
+    from conformance.mcp.records import NotServing
     from conformance.mcp.results import READ, SEARCH, Agent
-    from conformance.mcp.session import NotServing, connect_each
     from conformance.plugin.options import option
     from conformance.server.world import Who
 
@@ -202,6 +202,11 @@ def mcp_agents(
         who, fresh_http = Who(minted["token"], minted["route"], minted["account"], minted["session_id"]), True
     endpoints = agent_endpoints(kc_config, kc_target, option(pytestconfig, "--mcp-target"), str(who.token), who.route)
     agents: dict[str, Agent | NotServing] = {}
+    if not endpoints:  # no MCP server to reach: the MCP SDK is not even imported (conformance.mcp.records)
+        yield agents
+        return
+    from conformance.mcp.session import connect_each
+
     with connect_each(list(endpoints.values()), kc_config.timeout_seconds) as sessions:
         for transport, session in zip(endpoints, sessions, strict=True):
             if isinstance(session, NotServing):
@@ -228,7 +233,7 @@ def agent(request: pytest.FixtureRequest, mcp_agents: dict[str, Agent | NotServi
     """The warm Agent Session MCP session of one transport, after its first turn."""
     from conformance.mcp import rules as mcp
     from conformance.mcp.endpoints import skipped
-    from conformance.mcp.session import NotServing
+    from conformance.mcp.records import NotServing
     from conformance.plugin.options import option
 
     found = mcp_agents.get(str(request.param))

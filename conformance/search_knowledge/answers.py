@@ -16,12 +16,15 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance.common.rules import expect
 from conformance.common.secrets import clip
-from conformance.mcp.session import McpSession, NotServing, ToolResult, connect
+from conformance.mcp.records import NotServing, ToolResult
 from conformance.search_knowledge import rules as sk
+
+if TYPE_CHECKING:
+    from conformance.mcp.session import McpSession
 
 TOOL = "search_knowledge"
 MAIN, OTHER, PRIVATE, ARCHIVED_BASE = "kb-main", "kb-other", "kb-private", "kb-archived"
@@ -188,6 +191,8 @@ def open_sessions(
             if position:
                 continue
             fixed = True
+        from conformance.mcp.session import connect
+
         try:
             sessions[name] = stack.enter_context(connect(endpoint, cfg.timeout_seconds, collect=False))
         except NotServing as exc:  # the tool's server, not the harness: search_knowledge is not callable there

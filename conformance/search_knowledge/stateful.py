@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hypothesis import seed
 from hypothesis import strategies as st
@@ -44,7 +44,6 @@ from conformance.common.control import Control, KnowledgeControl
 from conformance.common.open import Target
 from conformance.common.rules import Rule, expect
 from conformance.common.walk import Reach, Steps, claims, tagged, tags
-from conformance.mcp.session import McpSession
 from conformance.search_knowledge import rules as sk
 from conformance.search_knowledge.answers import (
     WINDOW_PIECES,
@@ -57,6 +56,9 @@ from conformance.search_knowledge.answers import (
     utf16_slice,
 )
 from knowledge_schemas import load_registry
+
+if TYPE_CHECKING:
+    from conformance.mcp.session import McpSession
 
 A, B, P = "kb-sm-a", "kb-sm-b", "kb-sm-p"  # alice sees A and B; P is private to carol
 BASES = (A, B, P)

@@ -15,7 +15,7 @@ import itertools
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance.common.config import TargetConfig
 from conformance.common.control import KnowledgeControl
@@ -23,7 +23,6 @@ from conformance.common.open import Target
 from conformance.common.outcomes import NotVerified
 from conformance.common.rules import Rule, expect
 from conformance.mcp.endpoints import agent_endpoints, skipped
-from conformance.mcp.session import McpSession
 from conformance.search_knowledge import rules as sk
 from conformance.search_knowledge.answers import (
     ARCHIVED_BASE,
@@ -37,6 +36,9 @@ from conformance.search_knowledge.answers import (
 )
 from conformance.server.world import World
 from knowledge_schemas import load_registry
+
+if TYPE_CHECKING:
+    from conformance.mcp.session import McpSession
 
 INVALID, UNAVAILABLE = "knowledge_invalid_request", "knowledge_resource_unavailable"
 REQUIRED = frozenset({"knowledge_query_required", "knowledge_item_required"})

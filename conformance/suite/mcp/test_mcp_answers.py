@@ -17,6 +17,7 @@ from conformance.common.outcomes import ContractViolation, NotVerified
 from conformance.common.rules import expect
 from conformance.mcp import relayed
 from conformance.mcp import rules as mcp
+from conformance.mcp.records import ToolResult
 from conformance.mcp.results import (
     READ,
     SEARCH,
@@ -28,7 +29,6 @@ from conformance.mcp.results import (
     said,
     success,
 )
-from conformance.mcp.session import ToolResult
 from conformance.server import checks, corpus
 from conformance.server import rules as server
 from conformance.server.world import World

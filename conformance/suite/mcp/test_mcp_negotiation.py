@@ -16,6 +16,7 @@ from conformance.common.config import TargetConfig
 from conformance.common.outcomes import NotVerified
 from conformance.common.rules import expect
 from conformance.mcp import rules as mcp
+from conformance.mcp.records import ToolResult
 from conformance.mcp.results import (
     READ,
     SEARCH,
@@ -29,7 +30,6 @@ from conformance.mcp.results import (
     serving,
     turn_mode,
 )
-from conformance.mcp.session import ToolResult
 from conformance.server import checks
 from conformance.server.world import World
 from knowledge_schemas.mcp import KNOWLEDGE_TOOLS, TRANSPORTS

@@ -6,7 +6,7 @@ response was lost is the run the Core committed."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,6 +17,7 @@ from conformance.common.outcomes import NotVerified
 from conformance.common.rules import expect
 from conformance.mcp import rules as mcp
 from conformance.mcp.endpoints import skipped
+from conformance.mcp.records import ToolResult
 from conformance.mcp.results import (
     READ,
     SEARCH,
@@ -34,11 +35,13 @@ from conformance.mcp.results import (
     serving,
     turn_mode,
 )
-from conformance.mcp.session import McpSession, ToolResult
 from conformance.plugin.options import option
 from conformance.server.expiry import ages
 from conformance.server.world import Who, World
 from knowledge_schemas.mcp import CHOSEN_ARGUMENTS, TRANSPORTS
+
+if TYPE_CHECKING:
+    from conformance.mcp.session import McpSession
 
 R = pytest.mark.requirement
 

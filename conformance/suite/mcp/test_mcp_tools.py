@@ -19,6 +19,7 @@ from conformance.common.open import Target
 from conformance.common.rules import expect
 from conformance.mcp import rules as mcp
 from conformance.mcp.endpoints import skipped
+from conformance.mcp.records import ToolResult
 from conformance.mcp.results import (
     READ,
     SEARCH,
@@ -32,7 +33,6 @@ from conformance.mcp.results import (
     serving,
     success,
 )
-from conformance.mcp.session import ToolResult
 from conformance.plugin.options import option
 from conformance.server.world import World
 from knowledge_schemas.mcp import JOB_TOOLS, KNOWLEDGE_TOOLS
