@@ -11,6 +11,7 @@ content; nothing here depends on ranking or on how a Core words titles."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from random import Random
 from typing import Any
 
@@ -119,18 +120,27 @@ def _sized(token: str, size: int, last: str) -> str:
     """Content of exactly ``size`` UTF-8 bytes ending with ``last``: the token, then lines
     with multi-byte and escaped characters, then ASCII up to the size."""
     room = size - C.utf8_size(last)
-    text = f"{token} "
+    parts = [f"{token} "]
+    used = C.utf8_size(parts[0])
     i = 0
     while True:
         line = f'budget line {i:06d} with é, 😀 and "quotes"\n'
-        if C.utf8_size(text) + C.utf8_size(line) > room:
+        if used + C.utf8_size(line) > room:
             break
-        text += line
+        parts.append(line)
+        used += C.utf8_size(line)
         i += 1
-    return text + "." * (room - C.utf8_size(text)) + last
+    return "".join(parts) + "." * (room - used) + last
 
 
 def build(seed: int = 7, *, large: bool = True) -> dict[str, Doc]:
+    """The suite's documents by key: a dict of its own for each caller, the documents (frozen, and
+    the same for a seed) built once a process, as every world of a run provisions them."""
+    return dict(_built(seed, large))
+
+
+@lru_cache(maxsize=4)
+def _built(seed: int, large: bool) -> dict[str, Doc]:
     rng = Random(seed)
     docs = [
         Doc(
