@@ -22,14 +22,17 @@ print(json.dumps({"code": int(code), "sdk": sorted(m for m in sys.modules if m =
 
 def _imported(tmp_path: Path, *args: str) -> dict[str, object]:
     """What the suite imported, run against the simulator served as a live Core (in process, the
-    bundled simulator's own MCP server would import the SDK)."""
+    bundled simulator's own MCP server would import the SDK); ``{url}`` in an argument is its URL."""
     suite = SUITE[SUITE.index("pytest") + 1 :]
     with served(core()) as url:
         config = tmp_path / "target.toml"
         config.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = "{CONTROL_TOKEN}"\n', "utf-8")
         live = ["--target", url, "--target-config", str(config), "--report-dir", str(tmp_path / "reports")]
         done = subprocess.run(
-            [sys.executable, "-c", PROBE, *suite, *live, *args], capture_output=True, text=True, timeout=300
+            [sys.executable, "-c", PROBE, *suite, *live, *(a.replace("{url}", url) for a in args)],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
     last = done.stdout.strip().splitlines()[-1]
     found: dict[str, object] = json.loads(last)
@@ -48,5 +51,6 @@ def test_a_run_of_server_rules_imports_no_mcp_sdk(tmp_path: Path) -> None:
 
 def test_a_run_with_mcp_tests_imports_the_sdk(tmp_path: Path) -> None:
     """The probe sees an import when there is one (else the two tests above prove nothing)."""
-    found = _imported(tmp_path, "--requirement", "MCP-001")
+    mcp = "{url}/agent-api/v1/workspaces/{route}/mcp"  # the served simulator's Agent Session MCP path
+    found = _imported(tmp_path, "--requirement", "MCP-001", "--mcp-target", mcp)
     assert "mcp" in found["sdk"], found  # type: ignore[operator]
