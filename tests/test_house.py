@@ -48,3 +48,11 @@ def test_rules_are_imported_as_modules() -> None:
         if isinstance(node, ast.ImportFrom) and node.module in {f"conformance.{s}.rules" for s in SURFACE_RULES}
     ]
     assert lists == [], "import the surface's rules module and name handles through it"
+
+
+def test_the_test_commands_schedule_names_only_files_that_exist() -> None:
+    """A file renamed away from tests/conftest.py's LONGEST_FIRST would silently lose its place."""
+    from tests.conftest import LONGEST_FIRST
+
+    here = Path(__file__).resolve().parent
+    assert [name for name in LONGEST_FIRST if not (here / name).is_file()] == []
