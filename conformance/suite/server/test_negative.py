@@ -53,11 +53,14 @@ def _schema(served: tuple[tuple[str, str], ...]) -> Any:
     return schemathesis.openapi.from_dict(document, config=config)
 
 
+@pytest.fixture(scope="module", autouse=True)
 def _warm_up() -> None:
-    """Every module schemathesis imports lazily, imported now, at collection, and each strategy
-    built once, so that no test pays for the first. (It was once thought to keep CPython 3.11's
-    "AST constructor recursion depth mismatch" away, as if a deep stack raised it; a collection
-    inside ``ast.parse`` does, whatever the depth, and conformance.plugin.ast_guard prevents it.)"""
+    """Every module schemathesis imports lazily, imported in the module's setup, and each strategy
+    built once, so that no test pays for the first; not at collection, so that a worker whose
+    share holds none of these tests never pays it (some 0.13 s). (It was once thought to keep
+    CPython 3.11's "AST constructor recursion depth mismatch" away, as if a deep stack raised it;
+    a collection inside ``ast.parse`` does, whatever the depth, and conformance.plugin.ast_guard
+    prevents it.)"""
     import schemathesis.specs.openapi.checks  # noqa: F401
     from schemathesis.generation import GenerationMode
 
@@ -65,9 +68,6 @@ def _warm_up() -> None:
         operation = _schema(tuple((p, p) for p, _ in OPERATIONS))[path][method]
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             operation.as_strategy(generation_mode=mode, path_parameters={"route": "warm-up"})
-
-
-_warm_up()
 
 
 def _bind_run(case: Any, run_id: str, negative: bool) -> None:
