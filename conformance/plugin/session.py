@@ -423,13 +423,14 @@ def _unstarted_client() -> tuple[dict[str, Any], ...]:
 
 
 class XdistController:
-    """pytest-xdist, main process: hand each worker the run ID, sum what workers counted."""
+    """pytest-xdist, main process: hand each worker the run ID and how tests are dealt, sum what workers counted."""
 
     def __init__(self, config: pytest.Config) -> None:
-        self.state = config.stash[STATE]
+        self.state, self.config = config.stash[STATE], config
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["kc_run_id"] = self.state.settings.run_id
+        node.workerinput["kc_dist"] = str(self.config.option.dist)  # a worker's own option says "no"
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", {}) or {}

@@ -79,7 +79,7 @@ def test_requested_max_bytes_bounds_every_page(world: World, max_bytes: int) -> 
         ),
     ],
 )
-@pytest.mark.parametrize("key", ["cuts", "nospace", "ascii"])
+@pytest.mark.parametrize("key", [pytest.param("cuts", marks=pytest.mark.kc_long), "nospace", "ascii"])
 def test_pages_cut_next_to_escapes_astral_characters_and_combining_marks(
     world: World, max_bytes: int | None, key: str
 ) -> None:
