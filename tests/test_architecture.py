@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.parsing import parse
+
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "knowledge_schemas" if (ROOT / "knowledge_schemas").is_dir() else ROOT / "schemas"
 PACKAGES = {"knowledge_schemas": SCHEMAS, "conformance": ROOT / "conformance", "simulator": ROOT / "simulator"}
@@ -60,7 +62,7 @@ def imports() -> dict[str, set[str]]:
     """Module -> the project modules it imports."""
     graph: dict[str, set[str]] = {}
     for name, path in modules().items():
-        tree = ast.parse(path.read_text("utf-8"))
+        tree = parse(path.read_text("utf-8"))
         skipped = _type_checking_only(tree)
         named: set[str] = set()
         for node in ast.walk(tree):

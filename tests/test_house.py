@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 import conformance
+from tests.parsing import parse
 
 ROOT = Path(conformance.__file__).resolve().parent
 SUITE = ROOT / "suite"
@@ -31,7 +32,7 @@ def test_each_surface_with_a_world_keeps_it_beside_its_rules() -> None:
     worlds = [
         f"{p.relative_to(ROOT)}:{node.lineno} {node.name}"
         for p in sorted(SUITE.rglob("*.py"))
-        for node in ast.walk(ast.parse(p.read_text("utf-8")))
+        for node in ast.walk(parse(p.read_text("utf-8")))
         if isinstance(node, ast.ClassDef) and node.name.endswith("World")
     ]
     assert worlds == []
@@ -44,7 +45,7 @@ def test_rules_are_imported_as_modules() -> None:
     lists = [
         f"{p.relative_to(ROOT.parent)}:{node.lineno}"
         for p in sorted(ROOT.rglob("*.py"))
-        for node in ast.walk(ast.parse(p.read_text("utf-8")))
+        for node in ast.walk(parse(p.read_text("utf-8")))
         if isinstance(node, ast.ImportFrom) and node.module in {f"conformance.{s}.rules" for s in SURFACE_RULES}
     ]
     assert lists == [], "import the surface's rules module and name handles through it"

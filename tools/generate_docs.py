@@ -34,7 +34,11 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout: the packages a
     sys.path.insert(0, str(ROOT))
 
 from conformance.common.scope import Scope  # noqa: E402
+from conformance.plugin.ast_guard import uninterrupted  # noqa: E402
 from knowledge_schemas import Catalogue, Requirement, load_catalogue  # noqa: E402
+
+_parse = uninterrupted(ast.parse)
+"""ast.parse, parsed again when a garbage collection interrupts it (CPython 3.11; see ast_guard)."""
 
 OUT = ROOT / "docs" / "reference"
 SURFACES = {
@@ -147,7 +151,7 @@ def proofs() -> dict[str, list[Proof]]:
 
 def _fast_quirks() -> tuple[str, ...]:
     """The quirks the project's tests run by default (``FAST`` in tests/test_quirk_detection.py), read without importing it."""
-    tree = ast.parse((ROOT / "tests" / "test_quirk_detection.py").read_text("utf-8"))
+    tree = _parse((ROOT / "tests" / "test_quirk_detection.py").read_text("utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "FAST" for t in node.targets):
             value = ast.literal_eval(node.value)
@@ -162,7 +166,7 @@ def _load_profile() -> tuple[str, ...]:
     read without importing Locust, which patches the standard library."""
     from conformance.server import checks
 
-    tree = ast.parse((ROOT / "conformance" / "load" / "profile.py").read_text("utf-8"))
+    tree = _parse((ROOT / "conformance" / "load" / "profile.py").read_text("utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PROFILE" for t in node.targets):
             ids: list[str] = []
