@@ -4,7 +4,8 @@ files start first, so that the two workers end together.
 Why: pytest-xdist hands out whole files, by default the files with the most tests first. The
 longest files have few tests each (whole-suite runs in subprocesses), so they came last, and one
 worker ran the last of them alone while the other had finished: 40 s of a 598 s run here. The
-order only schedules; a file missing from the list runs after those in it, as before."""
+order only schedules; a file missing from the list runs after those in it, in collection order
+(xdist's own reordering by test count is switched off)."""
 
 from __future__ import annotations
 

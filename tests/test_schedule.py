@@ -3,6 +3,10 @@ and those shares are the ones pytest-xdist's work stealing really deals (held he
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -10,6 +14,9 @@ import pytest
 from xdist.scheduler import WorkStealingScheduling  # type: ignore[import-untyped]
 
 from conformance.plugin.schedule import longest_first, shares
+from tests.suite_command import SUITE
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class Node:
@@ -59,3 +66,24 @@ def test_a_serial_run_or_one_without_long_tests_keeps_its_order() -> None:
     collection = [f"t{n}" for n in range(10)]
     assert longest_first(collection, [n == 3 for n in range(10)], 1) == collection
     assert longest_first(collection, [False] * 10, 4) == collection
+
+
+def test_a_concurrent_suite_run_starts_every_share_with_a_long_test(tmp_path: Path) -> None:
+    """The wiring: the controller tells the workers how tests are dealt, every worker orders its
+    collection the same way, and each of the shares work stealing deals first heads with a test
+    marked kc_long (the bundled simulator, 4 workers; every test deselected once ordered)."""
+    probe = tmp_path / "order"
+    done = subprocess.run(
+        [*SUITE, "--concurrency", "4", "-p", "tests.schedule_probe", "--report-dir", str(tmp_path / "reports")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "KC_SCHEDULE_PROBE": str(probe), "PYTHONPATH": str(ROOT)},
+    )
+    orders = [json.loads(path.read_text("utf-8")) for path in sorted(tmp_path.glob("order.gw*"))]
+    assert len(orders) == 4 and all(order == orders[0] for order in orders), done.stdout[-2000:]
+    order = orders[0]
+    starts = [sum(shares(len(order), 4)[:n]) for n in range(4)]
+    assert [order[start][1] for start in starts] == [True] * 4, [order[start][0] for start in starts]
+    assert sum(long for _, long in order) >= 4  # the marks are there: the Core model's parts alone are five

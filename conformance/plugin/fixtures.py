@@ -139,14 +139,15 @@ def _waits_for_expiry(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under --concurrency the longest tests head the workers' shares (conformance.plugin.schedule).
-    Under --realtime the tests that read the expiry probes run last: the probes are issued
-    when the run starts and waited out while every other test runs."""
+    """Under --realtime the tests that read the expiry probes run last: the probes are issued
+    when the run starts and waited out while every other test runs. Then, under --concurrency,
+    the longest tests head the workers' shares (conformance.plugin.schedule), which keeps the
+    others in their order."""
     from conformance.plugin.schedule import spread
 
-    spread(config, items)
     if config.stash[STATE].settings.realtime:
         items.sort(key=_waits_for_expiry)  # stable: the order is otherwise kept
+    spread(config, items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
