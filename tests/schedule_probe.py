@@ -10,12 +10,14 @@ from collections.abc import Generator
 
 import pytest
 
+from conformance.plugin.schedule import LONG
+
 
 @pytest.hookimpl(hookwrapper=True, trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Generator[None, None, None]:
     yield
     worker = getattr(config, "workerinput", {}).get("workerid", "main")
-    order = [[item.nodeid, item.get_closest_marker("kc_long") is not None] for item in items]
+    order = [[item.nodeid, item.get_closest_marker(LONG) is not None] for item in items]
     with open(f"{os.environ['KC_SCHEDULE_PROBE']}.{worker}", "w", encoding="utf-8") as out:
         json.dump(order, out)
     config.hook.pytest_deselected(items=list(items))

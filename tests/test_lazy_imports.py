@@ -39,11 +39,6 @@ def _imported(tmp_path: Path, *args: str) -> dict[str, object]:
     return found
 
 
-def test_collecting_the_whole_suite_imports_no_mcp_sdk(tmp_path: Path) -> None:
-    found = _imported(tmp_path, "--collect-only")
-    assert found["code"] == 0 and found["sdk"] == [], found
-
-
 def test_a_whole_run_without_an_mcp_server_imports_no_mcp_sdk(tmp_path: Path) -> None:
     """Every test of the suite against a live Core with no MCP server configured: the MCP tests
     find no endpoint and open nothing (the ``mcp_agents`` fixture included)."""
@@ -52,7 +47,7 @@ def test_a_whole_run_without_an_mcp_server_imports_no_mcp_sdk(tmp_path: Path) ->
 
 
 def test_a_run_with_mcp_tests_imports_the_sdk(tmp_path: Path) -> None:
-    """The probe sees an import when there is one (else the two tests above prove nothing)."""
+    """The probe sees an import when there is one (else the test above proves nothing)."""
     mcp = "{url}/agent-api/v1/workspaces/{route}/mcp"  # the served simulator's Agent Session MCP path
     found = _imported(tmp_path, "--requirement", "MCP-001", "--mcp-target", mcp)
     assert "mcp" in found["sdk"], found  # type: ignore[operator]

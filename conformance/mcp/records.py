@@ -22,7 +22,7 @@ class Endpoint:
     env: tuple[tuple[str, str], ...] = ()
     url: str = ""
     token: str = ""
-    path: str = "agent"  # "agent" (the Agent Session path) or "jobs" (the Fixed Client Token path): see PATHS
+    path: str = "agent"  # "agent" (the Agent Session path) or "jobs" (the Fixed Client Token path): see session.PATHS
 
     def describe(self) -> str:
         return (

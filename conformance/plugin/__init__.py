@@ -22,6 +22,7 @@ import pytest
 
 from conformance.plugin.options import add_options, option
 from conformance.plugin.preflight import prepare
+from conformance.plugin.schedule import LONG
 from conformance.plugin.session import SuiteSession, XdistController
 from conformance.plugin.state import MARKER, STATE, is_worker
 
@@ -102,7 +103,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # Always registered: a project that imports suite modules (to list their IDs) runs under --strict-markers.
     config.addinivalue_line("markers", f"{MARKER}(*ids): requirement IDs of the catalogue that this test verifies")
-    config.addinivalue_line("markers", "kc_long: many round trips in a row; started first under --concurrency")
+    config.addinivalue_line("markers", f"{LONG}: many round trips in a row; started first under --concurrency")
     if not wants_suite(config):
         return
     from conformance.plugin import fixtures

@@ -5,8 +5,9 @@ contiguous share of the collection, and later moves only tests that have not sta
 late in a share (a stateful walk; a read of every document through every page size, some forty
 round trips in a row) starts late, and the run waits for it: against a Core 50 ms away each is
 7 to 17 s of a run. Tests marked ``kc_long`` are therefore dealt round-robin to the heads of the
-shares, in their collection order (a share heads with several when there are more of them than workers). Only the order changes: every worker still runs what it is given,
-so the verdict and reports are those of any other order. Every worker reorders its own collection
+shares, in their collection order (a share heads with several when there are more of them than
+workers). Only the order changes: every worker still runs what it is given, so the verdict and
+reports are those of any other order. Every worker reorders its own collection
 the same way (xdist requires identical collections), from the worker count alone."""
 
 from __future__ import annotations

@@ -125,10 +125,11 @@ def _sized(token: str, size: int, last: str) -> str:
     i = 0
     while True:
         line = f'budget line {i:06d} with é, 😀 and "quotes"\n'
-        if used + C.utf8_size(line) > room:
+        size_of_line = C.utf8_size(line)
+        if used + size_of_line > room:
             break
         parts.append(line)
-        used += C.utf8_size(line)
+        used += size_of_line
         i += 1
     return "".join(parts) + "." * (room - used) + last
 
