@@ -55,17 +55,30 @@ def test_the_shares_are_those_work_stealing_deals_first(count: int, workers: int
 
 def test_each_long_test_heads_a_share_and_nothing_is_lost_or_doubled() -> None:
     collection = [f"t{n}" for n in range(40)]
-    long = [n in (5, 6, 7, 30, 31) for n in range(40)]
+    long = [40 if n in (5, 6, 7, 30, 31) else 0 for n in range(40)]
     ordered = longest_first(collection, long, 4)
     assert sorted(ordered) == sorted(collection)
     heads = [share[:2] for share in dealt(ordered, 4)]
     assert heads == [["t5", "t31"], ["t6", "t11"], ["t7", "t20"], ["t30", "t29"]]
 
 
+def test_the_longest_tests_are_dealt_first_each_to_the_lightest_head() -> None:
+    """Longest processing time first: the two longest never share a head while another holds
+    only a short one, and equal rounds keep their collection order."""
+    collection = [f"t{n}" for n in range(20)]
+    rounds = [0] * 20
+    rounds[2], rounds[4], rounds[9], rounds[11], rounds[15] = 10, 75, 45, 45, 16
+    heads = [
+        share[: share.index(next(t for t in share if not rounds[int(t[1:])]))]
+        for share in dealt(longest_first(collection, rounds, 3), 3)
+    ]
+    assert heads == [["t4"], ["t9", "t15"], ["t11", "t2"]]
+
+
 def test_a_serial_run_or_one_without_long_tests_keeps_its_order() -> None:
     collection = [f"t{n}" for n in range(10)]
-    assert longest_first(collection, [n == 3 for n in range(10)], 1) == collection
-    assert longest_first(collection, [False] * 10, 4) == collection
+    assert longest_first(collection, [5 if n == 3 else 0 for n in range(10)], 1) == collection
+    assert longest_first(collection, [0] * 10, 4) == collection
 
 
 def test_a_concurrent_suite_run_starts_every_share_with_a_long_test(tmp_path: Path) -> None:

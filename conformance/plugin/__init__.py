@@ -103,7 +103,10 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # Always registered: a project that imports suite modules (to list their IDs) runs under --strict-markers.
     config.addinivalue_line("markers", f"{MARKER}(*ids): requirement IDs of the catalogue that this test verifies")
-    config.addinivalue_line("markers", f"{LONG}: many round trips in a row; started first under --concurrency")
+    config.addinivalue_line(
+        "markers",
+        f"{LONG}(rounds=N): about N round trips in a row; started first under --concurrency, the longest first",
+    )
     if not wants_suite(config):
         return
     from conformance.plugin import fixtures

@@ -54,7 +54,15 @@ def test_default_pages_fit_16384_bytes_and_rebuild_the_document(world: World) ->
 
 
 @R(server.READ_005, server.READ_015, server.READ_016)
-@pytest.mark.parametrize("max_bytes", [C.READ_MIN_MAX_BYTES, 5001, C.READ_DEFAULT_MAX_BYTES, C.READ_MAX_MAX_BYTES])
+@pytest.mark.parametrize(
+    "max_bytes",
+    [
+        pytest.param(C.READ_MIN_MAX_BYTES, marks=pytest.mark.kc_long(rounds=23)),
+        pytest.param(5001, marks=pytest.mark.kc_long(rounds=19)),
+        C.READ_DEFAULT_MAX_BYTES,
+        C.READ_MAX_MAX_BYTES,
+    ],
+)
 def test_requested_max_bytes_bounds_every_page(world: World, max_bytes: int) -> None:
     """Both ends of the range and the default, asked for explicitly: accepted, and every page's
     complete JSON within it. Rebuilding the document exactly needs the suite's own corpus."""
@@ -68,18 +76,27 @@ def test_requested_max_bytes_bounds_every_page(world: World, max_bytes: int) -> 
     checks.read_to_the_end(world, doc.content, pages, checks.continues(doc.content, pages))
 
 
+LONG_CUTS = {("cuts", C.READ_MIN_MAX_BYTES): 45, ("cuts", C.READ_MIN_MAX_BYTES + 3): 45, ("cuts", None): 15}
+LONG_CUTS |= {("nospace", C.READ_MIN_MAX_BYTES): 16, ("nospace", C.READ_MIN_MAX_BYTES + 3): 16}
+"""The pages in a row of the cases read in many pages, marked to start first under --concurrency."""
+
+
+def _cut_case(key: str, max_bytes: int | None) -> Any:
+    rounds = LONG_CUTS.get((key, max_bytes))
+    marks = [R(server.READ_004) if max_bytes is None else R(server.READ_005)]
+    marks += [] if rounds is None else [pytest.mark.kc_long(rounds=rounds)]
+    return pytest.param(key, max_bytes, marks=marks, id=f"{key}-{'default' if max_bytes is None else max_bytes}")
+
+
 @R(server.READ_009, server.READ_015, server.READ_016)
 @pytest.mark.parametrize(
-    "max_bytes",
+    ("key", "max_bytes"),
     [
-        pytest.param(None, marks=R(server.READ_004), id="default"),
-        *(
-            pytest.param(n, marks=R(server.READ_005), id=str(n))
-            for n in (C.READ_MIN_MAX_BYTES, C.READ_MIN_MAX_BYTES + 3, C.READ_MAX_MAX_BYTES)
-        ),
+        _cut_case(key, max_bytes)
+        for key in ("cuts", "nospace", "ascii")
+        for max_bytes in (None, C.READ_MIN_MAX_BYTES, C.READ_MIN_MAX_BYTES + 3, C.READ_MAX_MAX_BYTES)
     ],
 )
-@pytest.mark.parametrize("key", [pytest.param("cuts", marks=pytest.mark.kc_long), "nospace", "ascii"])
 def test_pages_cut_next_to_escapes_astral_characters_and_combining_marks(
     world: World, max_bytes: int | None, key: str
 ) -> None:

@@ -221,7 +221,7 @@ def _same_text(small: str, large: str, what: str, *, complete: bool, credit: boo
 
 
 @R(*checks.CHAIN_RULES, server.READ_015, server.READ_020)
-@pytest.mark.kc_long
+@pytest.mark.kc_long(rounds=75)
 def test_any_document_reads_the_same_through_every_page_size(world: World) -> None:
     """What needs no ground truth, on whatever the probe query and each [target.documents] query
     find first (and on the suite's own long and multibyte documents where it has them): every page

@@ -32,7 +32,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @R(*CLAIMS)
-@pytest.mark.kc_long
+@pytest.mark.kc_long(rounds=120)
 def test_stateful_model_agrees_with_the_target(
     kc_config: TargetConfig, core: CoreWire, control: Any, pytestconfig: pytest.Config, part: WalkPart
 ) -> None:
