@@ -20,12 +20,13 @@ def test_results_come_back_in_the_items_order_and_run_side_by_side() -> None:
 
     def work(item: int) -> int:
         nonlocal running, most
-        with lock:
-            running += 1
-            most = max(most, running)
-        time.sleep(0.05 * (5 - item))  # the first item finishes last
-        with lock:
-            running -= 1
+        with fanout.in_flight():  # as the suite's transport holds a request
+            with lock:
+                running += 1
+                most = max(most, running)
+            time.sleep(0.05 * (5 - item))  # the first item finishes last
+            with lock:
+                running -= 1
         return item * 10
 
     assert fanout.each(work, [0, 1, 2, 3, 4], at_once=3) == [0, 10, 20, 30, 40]
@@ -49,3 +50,28 @@ def test_each_call_sees_the_caller_s_context() -> None:
         assert fanout.each(lambda _item: WHERE.get(), [1, 2, 3]) == ["caller"] * 3
     finally:
         WHERE.reset(token)
+
+
+def test_nested_fan_outs_share_the_outermost_bound_of_requests_in_flight() -> None:
+    """Items that fan out again do not multiply the bound: four items of three requests each,
+    every request holding a slot, never have more than ``at_once`` requests in flight; waiting
+    for inner items holds none (or this would deadlock)."""
+    running, most = 0, 0
+    lock = threading.Lock()
+
+    def request(_n: int) -> int:
+        nonlocal running, most
+        with fanout.in_flight():
+            with lock:
+                running += 1
+                most = max(most, running)
+            time.sleep(0.02)
+            with lock:
+                running -= 1
+        return 1
+
+    def item(_n: int) -> int:
+        return sum(fanout.each(request, [0, 1, 2]))
+
+    assert fanout.each(item, [0, 1, 2, 3], at_once=3) == [3, 3, 3, 3]
+    assert most == 3

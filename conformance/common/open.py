@@ -15,7 +15,7 @@ import httpx
 from conformance.common.config import ConfigError, Secret, TargetConfig, redact_url
 from conformance.common.secrets import SECRETS
 from conformance.common.settings import RunSettings
-from conformance.common.transport import BoundedTransport, InProcessTransport, Recorder, Watchdog
+from conformance.common.transport import BoundedTransport, InFlight, InProcessTransport, Recorder, Watchdog
 
 ENTRY_POINT_GROUP = "knowledge_conformance.targets"
 NO_DELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
@@ -28,7 +28,7 @@ def _http_client(base_url: str, cfg: TargetConfig, hooks: dict[str, list[Any]]) 
     User-info in the URL is dropped: httpx would turn it into Basic auth and replace the
     configured credential header, and the suite would report the Core's 401 as its failure."""
     bounded = BoundedTransport(cfg.timeout_seconds, cfg.max_response_bytes, socket_options=NO_DELAY)
-    transport = Watchdog(bounded, cfg.timeout_seconds)
+    transport = InFlight(Watchdog(bounded, cfg.timeout_seconds))
     url = httpx.URL(base_url).copy_with(username=None, password=None)
     return httpx.Client(base_url=url, transport=transport, event_hooks=hooks, timeout=cfg.timeout_seconds)
 

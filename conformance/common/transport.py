@@ -23,7 +23,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from conformance.common import aside
+from conformance.common import aside, fanout
 from conformance.common.outcomes import HarnessError
 from conformance.common.secrets import SECRETS, clip, scrub
 from conformance.common.untrusted import shown
@@ -521,6 +521,21 @@ TIMEOUTS_IN_ALL = 3
 """Timeouts in one run, answers between them or not, after which it stops the same way: a Core
 that trickles one route's answers costs each test that reads it the whole deadline, and the
 first timeout already made the verdict an error."""
+
+
+class InFlight(httpx.BaseTransport):
+    """Holds each request to the bound of requests in flight of the fan-out it was sent from
+    (:func:`conformance.common.fanout.in_flight`), from its first byte to its whole answer."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self._inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        with fanout.in_flight():
+            return self._inner.handle_request(request)
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 class TargetUnresponsive(HarnessError):

@@ -235,8 +235,11 @@ class World:
             self.__dict__["_caps_budget"] = found if _count(found) else C.READ_CHAIN_MAX_BYTES
         return int(min([C.READ_CHAIN_MAX_BYTES, self.__dict__["_caps_budget"], *advertised]))
 
-    def follow(self, ref: str, run_id: str, max_bytes: int | None = None) -> list[dict[str, Any]]:
-        """Every page of a chain, each checked as a page on the way.
+    def follow(
+        self, ref: str, run_id: str, max_bytes: int | None = None, *, first: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """Every page of a chain, each checked as a page on the way (``first``: its first page,
+        already read with ``max_bytes``; the chain goes on from there).
 
         Bounded by what the contract bounds, never by a page count (a Core may answer with
         pages much smaller than asked): a chain stops after at most 131072 content bytes
@@ -246,7 +249,7 @@ class World:
         cursor: str | None = None
         delivered, stalled = 0, 0
         while True:
-            body = self.page(ref, run_id, max_bytes, cursor)
+            body = first if first is not None and not pages else self.page(ref, run_id, max_bytes, cursor)
             pages.append(body)
             size = C.utf8_size(body["content"]) if isinstance(body["content"], str) else 0
             delivered += size

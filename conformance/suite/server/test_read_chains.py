@@ -172,23 +172,23 @@ def _live_ref(world: World, query: str, doc: corpus.Doc | None, first: str | Non
 
 
 def _chains(world: World, query: str, doc: corpus.Doc | None) -> dict[int | None, list[dict[str, Any]]]:
-    """One document's chains at the default page size, then (side by side) at 4096 and 32768
-    bytes; fewer than three when it was not found again."""
+    """One document's chains at the default page size, at 4096 and at 32768 bytes, side by side
+    once its first page is read (the other two find the document again by it); fewer than three
+    when it was not found again."""
     found = _live_ref(world, query, doc, None)
     if found is None:
         return {}
-    chains: dict[int | None, list[dict[str, Any]]] = {None: world.follow(found[1], found[0])}
-    first = chains[None][0]["content"]
+    run_id, ref = found
+    first = world.page(ref, run_id)
 
-    def chain(size: int) -> list[dict[str, Any]] | None:
-        again = _live_ref(world, query, doc, first)
+    def chain(size: int | None) -> list[dict[str, Any]] | None:
+        if size is None:
+            return world.follow(ref, run_id, first=first)
+        again = _live_ref(world, query, doc, first["content"])
         return None if again is None else world.follow(again[1], again[0], max_bytes=size)
 
-    sizes = (C.READ_MIN_MAX_BYTES, C.READ_MAX_MAX_BYTES)
-    chains.update(
-        (size, pages) for size, pages in zip(sizes, fanout.each(chain, sizes), strict=True) if pages is not None
-    )
-    return chains
+    sizes = (None, C.READ_MIN_MAX_BYTES, C.READ_MAX_MAX_BYTES)
+    return {size: pages for size, pages in zip(sizes, fanout.each(chain, sizes), strict=True) if pages is not None}
 
 
 def _live_sources(world: World) -> list[tuple[str, str, corpus.Doc | None]]:
