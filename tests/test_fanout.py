@@ -4,13 +4,17 @@ failure, in the items' order, whatever order they finish in."""
 from __future__ import annotations
 
 import contextvars
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from conformance.common import fanout
 
+ROOT = Path(__file__).resolve().parent.parent
 WHERE: contextvars.ContextVar[str] = contextvars.ContextVar("where", default="unset")
 
 
@@ -75,3 +79,28 @@ def test_nested_fan_outs_share_the_outermost_bound_of_requests_in_flight() -> No
 
     assert fanout.each(item, [0, 1, 2, 3], at_once=3) == [3, 3, 3, 3]
     assert most == 3
+
+
+TWO_LAYERS = """
+import time
+from conformance.common import fanout
+
+def request(_n):
+    with fanout.in_flight():
+        time.sleep(0.05)  # every thread holds its first slot before any asks again
+        with fanout.in_flight():
+            time.sleep(0.01)
+    return 1
+
+print(fanout.each(request, [0, 1, 2, 3], at_once=2))
+"""
+
+
+def test_a_slot_is_taken_once_by_a_request_that_asks_again() -> None:
+    """Two layers of one client that each hold the request in flight (the preflight's request
+    and the transport under it): with every slot taken by such requests, none waits for a second
+    (in a process of its own: threads that wait for each other would never let it end)."""
+    done = subprocess.run(
+        [sys.executable, "-c", TWO_LAYERS], capture_output=True, text=True, timeout=30, cwd=ROOT, check=False
+    )
+    assert done.stdout.strip() == "[1, 1, 1, 1]", done.stderr[-2000:]

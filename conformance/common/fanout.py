@@ -57,13 +57,21 @@ def each(work: Callable[[T], R], items: Sequence[T], *, at_once: int = AT_ONCE) 
                 future.cancel()
 
 
+_HOLDING: contextvars.ContextVar[bool] = contextvars.ContextVar("kc_fanout_holding", default=False)
+
+
 @contextlib.contextmanager
 def in_flight() -> Iterator[None]:
     """Held by one request while it is in flight: a slot of the fan-out it was sent from (none
-    outside a fan-out, where a test sends one request at a time anyway)."""
+    outside a fan-out, where a test sends one request at a time anyway). Taken once however many
+    layers of a client ask for it, or two such layers in four threads would wait for each other."""
     slots = _SLOTS.get()
-    if slots is None:
+    if slots is None or _HOLDING.get():
         yield
         return
     with slots:
-        yield
+        holding = _HOLDING.set(True)
+        try:
+            yield
+        finally:
+            _HOLDING.reset(holding)

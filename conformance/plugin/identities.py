@@ -7,11 +7,15 @@ answers is left to the tests, which judge it by the rules: a server's failure is
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from functools import partial
 from typing import Any, NoReturn
 
 import httpx
 import pytest
 
+from conformance.common import fanout
 from conformance.common.config import TargetConfig, redact_url
 from conformance.common.exits import Exit
 from conformance.common.settings import RunSettings
@@ -65,6 +69,7 @@ class Preflight:
         self.http = bounded_client(min(cfg.timeout_seconds, PREFLIGHT_TIMEOUT), cfg.max_response_bytes, base_url=url)
         self.limiter = RateLimiter(settings.rate_limit)
         self.base_status = 0
+        self._counting = threading.Lock()
 
     def close(self) -> None:
         self.http.close()
@@ -72,9 +77,11 @@ class Preflight:
     def request(self, method: str, path: str, token: str | None = None, **kw: Any) -> httpx.Response:
         self.limiter.wait()
         headers = auth_headers(self.cfg.wire["auth"], token or None)
-        PREFLIGHT.requests += 1
+        with self._counting:
+            PREFLIGHT.requests += 1
         try:
-            return self.http.request(method, path, headers=headers, **kw)
+            with fanout.in_flight():
+                return self.http.request(method, path, headers=headers, **kw)
         except httpx.TimeoutException as exc:
             stop(
                 f"{self.where} accepted the connection but {method} {path} got no answer within "
@@ -90,12 +97,19 @@ class Preflight:
         if self.cfg.control_url is not None:
             return  # worlds are provisioned and identities minted through control: none configured is used
         html_base = broken(base) is None and not _is_json(base) and base.status_code < 500
-        for name, who in self.cfg.identities.items():
-            self.identity(name, who.token, who.route, html_base=html_base)
+        checks: list[Callable[[], None]] = [
+            partial(self.identity, name, who.token, who.route, html_base=html_base)
+            for name, who in self.cfg.identities.items()
+        ]
         primary = self.cfg.identities.get("primary")
         if primary is not None:
-            self.target_route(primary, html_base=html_base)
-            self.probe(primary.token, primary.route)
+            checks += [
+                partial(self.target_route, primary, html_base=html_base),
+                partial(self.probe, primary.token, primary.route),
+            ]
+        # Side by side (a Core far away costs a round trip each); a mistake is reported as the
+        # first in this order, as one at a time would.
+        fanout.each(lambda check: check(), checks)
 
     def target_route(self, primary: Any, *, html_base: bool) -> None:
         """``[target] route`` checked like an identity's (with the primary token) when no identity

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from conformance.common import contract as C
+from conformance.common import fanout
 from conformance.common.config import TargetConfig
 from conformance.common.control import Control
 from conformance.common.outcomes import NotVerified
@@ -331,25 +332,35 @@ def provision(
     # Route names that sort on either side of reserved words such as "auto": a Core that compares
     # route names by order instead of equality refuses one of them (see test_capabilities).
     other_route = f"a-{route}"
-    control.create_workspace(route, mode)
-    control.create_workspace(other_route)
     docs = corpus.build(large=large)
-    control.replace_corpus(route, corpus.bases(docs))
-    control.replace_corpus(other_route, corpus.bases(docs))
+
+    def workspace(at: str, at_mode: str) -> None:
+        control.create_workspace(at, at_mode)
+        control.replace_corpus(at, corpus.bases(docs))
 
     def mint(account: str, at: str = route, **kw: Any) -> Who:
         m = control.mint(account, at, **kw)
         return Who(m["token"], m["route"], m["account"], m["session_id"])
 
+    # Side by side where nothing depends on the other (a Core far away costs a round trip each,
+    # and a run provisions a world for most tests that change state): the two workspaces, then
+    # the identities that share the primary's session.
+    fanout.each(lambda args: workspace(*args), [(route, mode), (other_route, "normal")])
     primary = mint("alice")
-    others = {
-        "other_session": mint("alice"),
-        # Each differs from primary in one binding only, so each binding is tested alone.
-        "same_session": mint("alice", session_id=primary.session),
-        "other_account": mint("bob", session_id=primary.session),
-        "other_route": mint("alice", other_route, session_id=primary.session),
-        "other_hub": mint("alice", hub=OTHER_HUB, session_id=primary.session),
-    }
+    minted = fanout.each(
+        lambda args: mint(*args[0], **args[1]),
+        [
+            (("alice",), {}),
+            # Each differs from primary in one binding only, so each binding is tested alone.
+            (("alice",), {"session_id": primary.session}),
+            (("bob",), {"session_id": primary.session}),
+            (("alice", other_route), {"session_id": primary.session}),
+            (("alice",), {"hub": OTHER_HUB, "session_id": primary.session}),
+        ],
+    )
+    others = dict(
+        zip(("other_session", "same_session", "other_account", "other_route", "other_hub"), minted, strict=True)
+    )
     _name({"primary": primary, **others})
     return World(cfg, core, route, primary, others, docs, control, realtime)
 
