@@ -11,18 +11,19 @@ import hashlib
 import json
 import logging
 import math
+import re
 import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from random import Random
 from typing import Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -33,7 +34,7 @@ from simulator.control import control_routes
 from simulator.core import Caller, Core
 from simulator.corpus import seed_demo
 from simulator.errors import ApiError
-from simulator.http import error_response, in_store_thread, json_response, read_json, schema_check, validate
+from simulator.http import SchemaCheck, error_response, in_store_thread, receive_json, schema_check, validate
 from simulator.mcp.server import MCP_PATH, mount, transport_security
 from simulator.miniatures import compose
 from simulator.miniatures.mcp import agent_class, security_for
@@ -43,6 +44,7 @@ from simulator.search_knowledge.ranking import embedder_for
 from simulator.search_knowledge.routes import control_routes as sk_control_routes
 from simulator.search_knowledge.routes import tool_route
 from simulator.search_knowledge.store import SkState
+from simulator.sizing import dumps
 from simulator.store import Moved, Store, WouldBlock
 from simulator.wire_names import WireNames
 
@@ -70,10 +72,18 @@ def no_store(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]
 class NoStore:
     """Exactly one Cache-Control, ``no-store``, on every response (vendor convention), and the
     request's clock the one of the workspace its path names (``simulator.clock.CURRENT_ROUTE``):
-    one layer, as every layer of middleware costs every request."""
+    one layer, as every layer of middleware costs every request.
 
-    def __init__(self, app: ASGIApp) -> None:
+    ``direct``: the Core's endpoints (path pattern, methods, endpoint), the first routes of the
+    app: a request that is one of theirs goes straight to it, as the router would send it (a
+    Core endpoint sends its own ``no-store``), without the router and the exception layer in
+    between. A ``root_path`` (the router would strip it first) takes the router's way."""
+
+    def __init__(
+        self, app: ASGIApp, direct: Sequence[tuple[re.Pattern[str], Collection[str], CoreEndpoint]] = ()
+    ) -> None:
         self.app = app
+        self.direct = tuple(direct)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -84,12 +94,27 @@ class NoStore:
                 CURRENT_ROUTE.reset(token)
             return
 
+        path: str = scope["path"]
+        if not scope.get("root_path"):
+            for pattern, methods, endpoint in self.direct:
+                found = pattern.match(path)
+                if found is not None:
+                    if scope["method"] not in methods:
+                        break  # the router's 405
+                    route = found["route"]  # the path's first workspace: workspace_of(path)
+                    token = CURRENT_ROUTE.set(route)
+                    try:
+                        await endpoint.serve(scope, receive, send, route)
+                    finally:
+                        CURRENT_ROUTE.reset(token)
+                    return
+
         async def wrapped(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = no_store(message.get("headers", []))
             await send(message)
 
-        token = CURRENT_ROUTE.set(workspace_of(scope["path"]))
+        token = CURRENT_ROUTE.set(workspace_of(path))
         try:
             await self.app(scope, receive, wrapped)
         finally:
@@ -184,45 +209,111 @@ def _finite(text: str) -> float:
     return value
 
 
-def _endpoint(
-    core: Core, handler: Callable[[Request, Core, Caller], Awaitable[Response]], *, knowledge: bool, name: str
-) -> Callable[[Request], Awaitable[Response]]:
-    async def endpoint(request: Request) -> Response:
-        route = request.path_params["route"]
-        canned = core.take_canned(name, route)
+_NO_STORE = (b"cache-control", b"no-store")
+_JSON = b"application/json"
+_TEXT = b"text/plain; charset=utf-8"
+Reply = tuple[int, bytes]
+"""A Core endpoint's answer: status and JSON body."""
+
+
+class Call:
+    """What a Core endpoint reads of its request: the body's messages and three headers (each
+    header's first value, as Starlette's ``Headers.get``), found in one pass."""
+
+    __slots__ = ("authorization", "content_length", "content_type", "receive")
+
+    def __init__(self, scope: Scope, receive: Receive) -> None:
+        self.receive = receive
+        self.authorization = self.content_type = self.content_length = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                if self.authorization is None:
+                    self.authorization = value.decode("latin-1")
+            elif name == b"content-type":
+                if self.content_type is None:
+                    self.content_type = value.decode("latin-1")
+            elif name == b"content-length" and self.content_length is None:
+                self.content_length = value.decode("latin-1")
+
+    async def json(self, core: Core, check: SchemaCheck) -> dict[str, Any]:
+        body = await receive_json(
+            self.receive, self.content_type, self.content_length, max_bytes=core.config.max_body_bytes
+        )
+        return validate(body, check)
+
+
+Handler = Callable[["CoreEndpoint", Call, Caller], Awaitable[Reply]]
+
+
+async def _respond(send: Send, status: int, body: bytes, media: bytes = _JSON) -> None:
+    """The response Starlette's ``Response`` would send (its content-length and content-type), with
+    the one Cache-Control ``NoStore`` gives every response, sent as two ASGI messages."""
+    headers = [] if status < 200 or status in (204, 304) else [(b"content-length", str(len(body)).encode("latin-1"))]
+    headers += [(b"content-type", media), _NO_STORE]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class CoreEndpoint:
+    """One Core endpoint as a plain ASGI app: token and route first, then its handler.
+
+    Reached two ways with the same effect: ``NoStore`` calls ``serve`` directly for a request
+    whose path and method are the endpoint's own, and Starlette's router (the route is still
+    registered, so another method of its path is a 405 with its Allow header) calls the app. The
+    direct way skips the router's matching of each route, Starlette's request and response
+    objects and its exception layer, which cost a served read about as much as its own work.
+    ``state`` is the app's (its turn lock, store threads and wire names), set once the app exists."""
+
+    def __init__(self, core: Core, handler: Handler, *, knowledge: bool, name: str, stem: str | None = None) -> None:
+        self.core, self.handler, self.knowledge, self.name = core, handler, knowledge, name
+        self.check = schema_check(stem) if stem is not None else None
+        self.state: Any = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.serve(scope, receive, send, scope["path_params"]["route"])
+
+    async def serve(self, scope: Scope, receive: Receive, send: Send, route: str) -> None:
+        core = self.core
+        canned = core.take_canned(self.name, route)
         if canned is not None:  # an armed respond_next fault (control): the answer a client check needs
-            await request.body()  # read, so the transcript records what the client sent
+            await _drain(receive)  # read, so the transcript records what the client sent
             if canned.text is not None:
-                return Response(canned.text, status_code=canned.status, media_type="text/plain")
-            return json_response(canned.body, canned.status)
+                await _respond(send, canned.status, canned.text.encode("utf-8"), _TEXT)
+            else:
+                await _respond(send, canned.status, dumps(canned.body))
+            return
+        call = Call(scope, receive)
         try:
-            authorization = request.headers.get("authorization")
-
-            def check() -> tuple[Caller, ApiError | None]:
-                caller = core.authenticate(authorization, route, knowledge_op=knowledge)
-                return caller, core.legacy_refusal(route) if knowledge else None
-
-            caller, refusal = _looked_up(core.store, check)
+            caller, refusal = _looked_up(core.store, lambda: self._admit(call.authorization, route))
             if refusal is not None:
-                return error_response(refusal)
-            return await handler(request, core, caller)
+                raise refusal
+            status, body = await self.handler(self, call, caller)
         except ApiError as err:
-            return error_response(err)
+            status, body = err.status, dumps(err.body())
+        await _respond(send, status, body)
 
-    return endpoint
+    def _admit(self, authorization: str | None, route: str) -> tuple[Caller, ApiError | None]:
+        core = self.core
+        caller = core.authenticate(authorization, route, knowledge_op=self.knowledge)
+        return caller, core.legacy_refusal(route) if self.knowledge else None
 
-
-async def _body(request: Request, core: Core, stem: str) -> dict[str, Any]:
-    body = await read_json(request, max_bytes=core.config.max_body_bytes)
-    return validate(body, schema_check(stem))
-
-
-def _names(request: Request) -> WireNames:
-    names: WireNames = request.app.state.wire_names
-    return names
+    def names(self) -> WireNames:
+        names: WireNames = self.state.wire_names
+        return names
 
 
-async def _store_work(request: Request, core: Core, work: Callable[[], T], *, serial: bool = False) -> T:
+async def _drain(receive: Receive) -> None:
+    """Read the request body to its end (Starlette's ``Request.body``, disconnect included)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.request":
+            if not message.get("more_body", False):
+                return
+        elif message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+
+
+async def _store_work(endpoint: CoreEndpoint, work: Callable[[], T], *, serial: bool = False) -> T:
     """Run ``work`` (searches, reads, turns: the Core's store work) from one snapshot of the store.
 
     A concurrent store (``knowledge-sim serve``) runs a search or a read right here on the event
@@ -235,7 +326,7 @@ async def _store_work(request: Request, core: Core, work: Callable[[], T], *, se
     app's turn lock first: a turn's replay check and its commit must not interleave with another
     turn's, or two identical turns sent at once could both commit. The single-connection store
     (the in-process simulator) runs everything right here, in request order."""
-    store = core.store
+    store = endpoint.core.store
     if not store.concurrent:
         with store.snapshot():
             return work()
@@ -244,7 +335,7 @@ async def _store_work(request: Request, core: Core, work: Callable[[], T], *, se
             return _looked_up(store, work, inline=True)
         except WouldBlock:
             pass
-    turn_lock: threading.Lock = request.app.state.turn_lock
+    turn_lock: threading.Lock = endpoint.state.turn_lock
 
     def in_snapshot() -> T:
         if serial:
@@ -253,7 +344,7 @@ async def _store_work(request: Request, core: Core, work: Callable[[], T], *, se
         with store.snapshot():
             return work()
 
-    return await in_store_thread(request, in_snapshot)
+    return await in_store_thread(endpoint.state, in_snapshot)
 
 
 def _looked_up(store: Store, work: Callable[[], T], *, inline: bool = False) -> T:
@@ -270,25 +361,32 @@ def _looked_up(store: Store, work: Callable[[], T], *, inline: bool = False) -> 
         return work()
 
 
-async def _capabilities(request: Request, core: Core, caller: Caller) -> Response:
+async def _capabilities(endpoint: CoreEndpoint, call: Call, caller: Caller) -> Reply:
+    core = endpoint.core
     answer = _looked_up(core.store, lambda: core.capabilities(caller))
-    return json_response(_names(request).capabilities(answer))
+    return 200, dumps(endpoint.names().capabilities(answer))
 
 
-async def _turn(request: Request, core: Core, caller: Caller) -> Response:
-    body = await _body(request, core, "turn-request")
-    status, raw = await _store_work(request, core, lambda: core.start_turn(caller, body), serial=True)
-    return Response(_names(request).turn(raw), status_code=status, media_type="application/json")
+async def _turn(endpoint: CoreEndpoint, call: Call, caller: Caller) -> Reply:
+    core = endpoint.core
+    assert endpoint.check is not None
+    body = await call.json(core, endpoint.check)
+    status, raw = await _store_work(endpoint, lambda: core.start_turn(caller, body), serial=True)
+    return status, endpoint.names().turn(raw)
 
 
-async def _search(request: Request, core: Core, caller: Caller) -> Response:
-    body = await _body(request, core, "search-request")
-    return json_response(await _store_work(request, core, lambda: core.search(caller, body)))
+async def _search(endpoint: CoreEndpoint, call: Call, caller: Caller) -> Reply:
+    core = endpoint.core
+    assert endpoint.check is not None
+    body = await call.json(core, endpoint.check)
+    return 200, dumps(await _store_work(endpoint, lambda: core.search(caller, body)))
 
 
-async def _read(request: Request, core: Core, caller: Caller) -> Response:
-    body = await _body(request, core, "read-request")
-    return json_response(await _store_work(request, core, lambda: core.read(caller, body)))
+async def _read(endpoint: CoreEndpoint, call: Call, caller: Caller) -> Reply:
+    core = endpoint.core
+    assert endpoint.check is not None
+    body = await call.json(core, endpoint.check)
+    return 200, dumps(await _store_work(endpoint, lambda: core.read(caller, body)))
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
@@ -337,16 +435,19 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     transcript: deque[dict[str, Any]] | None = deque(maxlen=10_000) if config.control_enabled else None
     if config.demo and not store.routes():
         seed_demo(core)
-    routes: list[Route | Mount] = [
-        Route(
-            f"{BASE}/knowledge/capabilities",
-            _endpoint(core, _capabilities, knowledge=True, name="capabilities"),
-            methods=["GET"],
-        ),
-        Route(f"{BASE}/knowledge/search", _endpoint(core, _search, knowledge=True, name="search"), methods=["POST"]),
-        Route(f"{BASE}/knowledge/read", _endpoint(core, _read, knowledge=True, name="read"), methods=["POST"]),
-        Route(f"{BASE}/turns", _endpoint(core, _turn, knowledge=False, name="turns"), methods=["POST"]),
+    endpoints = [
+        CoreEndpoint(core, _capabilities, knowledge=True, name="capabilities"),
+        CoreEndpoint(core, _search, knowledge=True, name="search", stem="search-request"),
+        CoreEndpoint(core, _read, knowledge=True, name="read", stem="read-request"),
+        CoreEndpoint(core, _turn, knowledge=False, name="turns", stem="turn-request"),
     ]
+    core_routes = [
+        Route(f"{BASE}/knowledge/capabilities", endpoints[0], methods=["GET"]),
+        Route(f"{BASE}/knowledge/search", endpoints[1], methods=["POST"]),
+        Route(f"{BASE}/knowledge/read", endpoints[2], methods=["POST"]),
+        Route(f"{BASE}/turns", endpoints[3], methods=["POST"]),
+    ]
+    routes: list[Route | Mount] = list(core_routes)
     # The search_knowledge tool of seed 003: its Knowledge service route, called by the MCP path.
     sk_tool = sk_class(config.quirks)(store, SkState(embedder_for(config.embedder)))
     routes.append(tool_route(core, sk_tool))
@@ -367,7 +468,10 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
         middleware=[
             *([Middleware(Observe, core=core, transcript=transcript)] if observed else []),
             *(Middleware(w, core=core) for w in wrappers),
-            Middleware(NoStore),
+            Middleware(
+                NoStore,
+                direct=[(r.path_regex, r.methods or set(), e) for r, e in zip(core_routes, endpoints, strict=True)],
+            ),
         ],
     )
     app.state.core = core
@@ -375,5 +479,7 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     app.state.store_threads = config.store_threads
     app.state.wire_names = wire_names
     app.state.search_knowledge = sk_tool
+    for endpoint in endpoints:
+        endpoint.state = app.state
     holder["app"] = app
     return app

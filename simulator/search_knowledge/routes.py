@@ -55,7 +55,7 @@ def tool_route(core: Core, tool: SearchKnowledge) -> Route:
             with core.store.snapshot():
                 return call()
 
-        return await in_store_thread(request, in_snapshot)
+        return await in_store_thread(request.app.state, in_snapshot)
 
     return Route(TOOL_PATH, endpoint, methods=["POST"])
 
