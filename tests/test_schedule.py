@@ -100,3 +100,5 @@ def test_a_concurrent_suite_run_starts_every_share_with_a_long_test(tmp_path: Pa
     starts = [sum(shares(len(order), 4)[:n]) for n in range(4)]
     assert [order[start][1] for start in starts] == [True] * 4, [order[start][0] for start in starts]
     assert sum(long for _, long in order) >= 4  # the marks are there: the Core model's parts alone are five
+    parents = [path.read_bytes() for path in sorted(tmp_path.glob("order.parent.gw*"))]
+    assert len(parents) == 4 and all(b"warm.py" in parent for parent in parents), parents  # warm workers

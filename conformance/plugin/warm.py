@@ -1,0 +1,309 @@
+"""Warm workers for ``--concurrency``: one server per run imports the libraries every pytest-xdist
+worker needs, once, and forks a worker from that state for each process xdist starts.
+
+Why: each worker is a fresh interpreter that spends about half a CPU second importing pytest,
+its plugins, Hypothesis, schemathesis and the HTTP stack before its first test. Eight of them on a
+two-core machine start some three seconds after the run did, with a Core near or far. Forked from
+the server, each pays only for the suite's own modules and its collection.
+
+The server imports only other projects' modules, never this package's: the suite's modules keep
+module-level state (the scrubber's secrets, the rules' registry) that each worker builds for
+itself. It is used only when pytest does not rewrite asserts (``knowledge-conformance run``
+passes ``--assert=plain``; pytest would otherwise warn that the plugins' modules were imported
+before it could rewrite them), on POSIX with descriptor passing, and not when
+``KC_WARM_WORKERS=0``. xdist still starts a process per worker (``warm_launch.py``); when the
+server cannot fork one, that process becomes the plain interpreter xdist would have started.
+
+This module is also the server's program: the server runs it by path, so that importing it
+imports nothing of this package (the standard library only, at module level).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import os
+import selectors
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import types
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pytest
+
+ENABLED_ENV = "KC_WARM_WORKERS"
+LAUNCHER = str(Path(__file__).with_name("warm_launch.py"))
+SOCKET_NAME = "workers.sock"
+READY_SECONDS = 2.0
+
+PRELOAD = (
+    "pytest",
+    "xdist.plugin",
+    "xdist.remote",
+    "xdist.looponfail",
+    "execnet",
+    "hypothesis",
+    "hypothesis.stateful",
+    "hypothesis.strategies",
+    "_hypothesis_pytestplugin",
+    "schemathesis",
+    "schemathesis.pytest.plugin",
+    "schemathesis.specs.openapi.checks",
+    "pytest_benchmark.plugin",
+    "anyio.pytest_plugin",
+    "platformdirs.pytest_plugin",
+    "pytest_locust.plugin",
+    "httpx",
+    "httpcore",
+    "jsonschema",
+    "referencing",
+    "yaml",
+    "orjson",
+    "ahocorasick_rs",
+    "concurrent.futures",
+)
+"""What a worker imports before its first test, apart from this package: pytest's own plugins
+are added from pytest's list. A name that fails to import is left to the worker."""
+
+
+# ------------------------------------------------------------------ the run's side
+class WarmServer:
+    """The run's server process: it ends when its stdin closes (:meth:`close`, or the run's end)."""
+
+    def __init__(self) -> None:
+        self.directory = tempfile.mkdtemp(prefix="kc-workers-")
+        self.socket_path = os.path.join(self.directory, SOCKET_NAME)
+        program = "import runpy, sys; runpy.run_path(sys.argv[1])['serve'](sys.argv[2])"
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", program, __file__, self.socket_path], stdin=subprocess.PIPE
+        )
+
+    def listening(self) -> bool:
+        """Whether it took its socket (it does before its imports: some 30 ms)."""
+        deadline = time.monotonic() + READY_SECONDS
+        while self.process.poll() is None and time.monotonic() < deadline:
+            if os.path.exists(self.socket_path):
+                return True
+            time.sleep(0.005)
+        return False
+
+    def python(self) -> str:
+        """The ``python`` of an execnet ``popen`` spec that starts a worker through this server."""
+        return shlex.join([sys.executable, "-I", "-S", LAUNCHER, self.socket_path])
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def wanted(config: pytest.Config) -> bool:
+    """Whether this run's workers may be forked (see the module's docstring)."""
+    return (
+        os.environ.get(ENABLED_ENV, "1") != "0"
+        and os.name == "posix"
+        and hasattr(socket, "send_fds")
+        and getattr(config.option, "assertmode", "rewrite") == "plain"
+    )
+
+
+def start(config: pytest.Config) -> WarmServer | None:
+    """The run's server, closed when the run ends; None where it cannot be used or did not start."""
+    if not wanted(config):
+        return None
+    server = WarmServer()
+    if not server.listening():
+        server.close()
+        return None
+    config.add_cleanup(server.close)
+    return server
+
+
+# ------------------------------------------------------------------ the server's side
+def preload() -> None:
+    """Import what a worker would (quietly: a module's import-time warning is the worker's to show)."""
+    import _pytest.config
+
+    names = [*PRELOAD, *(f"_pytest.{name}" for name in _pytest.config.default_plugins)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in names:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+
+
+def serve(socket_path: str) -> int:
+    """Listen first (the run waits for the socket), import, then fork a worker per connection
+    until stdin closes; every worker still running then is ended with it."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(socket_path)
+    listener.listen(64)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for the run and its workers, not for this server
+    preload()
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "accept")
+    selector.register(0, selectors.EVENT_READ, "run")
+    selector.register(wake_read, selectors.EVENT_READ, "child")
+    workers: dict[int, socket.socket] = {}
+    try:
+        while True:
+            for key, _events in selector.select():
+                if key.data == "accept":
+                    conn, _ = listener.accept()
+                    pid = _fork(conn, [listener, *workers.values()])
+                    if pid is None:
+                        conn.close()
+                    else:
+                        workers[pid] = conn
+                        selector.register(conn, selectors.EVENT_READ, pid)
+                elif key.data == "run":
+                    if not os.read(0, 512):
+                        return 0
+                elif key.data == "child":
+                    os.read(wake_read, 4096)
+                    _reap(workers, selector)
+                else:  # its launcher is gone (killed): so is the worker
+                    selector.unregister(key.fileobj)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(key.data, signal.SIGKILL)
+    finally:
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.unlink(socket_path)
+
+
+def _reap(workers: dict[int, socket.socket], selector: selectors.BaseSelector) -> None:
+    """Send each ended worker's exit status to its launcher."""
+    while workers:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = workers.pop(pid, None)
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+            with contextlib.suppress(KeyError, ValueError):
+                selector.unregister(conn)
+            conn.close()
+
+
+def _python_args(args: list[str]) -> tuple[set[str], str, list[str]] | None:
+    """``python [-u] [-B] -c CODE ARGS...`` as execnet starts a worker: its flags, code and
+    arguments (None for anything else, which a fresh interpreter runs instead)."""
+    if "-c" not in args:
+        return None
+    at = args.index("-c")
+    flags = set(args[:at])
+    if not flags <= {"-u", "-B"} or at + 1 >= len(args):
+        return None
+    return flags, args[at + 1], args[at + 2 :]
+
+
+def _fork(conn: socket.socket, inherited: list[socket.socket]) -> int | None:
+    """Fork a worker onto the three descriptors the launcher sent; its pid, sent back to the
+    launcher too (None, after telling the launcher why, when it is to start a plain one)."""
+    try:
+        _, fds, _, _ = socket.recv_fds(conn, 1, 3)
+        with conn.makefile("rb") as lines:
+            request = json.loads(lines.readline())
+    except (OSError, ValueError):
+        return None
+    parsed = _python_args(list(request.get("args", [])))
+    why = "not a worker's command line" if parsed is None else None
+    if why is None and threading.active_count() > 1:
+        why = "the server runs threads: a fork would copy their locks"
+    if len(fds) != 3 or why is not None:
+        for fd in fds:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            conn.sendall(f"no: {why or 'three descriptors expected'}\n".encode())
+        return None
+    assert parsed is not None
+    pid = os.fork()
+    if pid == 0:
+        _become_worker(conn, inherited, fds, request, *parsed)
+    for fd in fds:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        conn.sendall(f"{pid}\n".encode())
+    return pid
+
+
+def _become_worker(
+    conn: socket.socket,
+    inherited: list[socket.socket],
+    fds: list[int],
+    request: dict[str, Any],
+    flags: set[str],
+    code: str,
+    argv: list[str],
+) -> None:
+    """In the forked child: the interpreter ``python FLAGS -c CODE ARGV`` would have been, on the
+    launcher's pipes, in its directory and environment (never returns)."""
+    status = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for signum in (signal.SIGCHLD, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_DFL)
+        for other in [*inherited, conn]:
+            other.close()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.dont_write_bytecode = "-B" in flags or bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
+        unbuffered = "-u" in flags or bool(os.environ.get("PYTHONUNBUFFERED"))
+        sys.stdin = open(0, encoding=sys.stdin.encoding, errors=sys.stdin.errors, closefd=False)
+        sys.stdout = _writer(1, sys.stdout, unbuffered=unbuffered)
+        sys.stderr = _writer(2, sys.stderr, unbuffered=True)
+        sys.argv = ["-c", *argv]
+        main = types.ModuleType("__main__")
+        sys.modules["__main__"] = main
+        exec(compile(code, "<string>", "exec"), main.__dict__)
+        status = 0
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(status)
+
+
+def _writer(fd: int, like: Any, *, unbuffered: bool) -> io.TextIOWrapper:
+    """A text stream on ``fd`` as the interpreter makes one (``-u``: every write goes out at once)."""
+    raw = open(fd, "wb", buffering=0 if unbuffered else -1, closefd=False)
+    return io.TextIOWrapper(raw, encoding=like.encoding, errors=like.errors, write_through=unbuffered)
