@@ -15,20 +15,29 @@ import httpx
 from conformance.common.config import ConfigError, Secret, TargetConfig, redact_url
 from conformance.common.secrets import SECRETS
 from conformance.common.settings import RunSettings
-from conformance.common.transport import BoundedTransport, InFlight, InProcessTransport, Recorder, Watchdog
+from conformance.common.transport import (
+    Backoff,
+    BoundedTransport,
+    InFlight,
+    InProcessTransport,
+    RateLimiter,
+    Recorder,
+    Watchdog,
+)
 
 ENTRY_POINT_GROUP = "knowledge_conformance.targets"
 NO_DELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 """Without it, a request written in two segments waits for a delayed ACK: about 40 ms each."""
 
 
-def _http_client(base_url: str, cfg: TargetConfig, hooks: dict[str, list[Any]]) -> httpx.Client:
+def _http_client(base_url: str, cfg: TargetConfig, hooks: dict[str, list[Any]], limiter: RateLimiter) -> httpx.Client:
     """Every request bounded in time (``timeout_seconds`` for the whole of it) and memory
     (``max_response_bytes`` of body after decoding): the target may be hostile or broken.
     User-info in the URL is dropped: httpx would turn it into Basic auth and replace the
-    configured credential header, and the suite would report the Core's 401 as its failure."""
+    configured credential header, and the suite would report the Core's 401 as its failure.
+    A 429 is waited out and sent again (``Backoff``), as the Core's rate limit asks."""
     bounded = BoundedTransport(cfg.timeout_seconds, cfg.max_response_bytes, socket_options=NO_DELAY)
-    transport = InFlight(Watchdog(bounded, cfg.timeout_seconds))
+    transport = Backoff(InFlight(Watchdog(bounded, cfg.timeout_seconds)), limiter)
     url = httpx.URL(base_url).copy_with(username=None, password=None)
     return httpx.Client(base_url=url, transport=transport, event_hooks=hooks, timeout=cfg.timeout_seconds)
 
@@ -155,7 +164,7 @@ def open_target(cfg: TargetConfig, settings: RunSettings) -> Target:
                 settings,
             )
         url, stop = serve_over_loopback(app)
-        http = _http_client(url, cfg, hooks())
+        http = _http_client(url, cfg, hooks(), recorder.limiter)
         return Target(
             url,
             http,
@@ -166,5 +175,5 @@ def open_target(cfg: TargetConfig, settings: RunSettings) -> Target:
             app,
             settings,
         )
-    http = _http_client(cfg.target, cfg, hooks())
+    http = _http_client(cfg.target, cfg, hooks(), recorder.limiter)
     return Target(cfg.target, http, recorder, cfg.control_url, cfg.control_token, settings=settings)

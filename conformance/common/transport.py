@@ -675,24 +675,89 @@ def auth_headers(auth: Mapping[str, Any], token: str | None) -> dict[str, str]:
     return {str(auth["header"]): f"{auth['scheme']} {token}".strip()}
 
 
+RATE_LIMITED_TRIES = 4
+"""How often one request is sent while the Core answers 429 (Too Many Requests)."""
+RETRY_AFTER_LONGEST = 10.0
+"""The longest pause one 429 buys, whatever its Retry-After says (a hostile Core may ask for a day)."""
+RATE_LIMITED_BUDGET = 120.0
+"""Seconds one process of a run waits on 429s in all; past them a 429 is judged like any answer."""
+
+
+def retry_after(value: str | None, attempt: int) -> float:
+    """The pause a 429 asks for: its Retry-After in whole seconds, else (absent, a date, junk)
+    half a second doubled per attempt; never longer than :data:`RETRY_AFTER_LONGEST`."""
+    text = (value or "").strip()
+    asked = float(text) if text.isascii() and text.isdigit() and len(text) <= 9 else 0.5 * 2**attempt
+    return min(asked, RETRY_AFTER_LONGEST)
+
+
 class RateLimiter:
     """At most ``rate`` requests a second (0: no limit), shared by threads: each request takes
-    the next slot under a lock, and waiting in order keeps the rate."""
+    the next slot under a lock, and waiting in order keeps the rate. A 429 from the Core pauses
+    every request of the process (:meth:`refused`): the Core's own limit is kept too."""
 
-    def __init__(self, rate: float = 0.0) -> None:
+    def __init__(
+        self,
+        rate: float = 0.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        budget: float = RATE_LIMITED_BUDGET,
+    ) -> None:
         self._min_gap = 1.0 / rate if rate > 0 else 0.0
         self._last = 0.0
+        self._not_before = 0.0
+        self._clock, self._sleep, self._budget = clock, sleep, budget
         self._lock = threading.Lock()
+        self.refusals = 0
+        self.paused = 0.0  # seconds of pause the 429s asked for and got
 
     def wait(self) -> None:
-        if not self._min_gap:
-            return
         with self._lock:
-            slot = max(self._last + self._min_gap, time.monotonic())
-            self._last = slot
-        wait = slot - time.monotonic()
+            slot = max(self._last + self._min_gap, self._clock(), self._not_before)
+            if self._min_gap:
+                self._last = slot
+        wait = slot - self._clock()
         if wait > 0:
-            time.sleep(wait)
+            self._sleep(wait)
+
+    def refused(self, retry_after_header: str | None, attempt: int) -> bool:
+        """Counts a 429 and pauses the process for it; False once the run's waiting is spent
+        (the 429 is then the answer)."""
+        pause = retry_after(retry_after_header, attempt)
+        with self._lock:
+            self.refusals += 1
+            if self.paused + pause > self._budget:
+                return False
+            self.paused += pause
+            self._not_before = max(self._not_before, self._clock() + pause)
+        return True
+
+
+class Backoff(httpx.BaseTransport):
+    """A 429 (Too Many Requests) is the Core's rate limit, not its answer to what was asked
+    (the seeds name no rate limit, so a conformant Core may have one): the request is sent
+    again once the pause it asked for is over, at most :data:`RATE_LIMITED_TRIES` times in all,
+    every other request of the process waiting too. Outside the bound of requests in flight,
+    so a pause holds no slot. Past the tries or the run's budget, the 429 is judged as it is."""
+
+    def __init__(self, inner: httpx.BaseTransport, limiter: RateLimiter) -> None:
+        self._inner, self._limiter = inner, limiter
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        attempt = 0
+        while True:
+            response = self._inner.handle_request(request)
+            attempt += 1
+            if response.status_code != 429 or attempt >= RATE_LIMITED_TRIES:
+                return response
+            if not self._limiter.refused(response.headers.get("retry-after"), attempt - 1):
+                return response
+            response.close()
+            self._limiter.wait()
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 class Recorder:

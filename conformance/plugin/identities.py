@@ -19,7 +19,7 @@ from conformance.common import fanout
 from conformance.common.config import TargetConfig, redact_url
 from conformance.common.exits import Exit
 from conformance.common.settings import RunSettings
-from conformance.common.transport import RateLimiter, auth_headers, bounded_client, broken
+from conformance.common.transport import RATE_LIMITED_TRIES, RateLimiter, auth_headers, bounded_client, broken
 from conformance.common.untrusted import one_line
 from conformance.plugin.preflight import PREFLIGHT, plain_http_problem, usage_error
 
@@ -73,8 +73,24 @@ class Preflight:
 
     def close(self) -> None:
         self.http.close()
+        PREFLIGHT.refusals += self.limiter.refusals
+        PREFLIGHT.paused += self.limiter.paused
 
     def request(self, method: str, path: str, token: str | None = None, **kw: Any) -> httpx.Response:
+        """One pre-flight request; a 429 is waited out and sent again, as the tests' requests are
+        (conformance.common.transport.Backoff)."""
+        for attempt in range(RATE_LIMITED_TRIES):
+            response = self._send(method, path, token, **kw)
+            last = attempt + 1 >= RATE_LIMITED_TRIES
+            if (
+                response.status_code != 429
+                or last
+                or not self.limiter.refused(response.headers.get("retry-after"), attempt)
+            ):
+                break
+        return response
+
+    def _send(self, method: str, path: str, token: str | None = None, **kw: Any) -> httpx.Response:
         self.limiter.wait()
         headers = auth_headers(self.cfg.wire["auth"], token or None)
         with self._counting:

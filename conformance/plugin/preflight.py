@@ -168,6 +168,8 @@ class Tally:
 
     def __init__(self) -> None:
         self.requests = 0
+        self.refusals = 0  # 429s met, and the seconds paused for them (conformance.common.transport.Backoff)
+        self.paused = 0.0
         self.passed: set[tuple[Any, ...]] = set()
 
 

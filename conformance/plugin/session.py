@@ -270,6 +270,7 @@ class SuiteSession:
         recorder = state.recorder
         if is_worker(config):
             config.workeroutput["kc_requests"] = recorder.count if recorder else 0  # type: ignore[attr-defined]
+            config.workeroutput["kc_refusals"] = _refusals(recorder)  # type: ignore[attr-defined]
             config.workeroutput["kc_kept"] = state.kept_workspaces  # type: ignore[attr-defined]
             return
         if config.option.collectonly or exitstatus == pytest.ExitCode.USAGE_ERROR:
@@ -322,6 +323,13 @@ class SuiteSession:
             today=dt.date.today(),
             reasons=UNSHOWABLE,
         )
+        refused = [_refusals(recorder), (PREFLIGHT.refusals, PREFLIGHT.paused), *state.worker_refusals.values()]
+        if sum(n for n, _ in refused):
+            run.warnings.append(
+                f"the target answered {sum(n for n, _ in refused)} request(s) with 429 (Too Many Requests); the suite "
+                f"paused {sum(s for _, s in refused):.1f} s in all for them and sent them again (a 429 still answered "
+                "after that was judged as it is): --rate-limit or a lower --concurrency spares the Core"
+            )
         kept = state.kept_workspaces
         if kept:
             run.warnings.append(
@@ -438,6 +446,14 @@ class XdistController:
             seen = self.state.worker_requests
             seen[str(node.gateway.id)] = max(seen.get(str(node.gateway.id), 0), int(output["kc_requests"]))
         self.state.kept_workspaces.extend(output.get("kc_kept", []))
+        refusals, paused = output.get("kc_refusals", (0, 0.0))
+        self.state.worker_refusals[str(node.gateway.id)] = (int(refusals), float(paused))
+
+
+def _refusals(recorder: Any) -> tuple[int, float]:
+    """The 429s this process's requests met, and the seconds it paused for them."""
+    limiter = getattr(recorder, "limiter", None)
+    return (limiter.refusals, limiter.paused) if limiter is not None else (0, 0.0)
 
 
 def _hypothesis(config: pytest.Config) -> dict[str, Any]:

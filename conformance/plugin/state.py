@@ -63,6 +63,7 @@ class SessionState:
     recorder: Recorder | None = None  # counts this process's requests, keeps the current test's exchanges
     base_url: str = ""  # the target's, for the curl lines of a failure's exchanges
     worker_requests: dict[str, int] = field(default_factory=dict)  # xdist: requests each worker counted
+    worker_refusals: dict[str, tuple[int, float]] = field(default_factory=dict)  # xdist: each worker's 429s, paused s
     kept_workspaces: list[str] = field(default_factory=list)  # those the control extension could not delete
     client: ClientInfo | None = None  # a client run: what its harness wraps
     client_run: ClientRun = field(default_factory=ClientRun)
