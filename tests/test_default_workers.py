@@ -61,7 +61,7 @@ def test_an_unreachable_core_runs_serially() -> None:
     assert not _far("http://core.example", Handshake(1.0, fails=True))
 
 
-def test_the_default_is_four_for_a_far_core_eight_a_region_away_and_one_otherwise(tmp_path: Path) -> None:
+def test_the_default_is_four_for_a_far_core_eight_a_region_away_twelve_an_ocean_away_and_one_otherwise(tmp_path: Path) -> None:
     live = tmp_path / "target.toml"
     live.write_text('[control]\nurl = "http://core.example/_control/v1"\ntoken = "t"\n', "utf-8")
 
@@ -70,7 +70,9 @@ def test_the_default_is_four_for_a_far_core_eight_a_region_away_and_one_otherwis
 
     assert chosen("sim", Handshake(1.0)) == 1
     assert chosen("http://127.0.0.1:9", Handshake(1.0)) == 1
-    assert chosen("http://core.example", Handshake(1.0)) == workers.FARTHER_WORKERS
+    assert chosen("http://core.example", Handshake(1.0)) == workers.FARTHEST_WORKERS == 12
+    assert chosen("http://core.example", Handshake(workers.FARTHEST_SECONDS)) == workers.FARTHEST_WORKERS
+    assert chosen("http://core.example", Handshake(workers.FARTHEST_SECONDS * 0.99)) == workers.FARTHER_WORKERS == 8
     assert chosen("http://core.example", Handshake(workers.FARTHER_SECONDS)) == workers.FARTHER_WORKERS
     assert chosen("http://core.example", Handshake(workers.FARTHER_SECONDS / 2)) == workers.AUTO_WORKERS
     assert chosen("http://core.example", Handshake(workers.FAR_SECONDS)) == workers.AUTO_WORKERS

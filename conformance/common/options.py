@@ -127,8 +127,8 @@ OPTIONS: tuple[Opt, ...] = (
         "--concurrency",
         "tests run at once against the target, each worker in a world of its own (1: one at a time); "
         "the same verdict and reports as a serial run; a --rate-limit is shared among them "
-        "(default: 8 for a Core a region away, a TCP handshake of 20 ms or more; 4 for one a network away, 2 ms or "
-        "more; else 1)",
+        "(default: 12 for a Core an ocean away, a TCP handshake of 60 ms or more; 8 for one a region away, 20 ms or "
+        "more; 4 for one a network away, 2 ms or more; else 1; a Core's 429s are waited out)",
         SUITE,
         default=None,
         type=int,

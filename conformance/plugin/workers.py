@@ -5,8 +5,12 @@ costs nothing and every pytest-xdist worker costs a process start. Four for a Co
 away: each request then waits a round trip, and four in flight take a run 50 ms away from some
 93 s to about a third of that (``benchmarks/latency.py``). Eight for a Core whose handshake takes
 20 ms or more (another region): there round trips outweigh the workers' starts, and eight took a
-control run with MCP 50 ms away from 99 s on four to 68 s. Only the target's address and one
-TCP handshake decide it, so a loopback Core is never run concurrently by surprise."""
+control run with MCP 50 ms away from 99 s on four to 68 s. Twelve for one whose handshake takes
+60 ms or more (30 ms each way, across a continent or an ocean): in one invocation of the scoped
+gate, twelve took 13.7 s 50 ms away against 16.1 s on eight, while 25 ms away the two were even
+(11.2 s and 11.9 s) and 10 ms away eight was faster (9.7 s and 11.1 s). Only the target's
+address and one TCP handshake decide it, so a loopback Core is never run concurrently by
+surprise; a Core that answers 429 is waited on (conformance.common.transport.Backoff)."""
 
 from __future__ import annotations
 
@@ -23,6 +27,9 @@ FAR_SECONDS = 0.002
 FARTHER_WORKERS = 8
 FARTHER_SECONDS = 0.020
 """A TCP handshake slower than this: the Core is a region away (10 ms each way or more)."""
+FARTHEST_WORKERS = 12
+FARTHEST_SECONDS = 0.060
+"""A TCP handshake slower than this: the Core is a continent or an ocean away (30 ms each way or more)."""
 HANDSHAKE_TIMEOUT = 2.0
 
 Connect = Callable[[tuple[str, int], float], Any]
@@ -65,6 +72,8 @@ def workers_for(seconds: float | None) -> int:
     """The worker count for a handshake of ``seconds`` (None: never dialled, or unreachable)."""
     if seconds is None or seconds < FAR_SECONDS:
         return 1
+    if seconds >= FARTHEST_SECONDS:
+        return FARTHEST_WORKERS
     return FARTHER_WORKERS if seconds >= FARTHER_SECONDS else AUTO_WORKERS
 
 
