@@ -61,7 +61,9 @@ def test_an_unreachable_core_runs_serially() -> None:
     assert not _far("http://core.example", Handshake(1.0, fails=True))
 
 
-def test_the_default_is_four_for_a_far_core_eight_a_region_away_twelve_an_ocean_away_and_one_otherwise(tmp_path: Path) -> None:
+def test_the_default_is_four_for_a_far_core_eight_a_region_away_twelve_an_ocean_away_and_one_otherwise(
+    tmp_path: Path,
+) -> None:
     live = tmp_path / "target.toml"
     live.write_text('[control]\nurl = "http://core.example/_control/v1"\ntoken = "t"\n', "utf-8")
 
