@@ -196,8 +196,10 @@ def _fork(
         code = 1
         try:
             signal.set_wakeup_fd(-1)
-            for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
-                signal.signal(signum, signal.SIG_DFL)
+            ignored = set(request.get("ignored", ())) if isinstance(request, dict) else set()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for name in ("SIGINT", "SIGTERM", "SIGHUP"):  # ignored by the launcher: ignored by a plain server too
+                signal.signal(getattr(signal, name), signal.SIG_IGN if name in ignored else signal.SIG_DFL)
             for other in inherited():
                 other.close()
             conn.close()

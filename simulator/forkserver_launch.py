@@ -26,7 +26,9 @@ def main(argv: list[str]) -> int:
     except OSError:
         os.execv(sys.executable, [sys.executable, "-m", "simulator.cli", *cli_args])
     socket.send_fds(server, [b"\0"], [0, 1, 2])
-    request = {"argv": cli_args, "env": dict(os.environ), "cwd": os.getcwd()}
+    ignored = [signum for signum in FORWARDED if signal.getsignal(signum) == signal.SIG_IGN]
+    names = [signal.Signals(signum).name for signum in ignored]
+    request = {"argv": cli_args, "env": dict(os.environ), "cwd": os.getcwd(), "ignored": names}
     server.sendall(json.dumps(request).encode() + b"\n")
     answers = server.makefile("rb")
     first = answers.readline()
@@ -41,7 +43,8 @@ def main(argv: list[str]) -> int:
             pass
 
     for signum in FORWARDED:
-        signal.signal(signum, forward)
+        if signum not in ignored:  # one this process ignores (a background job's SIGINT) the server ignores too
+            signal.signal(signum, forward)
     status = answers.readline()
     code = int(status) if status else 0  # no status: the fork server ended first (its run is over)
     return 128 - code if code < 0 else code  # a server killed by signal N ends as a shell says it

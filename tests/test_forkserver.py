@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -38,7 +39,7 @@ def server() -> Iterator[forkserver.ForkServer]:
 
 
 def _launch(
-    server: forkserver.ForkServer, *cli_args: str, env: dict[str, str] | None = None
+    server: forkserver.ForkServer, *cli_args: str, env: dict[str, str] | None = None, **kw: Any
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-I", "-S", forkserver.LAUNCHER, server.socket_path, *cli_args],
@@ -46,7 +47,13 @@ def _launch(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, **(env or {})},
+        **kw,
     )
+
+
+def _children(server: forkserver.ForkServer) -> set[int]:
+    found = subprocess.run(["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True, check=False)
+    return {int(pid) for pid in found.stdout.split()}
 
 
 def _initialize(process: subprocess.Popen[bytes]) -> dict[str, object]:
@@ -101,6 +108,23 @@ def test_a_signal_to_the_launcher_reaches_the_forked_server(server: forkserver.F
     _initialize(process)
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=10) == 128 + signal.SIGTERM
+
+
+def test_a_signal_the_launcher_ignores_the_forked_server_ignores(server: forkserver.ForkServer) -> None:
+    """A background job of a script ignores SIGINT, and a plain server started there inherits that:
+    a Ctrl-C sent to the job's process group must not end a forked session either."""
+    before = _children(server)
+    process = _launch(server, "mcp", "--path", "jobs", preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    _initialize(process)
+    forked = _children(server) - before
+    assert len(forked) == 1
+    os.kill(forked.pop(), signal.SIGINT)
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    assert process.poll() is None and _initialize(process)["id"] == 1  # still there, still answering
+    assert process.stdin is not None
+    process.stdin.close()
+    assert process.wait(timeout=10) == 0
 
 
 def test_a_killed_launchers_server_is_killed_too(server: forkserver.ForkServer) -> None:

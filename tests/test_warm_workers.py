@@ -113,3 +113,105 @@ def test_workers_are_forked_only_where_pytest_rewrites_no_asserts(
     monkeypatch.setenv(warm.ENABLED_ENV, env)
     config: Any = SimpleNamespace(option=SimpleNamespace(assertmode=assertmode))
     assert warm.wanted(config) is wanted
+
+
+HANDLING = """
+import signal, sys
+names = {signal.SIG_IGN: "ignored", signal.SIG_DFL: "default", signal.default_int_handler: "interrupt"}
+print(*(names.get(signal.getsignal(s), "other") for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)),
+      "pytest" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("ignored", [(), ("SIGINT",), ("SIGINT", "SIGTERM", "SIGHUP")])
+def test_a_forked_worker_keeps_the_signal_handling_its_launcher_inherited(
+    server: warm.WarmServer, tmp_path: Path, ignored: tuple[str, ...]
+) -> None:
+    """A background job of a script ignores SIGINT, and a plain worker inherits that: a Ctrl-C sent
+    to the job's process group must not end a forked worker either."""
+
+    def ignore() -> None:
+        for name in ignored:
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+
+    proc = launch(server.python(), ["-u", "-c", HANDLING], tmp_path, preexec_fn=ignore)
+    out, err = proc.communicate("", timeout=60)
+    plain = {"SIGINT": "interrupt", "SIGTERM": "default", "SIGHUP": "default"}  # a fresh interpreter's
+    want = ["ignored" if name in ignored else handling for name, handling in plain.items()]
+    assert out.split() == [*want, "True"], err
+
+
+EXIT = """
+import atexit, threading, time, sys
+def later():
+    time.sleep(0.3)
+    open(sys.argv[1] + ".thread", "w").write("joined")
+threading.Thread(target=later).start()
+atexit.register(lambda: open(sys.argv[1] + ".atexit", "w").write("ran"))
+"""
+
+
+def test_a_forked_worker_ends_as_an_interpreter_does(server: warm.WarmServer, tmp_path: Path) -> None:
+    """Its other threads are joined and its atexit functions run (a served simulator's fork server
+    removes its folder there), as in a plain interpreter."""
+    mark = tmp_path / "mark"
+    proc = launch(server.python(), ["-u", "-c", EXIT, str(mark)], tmp_path)
+    proc.communicate("", timeout=60)
+    assert proc.returncode == 0
+    assert (tmp_path / "mark.thread").read_text() == "joined"
+    assert (tmp_path / "mark.atexit").read_text() == "ran"
+
+
+FAILING_FORK = """
+import os, runpy, sys
+real, flag = os.fork, sys.argv[3]
+def fork():
+    if os.path.exists(flag):
+        raise OSError(11, "Resource temporarily unavailable")
+    return real()
+os.fork = fork
+runpy.run_path(sys.argv[1])["serve"](sys.argv[2])
+"""
+
+WAIT_FOR = """
+import os, sys, time
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.02)
+print("done", "pytest" in sys.modules)
+"""
+
+
+def test_a_fork_that_fails_gives_a_plain_worker_and_spares_the_others(tmp_path: Path) -> None:
+    socket_path, flag, release = tmp_path / "w.sock", tmp_path / "fail", tmp_path / "release"
+    zygote = subprocess.Popen(
+        [sys.executable, "-c", FAILING_FORK, warm.__file__, str(socket_path), str(flag)], stdin=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not socket_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        python = f"{sys.executable} -I -S {warm.LAUNCHER} {socket_path}"
+        first = launch(python, ["-u", "-c", WAIT_FOR, str(release)], tmp_path)
+        time.sleep(1.0)  # forked before the flag
+        flag.write_text("")
+        second = launch(python, ["-u", "-c", WAIT_FOR, str(release)], tmp_path)
+        release.write_text("")
+        assert second.communicate("", timeout=60)[0].split() == ["done", "False"]  # plain
+        assert first.communicate("", timeout=60)[0].split() == ["done", "True"]  # forked, and not killed
+        assert zygote.poll() is None
+    finally:
+        assert zygote.stdin is not None
+        zygote.stdin.close()
+        zygote.wait(timeout=30)
+    assert not tmp_path.joinpath("w.sock").exists()
+
+
+def test_a_path_the_spec_or_a_socket_cannot_carry_gives_plain_workers(tmp_path: Path) -> None:
+    def spec(python: str, socket_path: str) -> Any:
+        return SimpleNamespace(python=lambda: python, socket_path=socket_path)
+
+    assert warm._spec_safe(spec("/usr/bin/python3 -I -S l.py /tmp/a/w.sock", "/tmp/a/w.sock"))
+    assert not warm._spec_safe(spec("/usr/bin/python3 -I -S l.py //tmp/a/w.sock", "//tmp/a/w.sock"))
+    long = "/tmp/" + "d" * 120 + "/w.sock"
+    assert not warm._spec_safe(spec(f"/usr/bin/python3 -I -S l.py {long}", long))
+    assert warm.serve(str(tmp_path / "missing" / "w.sock")) == 1  # a socket it cannot bind: quietly no server

@@ -20,6 +20,7 @@ imports nothing of this package (the standard library only, at module level).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import io
@@ -48,6 +49,10 @@ ENABLED_ENV = "KC_WARM_WORKERS"
 LAUNCHER = str(Path(__file__).with_name("warm_launch.py"))
 SOCKET_NAME = "workers.sock"
 READY_SECONDS = 2.0
+INHERITED: dict[str, Any] = {"SIGINT": signal.default_int_handler, "SIGTERM": signal.SIG_DFL, "SIGHUP": signal.SIG_DFL}
+"""The signals whose handling a worker takes from the process that starts it: ignored there
+(``ignored`` in the launcher's request; a background job of a script ignores SIGINT), ignored
+in the worker; else the interpreter's own."""
 
 PRELOAD = (
     "pytest",
@@ -116,6 +121,16 @@ class WarmServer:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+SOCKET_PATH_LONGEST = 100
+"""Bytes of a Unix socket's path that every POSIX system binds (Linux takes 107, macOS 103)."""
+
+
+def _spec_safe(server: WarmServer) -> bool:
+    """Whether the launcher's command line survives execnet's spec (which splits on ``//``, so a
+    ``TMPDIR=//tmp`` would cut it) and its socket path can be bound; else plain workers."""
+    return "//" not in server.python() and len(os.fsencode(server.socket_path)) <= SOCKET_PATH_LONGEST
+
+
 def wanted(config: pytest.Config) -> bool:
     """Whether this run's workers may be forked (see the module's docstring)."""
     return (
@@ -131,7 +146,7 @@ def start(config: pytest.Config) -> WarmServer | None:
     if not wanted(config):
         return None
     server = WarmServer()
-    if not server.listening():
+    if not _spec_safe(server) or not server.listening():
         server.close()
         return None
     config.add_cleanup(server.close)
@@ -155,9 +170,13 @@ def serve(socket_path: str) -> int:
     """Listen first (the run waits for the socket), import, then fork a worker per connection
     until stdin closes; every worker still running then is ended with it."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(socket_path)
+    try:
+        listener.bind(socket_path)
+    except OSError:
+        return 1  # the run sees no socket and starts plain workers; no traceback on its terminal
     listener.listen(64)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for the run and its workers, not for this server
+    signal.signal(signal.SIGTERM, _ended)  # as when the run closes stdin: its workers end with it
     preload()
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
@@ -172,13 +191,7 @@ def serve(socket_path: str) -> int:
         while True:
             for key, _events in selector.select():
                 if key.data == "accept":
-                    conn, _ = listener.accept()
-                    pid = _fork(conn, [listener, *workers.values()])
-                    if pid is None:
-                        conn.close()
-                    else:
-                        workers[pid] = conn
-                        selector.register(conn, selectors.EVENT_READ, pid)
+                    _accept(listener, workers, selector)
                 elif key.data == "run":
                     if not os.read(0, 512):
                         return 0
@@ -195,6 +208,32 @@ def serve(socket_path: str) -> int:
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             os.unlink(socket_path)
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(socket_path))  # the run removes it too, unless it was killed
+
+
+def _ended(_signum: int, _frame: object) -> None:
+    raise SystemExit(0)
+
+
+def _accept(listener: socket.socket, workers: dict[int, socket.socket], selector: selectors.BaseSelector) -> None:
+    """One launcher's connection: a worker forked for it, or (anything failed: out of processes,
+    of descriptors, a request that is not one) a plain worker; never the end of the others."""
+    try:
+        conn, _ = listener.accept()
+    except OSError:
+        return
+    try:
+        pid = _fork(conn, [listener, *workers.values()])
+    except Exception as exc:  # whatever it was, this launcher starts a plain worker
+        with contextlib.suppress(OSError):
+            conn.sendall(f"no: {type(exc).__name__}\n".encode())
+        pid = None
+    if pid is None:
+        conn.close()
+        return
+    workers[pid] = conn
+    selector.register(conn, selectors.EVENT_READ, pid)
 
 
 def _reap(workers: dict[int, socket.socket], selector: selectors.BaseSelector) -> None:
@@ -236,7 +275,14 @@ def _fork(conn: socket.socket, inherited: list[socket.socket]) -> int | None:
             request = json.loads(lines.readline())
     except (OSError, ValueError):
         return None
-    parsed = _python_args(list(request.get("args", [])))
+    well_formed = (
+        isinstance(request, dict)
+        and isinstance(request.get("args"), list)
+        and all(isinstance(arg, str) for arg in request["args"])
+        and isinstance(request.get("env"), dict)
+        and isinstance(request.get("cwd"), str)
+    )
+    parsed = _python_args(request["args"]) if well_formed else None
     why = "not a worker's command line" if parsed is None else None
     if why is None and threading.active_count() > 1:
         why = "the server runs threads: a fork would copy their locks"
@@ -247,7 +293,14 @@ def _fork(conn: socket.socket, inherited: list[socket.socket]) -> int | None:
             conn.sendall(f"no: {why or 'three descriptors expected'}\n".encode())
         return None
     assert parsed is not None
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as exc:  # out of processes or memory: the launcher starts a plain worker
+        for fd in fds:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            conn.sendall(f"no: fork failed ({exc.strerror})\n".encode())
+        return None
     if pid == 0:
         _become_worker(conn, inherited, fds, request, *parsed)
     for fd in fds:
@@ -271,9 +324,10 @@ def _become_worker(
     status = 1
     try:
         signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for signum in (signal.SIGCHLD, signal.SIGTERM):
-            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        ignored = set(request.get("ignored", ()))
+        for name, handler in INHERITED.items():  # as the launcher found them: a plain worker inherits them
+            signal.signal(getattr(signal, name), signal.SIG_IGN if name in ignored else handler)
         for other in [*inherited, conn]:
             other.close()
         for target, fd in enumerate(fds):
@@ -297,10 +351,21 @@ def _become_worker(
     except BaseException:
         traceback.print_exc()
     finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(status)
+        _exit_as_an_interpreter(status)
+
+
+def _exit_as_an_interpreter(status: int) -> None:
+    """What an interpreter does when its program ends (its other threads joined, ``atexit``
+    and ``weakref.finalize`` run, its streams flushed), then the end of this process alone: the
+    server's frames below are not the worker's to unwind."""
+    for finalize in (getattr(threading, "_shutdown", None), getattr(atexit, "_run_exitfuncs", None)):
+        if finalize is not None:
+            with contextlib.suppress(BaseException):
+                finalize()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(status)
 
 
 def _writer(fd: int, like: Any, *, unbuffered: bool) -> io.TextIOWrapper:

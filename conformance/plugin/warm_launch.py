@@ -18,6 +18,9 @@ import socket
 import sys
 from typing import BinaryIO
 
+INHERITED = ("SIGINT", "SIGTERM", "SIGHUP")
+"""Signals whose handling, when this process ignores them, the worker ignores too (as a plain
+worker would have inherited it): the names ``conformance.plugin.warm.INHERITED`` knows."""
 FORWARDED = (signal.SIGTERM, signal.SIGHUP)
 """Passed on to the worker. Not SIGINT: a Ctrl-C reaches the worker itself (the launcher, the
 server and the workers are in the run's process group), as it reaches a plain worker; passed on
@@ -31,7 +34,8 @@ def _forked(path: str, python_args: list[str]) -> tuple[int, BinaryIO] | None:
     try:
         server.connect(path)
         socket.send_fds(server, [b"\0"], [0, 1, 2])
-        request = {"args": python_args, "env": dict(os.environ), "cwd": os.getcwd()}
+        ignored = [name for name in INHERITED if signal.getsignal(getattr(signal, name)) == signal.SIG_IGN]
+        request = {"args": python_args, "env": dict(os.environ), "cwd": os.getcwd(), "ignored": ignored}
         server.sendall(json.dumps(request).encode() + b"\n")
         answers = server.makefile("rb")
         first = answers.readline()
