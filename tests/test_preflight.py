@@ -146,6 +146,9 @@ def test_a_wrong_token_of_one_identity_is_exit_4_naming_it(core: Core, tmp_path:
     assert proc.returncode == 4, line
     assert "[identities.other_account]" in line and "refused this identity's token" in line and "401" in line, line
     assert "w" * 20 not in line, "the token is never shown"
+    heard = httpx.get(f"{core.url}/_control/v1/transcript", headers=CTL, timeout=10).json()["requests"]
+    paths = [entry["path"] for entry in heard]
+    assert paths and not [p for p in paths if p.endswith("/turns")], "no probe turn on a Core set up wrong"
 
 
 def test_an_identity_that_cannot_use_its_route_is_exit_4_naming_it(core: Core, tmp_path: Path) -> None:

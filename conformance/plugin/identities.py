@@ -119,13 +119,14 @@ class Preflight:
         ]
         primary = self.cfg.identities.get("primary")
         if primary is not None:
-            checks += [
-                partial(self.target_route, primary, html_base=html_base),
-                partial(self.probe, primary.token, primary.route),
-            ]
+            checks.append(partial(self.target_route, primary, html_base=html_base))
         # Side by side (a Core far away costs a round trip each); a mistake is reported as the
-        # first in this order, as one at a time would.
+        # first in this order, as one at a time would. The probe (a turn, then a search) only
+        # once every identity and the route passed: a turn on a Core set up wrong helps no one,
+        # and a Core slow to answer it would hold back the one line that says what to fix.
         fanout.each(lambda check: check(), checks)
+        if primary is not None:
+            self.probe(primary.token, primary.route)
 
     def target_route(self, primary: Any, *, html_base: bool) -> None:
         """``[target] route`` checked like an identity's (with the primary token) when no identity
