@@ -130,9 +130,9 @@ def test_a_forked_worker_keeps_the_signal_handling_its_launcher_inherited(
     """A background job of a script ignores SIGINT, and a plain worker inherits that: a Ctrl-C sent
     to the job's process group must not end a forked worker either."""
 
-    def ignore() -> None:
-        for name in ignored:
-            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    def ignore() -> None:  # the rest as a fresh shell leaves them, whatever this process does (xdist ignores SIGINT)
+        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+            signal.signal(getattr(signal, name), signal.SIG_IGN if name in ignored else signal.SIG_DFL)
 
     proc = launch(server.python(), ["-u", "-c", HANDLING], tmp_path, preexec_fn=ignore)
     out, err = proc.communicate("", timeout=60)
