@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,12 @@ import httpx
 import pytest
 
 from conformance.common.open import factory, serve_over_loopback
+from conformance.common.outcomes import NotVerified
 from conformance.common.transport import (
     RATE_LIMITED_TRIES,
     RETRY_AFTER_LONGEST,
     Backoff,
+    RateLimited,
     RateLimiter,
     retry_after,
 )
@@ -61,99 +64,188 @@ def test_the_pause_a_429_asks_for_is_bounded(header: str | None, attempt: int, p
     assert retry_after(header, attempt) == pause
 
 
-def _backoff(answers: list[httpx.Response], limiter: RateLimiter) -> tuple[Backoff, list[int]]:
+def _backoff(
+    answers: list[httpx.Response], limiter: RateLimiter, time: FakeTime, each: float = 0.0
+) -> tuple[Backoff, list[int]]:
+    """A transport over canned answers (the last one repeated), each taking ``each`` seconds."""
     sent: list[int] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         sent.append(len(sent))
+        time.now += each
         return answers[min(len(sent) - 1, len(answers) - 1)]
 
     return Backoff(httpx.MockTransport(handler), limiter), sent
 
 
+def _limiter(time: FakeTime, jitter: float = 0.0, **kw: Any) -> RateLimiter:
+    return RateLimiter(clock=time.clock, sleep=time.sleep, jitter=lambda: jitter, **kw)
+
+
 def test_a_429_is_waited_out_and_sent_again() -> None:
     time = FakeTime()
-    limiter = RateLimiter(clock=time.clock, sleep=time.sleep)
+    limiter = _limiter(time)
     limited = httpx.Response(429, headers={"Retry-After": "2"})
-    transport, sent = _backoff([limited, httpx.Response(429), httpx.Response(200, json={})], limiter)
+    transport, sent = _backoff([limited, httpx.Response(429), httpx.Response(200, json={})], limiter, time)
     with httpx.Client(transport=transport, base_url="http://core.test") as client:
         assert client.get("/x").status_code == 200
     assert len(sent) == 3 and time.slept == [2.0, 1.0]  # Retry-After, then half a second doubled
     assert (limiter.refusals, limiter.paused) == (2, 3.0)
 
 
-def test_a_core_that_keeps_refusing_is_judged_on_its_429() -> None:
+def test_pauses_are_jittered_so_that_a_run_s_processes_do_not_come_back_together() -> None:
     time = FakeTime()
-    limiter = RateLimiter(clock=time.clock, sleep=time.sleep)
-    transport, sent = _backoff([httpx.Response(429, headers={"Retry-After": "1"})], limiter)
+    limiter = _limiter(time, jitter=0.999)
+    transport, _ = _backoff([httpx.Response(429, headers={"Retry-After": "86400"}), httpx.Response(200)], limiter, time)
     with httpx.Client(transport=transport, base_url="http://core.test") as client:
-        assert client.get("/x").status_code == 429
-    assert len(sent) == RATE_LIMITED_TRIES and len(time.slept) == RATE_LIMITED_TRIES - 1
+        assert client.get("/x").status_code == 200
+    assert time.slept == [round(RETRY_AFTER_LONGEST * 1.4995, 3)]  # capped, then at most half as long again
 
 
-def test_a_run_pauses_for_429s_only_within_its_budget() -> None:
-    """A hostile Core asking for ten seconds at every request costs a run its budget once, not a day."""
+def test_a_core_that_keeps_refusing_leaves_the_check_not_verified() -> None:
+    """The seeds name no rate limit: a 429 that outlasts the tries fails no rule (the run is incomplete)."""
     time = FakeTime()
-    limiter = RateLimiter(clock=time.clock, sleep=time.sleep, budget=25.0)
-    transport, sent = _backoff([httpx.Response(429, headers={"Retry-After": "100000"})], limiter)
+    limiter = _limiter(time)
+    transport, sent = _backoff([httpx.Response(429, headers={"Retry-After": "1"})], limiter, time)
+    with httpx.Client(transport=transport, base_url="http://core.test") as client, pytest.raises(RateLimited) as raised:
+        client.post("/agent-api/v1/acme/turns", json={})
+    assert isinstance(raised.value, NotVerified) and raised.value.reason.startswith("not verified: ")
+    assert f"POST /agent-api/v1/acme/turns with 429 (Too Many Requests) {RATE_LIMITED_TRIES} time(s)" in str(
+        raised.value
+    )
+    assert len(sent) == limiter.refusals == RATE_LIMITED_TRIES and len(time.slept) == RATE_LIMITED_TRIES - 1
+
+
+def test_a_run_spends_only_its_budget_on_429s() -> None:
+    """A hostile Core asking for a day at every request costs a process its budget once, not a day."""
+    time = FakeTime()
+    limiter = _limiter(time, budget=25.0)
+    transport, sent = _backoff([httpx.Response(429, headers={"Retry-After": "100000"})], limiter, time)
     with httpx.Client(transport=transport, base_url="http://core.test") as client:
-        assert [client.get("/x").status_code for _ in range(3)] == [429, 429, 429]
+        for _ in range(2):
+            with pytest.raises(RateLimited, match="spent its time for 429s"):
+                client.get("/x")
     assert time.slept == [RETRY_AFTER_LONGEST, RETRY_AFTER_LONGEST]  # a third pause would pass 25 s
-    assert len(sent) == 5 and limiter.paused == 2 * RETRY_AFTER_LONGEST
+    assert len(sent) == 4 and limiter.paused == 2 * RETRY_AFTER_LONGEST
 
 
-def test_a_pause_holds_every_request_of_the_process() -> None:
+def test_slow_429s_count_against_the_budget() -> None:
+    """A Core that takes its time over each 429 spends the budget by itself, pauses or none."""
     time = FakeTime()
-    limiter = RateLimiter(clock=time.clock, sleep=time.sleep)
-    assert limiter.refused("4", 0)
-    limiter.wait()  # another thread's next request, not the refused one
-    assert time.slept == [4.0]
+    limiter = _limiter(time, budget=120.0)
+    transport, sent = _backoff([httpx.Response(429, headers={"Retry-After": "0"})], limiter, time, each=29.0)
+    with httpx.Client(transport=transport, base_url="http://core.test") as client, pytest.raises(RateLimited):
+        client.get("/x")
+    assert len(sent) == 5 and time.now - 100.0 == 5 * 29.0  # the fifth 429 passed 120 s: not sent again
 
 
-class RefusingEvery:
-    """ASGI middleware: every ``nth`` request is answered 429 before the Core sees it."""
+def test_a_pause_holds_every_request_of_the_process_and_counts_once() -> None:
+    time = FakeTime()
+    limiter = _limiter(time)
+    assert limiter.refused("4", 0, 0.0)
+    assert limiter.refused("3", 0, 0.0)  # another thread's, within the first pause
+    limiter.wait()  # another thread's next request, not a refused one
+    assert time.slept == [4.0] and limiter.paused == 4.0
 
-    def __init__(self, app: Any, nth: int) -> None:
-        self.app, self.nth = app, nth
+
+class Limited:
+    """ASGI middleware: a rate limit in front of the Core. ``nth``: every nth request is answered
+    429 (Retry-After 0); ``per_second``: at most that many requests in each wall-clock second,
+    the rest answered 429 (Retry-After 1), as a fixed-window limiter does; ``nth=1``: every one."""
+
+    def __init__(self, app: Any, *, nth: int = 0, per_second: int = 0) -> None:
+        self.app, self.nth, self.per_second = app, nth, per_second
         self.seen = self.refused = 0
+        self._window = (0, 0)  # (second, requests in it)
         self._lock = threading.Lock()
 
+    def _refuse(self) -> bytes | None:
+        with self._lock:
+            self.seen += 1
+            if self.nth:
+                refuse, wait = self.seen % self.nth == 0, b"0"
+            else:
+                second = int(time.time())
+                count = self._window[1] + 1 if self._window[0] == second else 1
+                self._window = (second, count)
+                refuse, wait = count > self.per_second, b"1"
+            self.refused += refuse
+            return wait if refuse else None
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            with self._lock:
-                self.seen += 1
-                refuse = self.seen % self.nth == 0
-                self.refused += refuse
-            if refuse:
-                await send({"type": "http.response.start", "status": 429, "headers": [(b"retry-after", b"0")]})
-                await send({"type": "http.response.body", "body": b'{"error": "rate_limited"}'})
-                return
-        await self.app(scope, receive, send)
+        wait = self._refuse() if scope["type"] == "http" else None
+        if wait is None:
+            await self.app(scope, receive, send)
+            return
+        await send({"type": "http.response.start", "status": 429, "headers": [(b"retry-after", wait)]})
+        await send({"type": "http.response.body", "body": b'{"error": "rate_limited"}'})
 
 
-def test_a_rate_limited_core_is_judged_as_the_same_core_without_the_limit(tmp_path: Path) -> None:
-    token = "rate-limited-control-token"
-    core = RefusingEvery(factory()(quirks=[], seed=0, control_token=token, demo=False, clock_tick=0.0), nth=4)
+TOKEN = "rate-limited-control-token"
+
+
+def _run_against(core: Limited, root: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     url, stop = serve_over_loopback(core)
     try:
-        config = tmp_path / "target.toml"
+        config = root / "target.toml"
         config.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "KC_CONTROL"}}\n', "utf-8")
-        reports = tmp_path / "reports"
-        picked = [a for rid in ("READ-001", "SRCH-001", "AUTH-001") for a in ("--requirement", rid)]
-        command = [*SUITE, "--target", url, "--target-config", str(config), "--reports", str(reports), *picked]
+        reports = root / "reports"
+        command = [*SUITE, "--target", url, "--target-config", str(config), "--reports", str(reports)]
         done = subprocess.run(
-            [*command, "--mcp-target", "none"],
+            [*command, "--mcp-target", "none", *extra],
             capture_output=True,
             text=True,
             timeout=600,
-            env={**os.environ, "KC_CONTROL": token},
+            env={**os.environ, "KC_CONTROL": TOKEN},
             check=False,
         )
     finally:
         stop()
-    results = json.loads((reports / "results.json").read_text("utf-8"))
-    broken = [t["nodeid"] for t in results["tests"] if t["outcome"] in ("failed", "error")]
-    assert not broken and done.returncode in (0, 6), (broken, done.stdout[-2000:])
+    return done.returncode, json.loads((reports / "results.json").read_text("utf-8"))
+
+
+def _simulator() -> Any:
+    return factory()(quirks=[], seed=0, control_token=TOKEN, demo=False, clock_tick=0.0)
+
+
+def _broken(results: dict[str, Any]) -> list[str]:
+    return [f"{t['nodeid']}: {t['message'][:200]}" for t in results["tests"] if t["outcome"] in ("failed", "error")]
+
+
+PICKED = [a for rid in ("READ-001", "SRCH-001", "AUTH-001") for a in ("--requirement", rid)]
+
+
+def test_a_rate_limited_core_is_judged_as_the_same_core_without_the_limit(tmp_path: Path) -> None:
+    core = Limited(_simulator(), nth=4)
+    code, results = _run_against(core, tmp_path, *PICKED)
+    assert not _broken(results) and code in (0, 6), _broken(results)
     assert core.refused >= 5, core.refused  # every fourth request of the run, control's too
     said = [w for w in results["warnings"] if "429" in w]
     assert said and f"answered {core.refused} request(s) with 429" in said[0], results["warnings"]
+    assert results["requests"] >= core.seen - 5, (
+        results["requests"],
+        core.seen,
+    )  # the 429s count (less a pre-flight's)
+
+
+PER_SECOND = int(os.environ.get("KC_TEST_PER_SECOND", "8"))
+
+
+def test_workers_sharing_a_fixed_window_limit_all_get_through(tmp_path: Path) -> None:
+    """Four processes that come back from the same pause together lose the window to one another
+    each time; jittered, they get through (found by review: 4 tries were lost that way)."""
+    core = Limited(_simulator(), per_second=PER_SECOND)
+    code, results = _run_against(core, tmp_path, *PICKED, "--concurrency", "4")
+    assert core.refused >= 10, core.refused
+    assert not _broken(results) and code in (0, 6), _broken(results)
+    refused = [t["nodeid"] for t in results["tests"] if "429" in (t.get("message") or "")]
+    assert not refused, refused  # none left not verified by the limit
+
+
+def test_a_core_that_refuses_everything_is_never_non_conformant(tmp_path: Path) -> None:
+    core = Limited(_simulator(), nth=1)
+    code, results = _run_against(core, tmp_path, *PICKED)
+    assert not _broken(results), _broken(results)
+    assert code == 6 and results["verdict"] == "incomplete", (code, results["verdict"])
+    reasons = {t["message"][:200] for t in results["tests"] if t["outcome"] not in ("passed",)}
+    assert any("429 (Too Many Requests)" in reason for reason in reasons), reasons

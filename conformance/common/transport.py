@@ -10,6 +10,7 @@ import contextlib
 import importlib
 import itertools
 import json
+import random
 import re
 import ssl
 import threading
@@ -24,7 +25,7 @@ import httpcore
 import httpx
 
 from conformance.common import aside, fanout
-from conformance.common.outcomes import HarnessError
+from conformance.common.outcomes import HarnessError, NotVerified
 from conformance.common.secrets import SECRETS, clip, scrub
 from conformance.common.untrusted import shown
 
@@ -675,12 +676,14 @@ def auth_headers(auth: Mapping[str, Any], token: str | None) -> dict[str, str]:
     return {str(auth["header"]): f"{auth['scheme']} {token}".strip()}
 
 
-RATE_LIMITED_TRIES = 4
+RATE_LIMITED_TRIES = 8
 """How often one request is sent while the Core answers 429 (Too Many Requests)."""
 RETRY_AFTER_LONGEST = 10.0
-"""The longest pause one 429 buys, whatever its Retry-After says (a hostile Core may ask for a day)."""
+"""The longest pause one 429 buys before its jitter, whatever its Retry-After says (a hostile Core
+may ask for a day); with the jitter at most half as long again."""
 RATE_LIMITED_BUDGET = 120.0
-"""Seconds one process of a run waits on 429s in all; past them a 429 is judged like any answer."""
+"""Seconds one process of a run spends on 429s in all (their answers and the pauses after them);
+past them a 429 leaves its check not verified at once."""
 
 
 def retry_after(value: str | None, attempt: int) -> float:
@@ -689,6 +692,11 @@ def retry_after(value: str | None, attempt: int) -> float:
     text = (value or "").strip()
     asked = float(text) if text.isascii() and text.isdigit() and len(text) <= 9 else 0.5 * 2**attempt
     return min(asked, RETRY_AFTER_LONGEST)
+
+
+class RateLimited(NotVerified):
+    """The Core kept answering 429: the seeds name no rate limit, so that fails no rule, and the
+    check that needed the answer is not verified (the run is incomplete, never non-conformant)."""
 
 
 class RateLimiter:
@@ -702,35 +710,44 @@ class RateLimiter:
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] | None = None,
         budget: float = RATE_LIMITED_BUDGET,
     ) -> None:
         self._min_gap = 1.0 / rate if rate > 0 else 0.0
         self._last = 0.0
         self._not_before = 0.0
-        self._clock, self._sleep, self._budget = clock, sleep, budget
+        self.clock, self._sleep, self._budget = clock, sleep, budget
+        self._jitter = jitter or random.Random().random  # its own: no other code's draws change it
         self._lock = threading.Lock()
-        self.refusals = 0
-        self.paused = 0.0  # seconds of pause the 429s asked for and got
+        self._spent = 0.0
+        self.refusals = 0  # 429s answered: each a request no response hook saw
+        self.paused = 0.0  # seconds this process's requests were held for them (overlapping pauses once)
 
     def wait(self) -> None:
         with self._lock:
-            slot = max(self._last + self._min_gap, self._clock(), self._not_before)
+            slot = max(self._last + self._min_gap, self.clock(), self._not_before)
             if self._min_gap:
                 self._last = slot
-        wait = slot - self._clock()
+        wait = slot - self.clock()
         if wait > 0:
             self._sleep(wait)
 
-    def refused(self, retry_after_header: str | None, attempt: int) -> bool:
-        """Counts a 429 and pauses the process for it; False once the run's waiting is spent
-        (the 429 is then the answer)."""
-        pause = retry_after(retry_after_header, attempt)
+    def refused(self, retry_after_header: str | None, attempt: int, took: float, *, again: bool = True) -> bool:
+        """Counts a 429 whose exchange took ``took`` seconds. True: every request of the process
+        waits out the pause it asked for (jittered, so that the run's processes, which share the
+        Core's limit, do not all come back at once), then it is sent again. False when it is not to
+        be (``again``) or the run's time for 429s is spent."""
+        pause = retry_after(retry_after_header, attempt) * (1 + self._jitter() / 2)
         with self._lock:
             self.refusals += 1
-            if self.paused + pause > self._budget:
+            self._spent += took
+            if not again or self._spent + pause > self._budget:
                 return False
-            self.paused += pause
-            self._not_before = max(self._not_before, self._clock() + pause)
+            self._spent += pause
+            now = self.clock()
+            until = max(self._not_before, now + pause)
+            self.paused += until - max(self._not_before, now)
+            self._not_before = until
         return True
 
 
@@ -739,22 +756,30 @@ class Backoff(httpx.BaseTransport):
     (the seeds name no rate limit, so a conformant Core may have one): the request is sent
     again once the pause it asked for is over, at most :data:`RATE_LIMITED_TRIES` times in all,
     every other request of the process waiting too. Outside the bound of requests in flight,
-    so a pause holds no slot. Past the tries or the run's budget, the 429 is judged as it is."""
+    so a pause holds no slot. Past the tries or the run's time for 429s, :class:`RateLimited`:
+    the check is not verified, as no rule was broken."""
 
     def __init__(self, inner: httpx.BaseTransport, limiter: RateLimiter) -> None:
         self._inner, self._limiter = inner, limiter
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        attempt = 0
-        while True:
+        for attempt in range(RATE_LIMITED_TRIES):
+            started = self._limiter.clock()
             response = self._inner.handle_request(request)
-            attempt += 1
-            if response.status_code != 429 or attempt >= RATE_LIMITED_TRIES:
-                return response
-            if not self._limiter.refused(response.headers.get("retry-after"), attempt - 1):
+            if response.status_code != 429:
                 return response
             response.close()
+            took = self._limiter.clock() - started
+            again = attempt + 1 < RATE_LIMITED_TRIES
+            if not self._limiter.refused(response.headers.get("retry-after"), attempt, took, again=again):
+                break
             self._limiter.wait()
+        raise RateLimited(
+            f"the target answered {request.method} {scrub(request.url.path)} with 429 (Too Many Requests) "
+            f"{attempt + 1} time(s) in a row{'' if attempt + 1 == RATE_LIMITED_TRIES else ', and the run had spent its time for 429s'}; "
+            "the seeds name no rate limit, so this fails no rule: a lower --concurrency or a --rate-limit "
+            "below the Core's lets a run verify it"
+        )
 
     def close(self) -> None:
         self._inner.close()
@@ -777,6 +802,11 @@ class Recorder:
         self.current: list[Exchange] = []
         self.limiter = RateLimiter(rate_limit)
         self._lock = threading.Lock()  # a test may send its independent requests from several threads
+
+    @property
+    def requests(self) -> int:
+        """Every request this process sent to the target: those answered, and the 429s re-sent."""
+        return self.count + self.limiter.refusals
 
     def throttle(self) -> None:
         self.limiter.wait()

@@ -80,14 +80,14 @@ class Preflight:
         """One pre-flight request; a 429 is waited out and sent again, as the tests' requests are
         (conformance.common.transport.Backoff)."""
         for attempt in range(RATE_LIMITED_TRIES):
+            started = self.limiter.clock()
             response = self._send(method, path, token, **kw)
-            last = attempt + 1 >= RATE_LIMITED_TRIES
-            if (
-                response.status_code != 429
-                or last
-                or not self.limiter.refused(response.headers.get("retry-after"), attempt)
-            ):
+            if response.status_code != 429:
                 break
+            again = attempt + 1 < RATE_LIMITED_TRIES
+            took = self.limiter.clock() - started
+            if not self.limiter.refused(response.headers.get("retry-after"), attempt, took, again=again):
+                break  # the tests meet the Core's limit then, each not verified (conformance.common.transport)
         return response
 
     def _send(self, method: str, path: str, token: str | None = None, **kw: Any) -> httpx.Response:

@@ -168,7 +168,7 @@ class SuiteSession:
         if report.when == "teardown" and is_worker(self.config) and self.state.recorder is not None:
             # The worker's running total rides on every test: an interrupted run's workers never report at the end.
             claims = claims or TestClaims()
-            claims.worker_requests = self.state.recorder.count
+            claims.worker_requests = self.state.recorder.requests
         if claims is None or claims.nodeid is None:
             return claims
         ledger = item.stash.get(LEDGER, None)
@@ -269,7 +269,7 @@ class SuiteSession:
         state = self.state
         recorder = state.recorder
         if is_worker(config):
-            config.workeroutput["kc_requests"] = recorder.count if recorder else 0  # type: ignore[attr-defined]
+            config.workeroutput["kc_requests"] = recorder.requests if recorder else 0  # type: ignore[attr-defined]
             config.workeroutput["kc_refusals"] = _refusals(recorder)  # type: ignore[attr-defined]
             config.workeroutput["kc_kept"] = state.kept_workspaces  # type: ignore[attr-defined]
             return
@@ -301,7 +301,7 @@ class SuiteSession:
             hypothesis=_hypothesis(config),
             started=dt.datetime.fromtimestamp(state.started, dt.UTC).isoformat(timespec="seconds"),
             duration_seconds=time.time() - state.started,
-            requests=sum(state.worker_requests.values()) + (recorder.count if recorder else 0) + PREFLIGHT.requests,
+            requests=sum(state.worker_requests.values()) + (recorder.requests if recorder else 0) + PREFLIGHT.requests,
             fail_on=option(config, "--fail-on"),
             run_id=state.settings.run_id,
             interrupted=state.keyboard_interrupted or (exitstatus == pytest.ExitCode.INTERRUPTED and not errored),
@@ -327,8 +327,9 @@ class SuiteSession:
         if sum(n for n, _ in refused):
             run.warnings.append(
                 f"the target answered {sum(n for n, _ in refused)} request(s) with 429 (Too Many Requests); the suite "
-                f"paused {sum(s for _, s in refused):.1f} s in all for them and sent them again (a 429 still answered "
-                "after that was judged as it is): --rate-limit or a lower --concurrency spares the Core"
+                f"held its requests {sum(s for _, s in refused):.1f} s for them (summed over its processes) and sent "
+                "them again; a check whose request was still refused is not verified, as the seeds name no rate "
+                "limit: --rate-limit or a lower --concurrency spares the Core"
             )
         kept = state.kept_workspaces
         if kept:

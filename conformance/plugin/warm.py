@@ -138,6 +138,7 @@ def wanted(config: pytest.Config) -> bool:
         and os.name == "posix"
         and hasattr(socket, "send_fds")
         and getattr(config.option, "assertmode", "rewrite") == "plain"
+        and os.path.isfile(LAUNCHER)  # not from a zip archive: the launcher is run by path
     )
 
 
