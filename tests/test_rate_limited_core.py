@@ -181,7 +181,7 @@ class Limited:
         await send({"type": "http.response.body", "body": b'{"error": "rate_limited"}'})
 
 
-TOKEN = "rate-limited-control-token"
+TOKEN = "ctl-" + "q" * 28
 
 
 def _run_against(core: Limited, root: Path, *extra: str) -> tuple[int, dict[str, Any]]:
