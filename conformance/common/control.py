@@ -25,7 +25,7 @@ import httpx
 
 from conformance.common.outcomes import HarnessError, NotVerified
 from conformance.common.secrets import SECRETS, clip
-from conformance.common.transport import IDENTITIES, bounded_client, broken
+from conformance.common.transport import IDENTITIES, RateLimited, bounded_client, broken
 from conformance.common.untrusted import shown
 
 CONTROL_BASE = "/_control/v1"  # where the bundled simulator serves control (wire-defaults' paths.control_base)
@@ -187,7 +187,7 @@ class Control:
         for route in reversed(self.created):
             try:
                 self.delete_workspace(route)
-            except ControlError:
+            except (ControlError, RateLimited):  # a Core still rate limiting keeps it too, and says so
                 kept.append(route)
         self.created.clear()
         return kept

@@ -112,7 +112,7 @@ class Preflight:
         self.base_status = base.status_code
         if self.cfg.control_url is not None:
             return  # worlds are provisioned and identities minted through control: none configured is used
-        html_base = broken(base) is None and not _is_json(base) and base.status_code < 500
+        html_base = broken(base) is None and not _is_json(base) and base.status_code < 500 and base.status_code != 429
         checks: list[Callable[[], None]] = [
             partial(self.identity, name, who.token, who.route, html_base=html_base)
             for name, who in self.cfg.identities.items()
@@ -142,8 +142,8 @@ class Preflight:
         route is setup; every other answer (even a wrong one) is for the tests to judge.
         ``fix`` and ``key`` name the setting at fault when it is not the identity's own."""
         response = self.request("GET", self.cfg.path("capabilities", route), token)
-        if broken(response) is not None:
-            return  # an answer too large or undecodable is for the tests to judge, not setup
+        if broken(response) is not None or response.status_code == 429:
+            return  # too large, undecodable, or still rate limited: for the tests to judge, not setup
         status, code = response.status_code, _code(response)
         fix = fix or f"[identities.{name}] (route {route!r})"
         if html_base and status < 500 and not _is_json(response):

@@ -225,6 +225,8 @@ def check_control(cfg: Any) -> None:
         if (problem := plain_http_problem(where, root, exc)) is not None:
             usage_error(problem)
         return  # control that cannot be reached stays a harness error of the tests that need it (exit 7), as documented
+    if response.status_code == 429:
+        PREFLIGHT.refusals += 1  # rate limited: not setup; the tests' requests wait it out
     if response.status_code in (401, 403):
         usage_error(
             f"{where}: the control extension refused the [control] token ({response.status_code}); check that credential"
