@@ -275,13 +275,10 @@ def test_a_rate_limited_core_is_judged_as_the_same_core_without_the_limit(tmp_pa
     assert core.refused >= 5, core.refused  # every fourth request of the run, control's too
     said = [w for w in results["warnings"] if "429" in w]
     assert said and f"answered {core.refused} request(s) with 429" in said[0], results["warnings"]
-    assert results["requests"] >= core.seen - 5, (
-        results["requests"],
-        core.seen,
-    )  # the 429s count (less a pre-flight's)
+    assert results["requests"] == core.seen, (results["requests"], core.seen)  # every 429 is a request too
 
 
-PER_SECOND = int(os.environ.get("KC_TEST_PER_SECOND", "8"))
+PER_SECOND = 8  # tight enough that four workers retrying together lose the window (checked: 4 tries, no jitter)
 
 
 def test_workers_sharing_a_fixed_window_limit_all_get_through(tmp_path: Path) -> None:

@@ -729,6 +729,8 @@ class RateLimiter:
         self.paused = 0.0  # seconds this process's requests were held for them (overlapping pauses once)
 
     def wait(self) -> None:
+        if not self._min_gap and not self._not_before:
+            return  # every request of an unlimited run, until the Core's first 429
         with self._lock:
             slot = max(self._last + self._min_gap, self.clock(), self._not_before)
             if self._min_gap:
@@ -756,6 +758,24 @@ class RateLimiter:
         return True
 
 
+def sent_while_refused(send: Callable[[], httpx.Response], limiter: RateLimiter) -> tuple[httpx.Response, int]:
+    """``send`` again after each 429's pause (:meth:`RateLimiter.refused`) while tries and the
+    run's time for 429s last: the first other answer, or the last 429, and how often it was sent.
+    The first send is the caller's to pace; each one after it waits its slot here."""
+    for attempt in range(RATE_LIMITED_TRIES):
+        if attempt:
+            limiter.wait()
+        started = limiter.clock()
+        response = send()
+        if response.status_code != 429:
+            break
+        again = attempt + 1 < RATE_LIMITED_TRIES
+        if not limiter.refused(response.headers.get("retry-after"), attempt, limiter.clock() - started, again=again):
+            break
+        response.close()
+    return response, attempt + 1
+
+
 class Backoff(httpx.BaseTransport):
     """A 429 (Too Many Requests) is the Core's rate limit, not its answer to what was asked
     (the seeds name no rate limit, so a conformant Core may have one): the request is sent
@@ -768,20 +788,13 @@ class Backoff(httpx.BaseTransport):
         self._inner, self._limiter = inner, limiter
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        for attempt in range(RATE_LIMITED_TRIES):
-            started = self._limiter.clock()
-            response = self._inner.handle_request(request)
-            if response.status_code != 429:
-                return response
-            response.close()
-            took = self._limiter.clock() - started
-            again = attempt + 1 < RATE_LIMITED_TRIES
-            if not self._limiter.refused(response.headers.get("retry-after"), attempt, took, again=again):
-                break
-            self._limiter.wait()
+        response, tries = sent_while_refused(lambda: self._inner.handle_request(request), self._limiter)
+        if response.status_code != 429:
+            return response
+        response.close()
         raise RateLimited(
             f"the target answered {request.method} {scrub(request.url.path)} with 429 (Too Many Requests) "
-            f"{attempt + 1} time(s) in a row{'' if attempt + 1 == RATE_LIMITED_TRIES else ', and the run had spent its time for 429s'}; "
+            f"{tries} time(s) in a row{'' if tries == RATE_LIMITED_TRIES else ', and the run had spent its time for 429s'}; "
             "the seeds name no rate limit, so this fails no rule: a lower --concurrency or a --rate-limit "
             "below the Core's lets a run verify it"
         )

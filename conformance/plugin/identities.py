@@ -19,7 +19,7 @@ from conformance.common import fanout
 from conformance.common.config import TargetConfig, redact_url
 from conformance.common.exits import Exit
 from conformance.common.settings import RunSettings
-from conformance.common.transport import RATE_LIMITED_TRIES, RateLimiter, auth_headers, bounded_client, broken
+from conformance.common.transport import RateLimiter, auth_headers, bounded_client, broken, sent_while_refused
 from conformance.common.untrusted import one_line
 from conformance.plugin.preflight import PREFLIGHT, plain_http_problem, usage_error
 
@@ -79,19 +79,11 @@ class Preflight:
     def request(self, method: str, path: str, token: str | None = None, **kw: Any) -> httpx.Response:
         """One pre-flight request; a 429 is waited out and sent again, as the tests' requests are
         (conformance.common.transport.Backoff)."""
-        for attempt in range(RATE_LIMITED_TRIES):
-            started = self.limiter.clock()
-            response = self._send(method, path, token, **kw)
-            if response.status_code != 429:
-                break
-            again = attempt + 1 < RATE_LIMITED_TRIES
-            took = self.limiter.clock() - started
-            if not self.limiter.refused(response.headers.get("retry-after"), attempt, took, again=again):
-                break  # the tests meet the Core's limit then, each not verified (conformance.common.transport)
-        return response
+        self.limiter.wait()
+        # A 429 still answered is returned: the tests meet the Core's limit then, each not verified.
+        return sent_while_refused(lambda: self._send(method, path, token, **kw), self.limiter)[0]
 
     def _send(self, method: str, path: str, token: str | None = None, **kw: Any) -> httpx.Response:
-        self.limiter.wait()
         headers = auth_headers(self.cfg.wire["auth"], token or None)
         with self._counting:
             PREFLIGHT.requests += 1

@@ -8,7 +8,7 @@ import datetime as dt
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -22,6 +22,9 @@ from conformance.plugin.options import option
 from conformance.plugin.preflight import PREFLIGHT, check_control, check_harness_core, usage_error
 from conformance.plugin.state import LEDGER, MARKER, STATE, is_worker
 from conformance.report.incomplete import first_reason
+
+if TYPE_CHECKING:
+    from conformance.common.transport import Recorder
 
 SUITE_FLAG = "KNOWLEDGE_CONFORMANCE_SUITE"  # a package that sets it to True holds suite tests
 
@@ -451,10 +454,9 @@ class XdistController:
         self.state.worker_refusals[str(node.gateway.id)] = (int(refusals), float(paused))
 
 
-def _refusals(recorder: Any) -> tuple[int, float]:
+def _refusals(recorder: Recorder | None) -> tuple[int, float]:
     """The 429s this process's requests met, and the seconds it paused for them."""
-    limiter = getattr(recorder, "limiter", None)
-    return (limiter.refusals, limiter.paused) if limiter is not None else (0, 0.0)
+    return (recorder.limiter.refusals, recorder.limiter.paused) if recorder is not None else (0, 0.0)
 
 
 def _hypothesis(config: pytest.Config) -> dict[str, Any]:
