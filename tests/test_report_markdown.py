@@ -196,12 +196,12 @@ def test_the_judged_exchange_is_the_response_a_check_read_last_of_the_rules_oper
     judged(first)
     assert judged_exchange(recorder.current, "search") is search1  # the one a check read
     assert judged_exchange(recorder.current, "read") is last and judged_exchange(recorder.current, "mcp") is None
-    assert "# identity: none (sent without a credential)\ncurl" in search2.curl(
+    assert "# identity: none (sent without a credential)\ncurl" in search2.exchange.curl(
         BASE
-    ) and "Authorization" not in search2.curl(BASE)
-    assert '"Authorization: Bearer $CORE_TOKEN_PRIMARY"' in search1.curl(BASE) and "tok-primary" not in search1.curl(
+    ) and "Authorization" not in search2.exchange.curl(BASE)
+    assert '"Authorization: Bearer $CORE_TOKEN_PRIMARY"' in search1.exchange.curl(
         BASE
-    )
+    ) and "tok-primary" not in search1.exchange.curl(BASE)
     evidence = recorder.evidence(BASE, AUTH, "search", keep=1)
     assert [e["judged"] for e in evidence] == [True] and evidence[0]["request_body"] == "{}"
 

@@ -163,6 +163,10 @@ class Scrubber:
         for _, value in parse_qsl(parts.query, keep_blank_values=False):
             self.add(value)
 
+    def __bool__(self) -> bool:
+        """Whether any secret is known: asked for every test report, so no copy of the values."""
+        return self._size > 0
+
     @property
     def values(self) -> frozenset[str]:
         with self._lock:

@@ -17,9 +17,10 @@ import threading
 import time
 import unittest
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from typing import Any
 
 import httpcore
@@ -342,6 +343,14 @@ def _stand_in(
     return Answer(status, headers=kept, content=body, request=request, extensions={BROKEN: why, TOO_LARGE: large})
 
 
+@cache
+def verifying_tls() -> ssl.SSLContext:
+    """One verifying TLS context for every client of the process: each new one reads the CA bundle
+    again (some 25-50 ms), and a run makes a client per MCP probe and per session; a context is
+    safe to share, and none is changed after it is made."""
+    return httpx.create_ssl_context()
+
+
 class BoundedTransport(httpx.BaseTransport):
     """HTTP/1.1 to a target the suite cannot trust. Each request is over within ``timeout_seconds``
     as a whole (connect, headers, body: every socket step waits at most until the deadline), its
@@ -362,7 +371,7 @@ class BoundedTransport(httpx.BaseTransport):
         self.max_bytes = max_bytes
         self._clock = clock
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
+            ssl_context=verifying_tls(),
             socket_options=socket_options,
             network_backend=_DeadlineBackend(clock),
         )
@@ -645,6 +654,74 @@ class Exchange:
         return {**kept, "judged": judged, "curl": self.curl(base_url, auth["header"], auth["scheme"])}
 
 
+SHORTEN_READS = BODY_KEEP * 4
+"""How much of a body an exchange keeps: what :func:`_shorten` reads to show ``BODY_KEEP`` characters."""
+
+
+class Recorded:
+    """An exchange as sent and answered, scrubbed into its :class:`Exchange` only when a report
+    asks for it: a run records every request and reports a handful, and scrubbing each as it came
+    was some 3 % of a run's CPU. Scrubbing late also masks every secret known by then."""
+
+    __slots__ = (
+        "_exchange",
+        "_headers",
+        "_raw_path",
+        "_request",
+        "_request_size",
+        "_response",
+        "_response_size",
+        "identity",
+        "judged",
+        "method",
+        "operation",
+        "status",
+    )
+
+    def __init__(
+        self,
+        method: str,
+        raw_path: bytes,
+        request: bytes,
+        request_size: int,
+        status: int,
+        response: bytes,
+        response_size: int,
+        headers: tuple[tuple[str, str], ...],
+        identity: str | None,
+        operation: str,
+    ) -> None:
+        self.method, self._raw_path, self.status = method, raw_path, status
+        self._request, self._request_size = request, request_size
+        self._response, self._response_size = response, response_size
+        self._headers, self.identity, self.operation = headers, identity, operation
+        self.judged = 0  # see judged()
+        self._exchange: Exchange | None = None
+
+    @property
+    def exchange(self) -> Exchange:
+        if self._exchange is None:
+            scrub = SECRETS.text  # a Core may echo a token anywhere: bodies, paths, headers
+            self._exchange = Exchange(
+                method=self.method,
+                path=scrub(self._raw_path.decode("ascii", "replace")),
+                request_body=_shorten(self._request, self._request_size),
+                status=self.status,
+                response_body=_shorten(self._response, self._response_size),
+                headers={k: v if v == REDACTED else scrub(v) for k, v in self._headers},
+                identity=self.identity,
+                operation=self.operation,
+            )
+        return self._exchange
+
+    @property
+    def path(self) -> str:
+        return self.exchange.path
+
+    def evidence(self, base_url: str, auth: Mapping[str, str], *, judged: bool = False) -> dict[str, Any]:
+        return self.exchange.evidence(base_url, auth, judged=judged)
+
+
 JUDGED = "kc_exchange"
 """The key under which a recorded response's extensions hold its Exchange."""
 _judgements = itertools.count(1)
@@ -654,19 +731,21 @@ def judged(response: object) -> None:
     """A check is reading ``response``: if a failure follows, the report shows this exchange."""
     extensions = getattr(response, "extensions", None)
     exchange = extensions.get(JUDGED) if isinstance(extensions, dict) else None
-    if isinstance(exchange, Exchange):
+    if isinstance(exchange, (Exchange, Recorded)):
         exchange.judged = next(_judgements)
 
 
-def _shorten(raw: bytes) -> str:
-    """A body for a report: cut on a character boundary, with the size it had."""
-    head = raw[: BODY_KEEP * 4].decode("utf-8", "replace")
-    if len(raw) > BODY_KEEP:
-        return clip(head, BODY_KEEP) + f"… ({len(raw)} bytes in all)"  # scrubbed before the cut
+def _shorten(raw: bytes, size: int | None = None) -> str:
+    """A body for a report: cut on a character boundary, with the size it had (``size``: the
+    whole body's, of which ``raw`` is the start)."""
+    size = len(raw) if size is None else size
+    head = raw[:SHORTEN_READS].decode("utf-8", "replace")
+    if size > BODY_KEEP:
+        return clip(head, BODY_KEEP) + f"… ({size} bytes in all)"  # scrubbed before the cut
     text = scrub(head)
-    if len(text.encode("utf-8")) == len(raw):
+    if len(text.encode("utf-8")) == size:
         return text
-    return text[:BODY_KEEP] + f"… ({len(raw)} bytes in all)"
+    return text[:BODY_KEEP] + f"… ({size} bytes in all)"
 
 
 def auth_headers(auth: Mapping[str, Any], token: str | None) -> dict[str, str]:
@@ -817,7 +896,7 @@ class Recorder:
         self.auth_header = auth_header.lower()
         self.auth_scheme = auth_scheme
         self.paths: Mapping[str, str] = paths or {}
-        self.current: list[Exchange] = []
+        self.current: list[Recorded] = []
         self.limiter = RateLimiter(rate_limit)
         self._lock = threading.Lock()  # a test may send its independent requests from several threads
 
@@ -837,27 +916,30 @@ class Recorder:
             return  # control exchanges carry credentials and minted tokens: never kept for reports
         if aside.active():
             return  # no running test's exchange (see conformance.common.aside)
-        scrub = SECRETS.text  # a Core may echo a token anywhere: bodies, paths, headers
-        path = scrub(request.url.raw_path.decode("ascii", "replace"))
-        exchange = Exchange(
-            method=request.method,
-            path=path,
-            request_body=_shorten(request.content),
-            status=response.status_code,
-            response_body=_shorten(response.content),
-            # The credential header is kept, redacted, under its usual name whatever the target calls it.
-            headers={
-                ("authorization" if k.lower() == self.auth_header else k.lower()): (
-                    REDACTED if k.lower() == self.auth_header else scrub(v)
-                )
-                for k, v in request.headers.items()
-                if k.lower() in (self.auth_header, "content-type")
-            },
-            identity=self._identity(request.headers.get(self.auth_header)),
-            operation=operation_of(path, self.paths),
+        kept = self._credential_and_type(request.headers)
+        recorded = Recorded(
+            request.method,
+            request.url.raw_path,
+            request.content[:SHORTEN_READS],
+            len(request.content),
+            response.status_code,
+            response.content[:SHORTEN_READS],
+            len(response.content),
+            kept,
+            self._identity(request.headers.get(self.auth_header)),
+            operation_of(request.url.raw_path.decode("ascii", "replace"), self.paths),
         )
-        response.extensions[JUDGED] = exchange
-        self.current.append(exchange)
+        response.extensions[JUDGED] = recorded
+        self.current.append(recorded)
+
+    def _credential_and_type(self, headers: httpx.Headers) -> tuple[tuple[str, str], ...]:
+        """The headers a report shows: the credential's, redacted under its usual name whatever
+        the target calls it, and the content type."""
+        return tuple(
+            ("authorization", REDACTED) if k.lower() == self.auth_header else (k.lower(), v)
+            for k, v in headers.items()
+            if k.lower() in (self.auth_header, "content-type")
+        )
 
     def _identity(self, header: str | None) -> str | None:
         if header is None:
@@ -881,7 +963,7 @@ class Recorder:
 HTTP_OPERATIONS = frozenset(OPERATIONS.values())
 
 
-def judged_exchange(exchanges: list[Exchange], via: str | None) -> Exchange | None:
+def judged_exchange(exchanges: Sequence[Recorded], via: str | None) -> Recorded | None:
     """The request the failing check judged: among the test's exchanges of the operation that
     shows the violated rule (its catalogue ``observe.via``; any operation when it names none of
     the Core's), the one a check read last, else the last one. A rule shown on the MCP path or

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from conformance.common.transport import verifying_tls
 from conformance.mcp.records import MESSAGE_CAP
 
 PROTOCOL = "2025-06-18"
@@ -35,7 +36,10 @@ def post(
     if session_id is not None:
         sent[SESSION_HEADER] = session_id
         sent["mcp-protocol-version"] = PROTOCOL
-    with httpx.Client(timeout=timeout) as client, client.stream("POST", url, json=message, headers=sent) as response:
+    with (
+        httpx.Client(timeout=timeout, verify=verifying_tls()) as client,
+        client.stream("POST", url, json=message, headers=sent) as response,
+    ):
         body = b""
         for chunk in response.iter_bytes():
             body += chunk

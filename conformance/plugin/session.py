@@ -216,7 +216,7 @@ class SuiteSession:
                 if clean != text:
                     report.longrepr = clean
         report.sections = [(title, shown(content)) for title, content in report.sections]
-        if SECRETS.values:
+        if SECRETS:
             report.user_properties = [(k, scrubbed(k, v)) for k, v in report.user_properties]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -9,7 +9,6 @@ other forms of it), and the checks compare a server's own orders with each other
 
 from __future__ import annotations
 
-import gc
 import json
 import math
 import uuid
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from conformance.common.rules import expect
 from conformance.common.secrets import clip
+from conformance.mcp.closing import collect_closed
 from conformance.mcp.records import NotServing, ToolResult
 from conformance.search_knowledge import rules as sk
 
@@ -182,7 +182,7 @@ def open_sessions(
 
     sessions: dict[str, McpSession] = {}
     fixed = False
-    stack.callback(gc.collect)  # runs after every session below has closed: one collection, not one each
+    stack.callback(collect_closed)  # runs after every session below has closed: one collection, not one each
     for position, (name, (token, route)) in enumerate(who.items()):
         endpoint = (found := agent_endpoints(cfg, target, chosen, token, route)).get("http") or found.get("stdio")
         if endpoint is None:
