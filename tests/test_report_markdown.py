@@ -244,7 +244,7 @@ def test_a_failure_judged_on_an_mcp_answer_shows_its_last_tool_call(tmp_path: Pa
         {"ref": f"ref-{evidence.KEEP + 1}", "token": "kc-tool-call-secret-4711"},
         {"is_error": True, "protocol_error": None, "text": '{"dispatch": "not_dispatched"}'},
     )
-    assert "kc-tool-call-secret-4711" not in json.dumps(evidence.CALLS)
+    assert "kc-tool-call-secret-4711" not in json.dumps(evidence.calls())
     evidence.clear()
     for n in range(evidence.KEEP + 2):  # the ledger keeps only the last few
         evidence.record(
@@ -254,7 +254,7 @@ def test_a_failure_judged_on_an_mcp_answer_shows_its_last_tool_call(tmp_path: Pa
             {"ref": f"ref-{n}", "max_bytes": 4096},
             {"is_error": True, "protocol_error": None, "text": '{"dispatch": "not_dispatched"}'},
         )
-    calls = list(evidence.CALLS)
+    calls = evidence.calls()
     evidence.clear()
     assert len(calls) == evidence.KEEP and json.loads(calls[-1]["arguments"])["ref"] == f"ref-{evidence.KEEP + 1}"
     failed = TestResult.for_rule("t::mcp", mcp, "failed", f"ContractViolation: [{mcp}] broken", tool_calls=calls)

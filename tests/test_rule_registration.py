@@ -47,6 +47,24 @@ def test_a_passing_check_is_recorded_and_a_failing_one_names_its_rule() -> None:
     assert ledger.passed == {"READ-002"} and info.value.requirement == "SRCH-003"
 
 
+def test_a_message_made_by_a_function_is_made_only_for_a_violation() -> None:
+    """A check may pass a function for its message (scrubbing a Core's answer costs more than
+    the check): a pass never calls it, a violation carries what it makes."""
+    read = rule("READ-002")
+    made: list[str] = []
+
+    def message() -> str:
+        made.append("made")
+        return "the page was 4,097 bytes"
+
+    with recording() as ledger:
+        expect(True, read, message)
+        assert made == []
+        with pytest.raises(ContractViolation, match="4,097 bytes") as info:
+            expect(False, read, message)
+    assert made == ["made"] and info.value.requirement == "READ-002" and ledger.passed == {"READ-002"}
+
+
 def test_only_raising_records_nothing_and_held_records() -> None:
     read = rule("READ-002")
     with recording() as ledger:

@@ -53,10 +53,12 @@ def rule(requirement_id: str) -> Rule:
     return Rule(requirement_id)
 
 
-def expect(condition: object, requirement: Rule, message: str) -> None:
-    """The check of one rule: a violation when ``condition`` is false, else a pass in the ledger."""
+def expect(condition: object, requirement: Rule, message: str | Callable[[], str]) -> None:
+    """The check of one rule: a violation when ``condition`` is false, else a pass in the ledger.
+    ``message`` may be a function that makes it, called only on a violation: a message that
+    scrubs and clips what a Core answered costs more than the check, which nearly always passes."""
     if not condition:
-        raise ContractViolation(requirement, message)
+        raise ContractViolation(requirement, message if isinstance(message, str) else message())
     _active.record(requirement)
 
 

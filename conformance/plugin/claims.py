@@ -135,8 +135,9 @@ def broke(
         claims.exchanges = recorder.evidence(state.base_url, state.config.wire["auth"], via)
     from conformance.mcp import evidence
 
-    if evidence.CALLS:
-        claims.tool_calls = list(evidence.CALLS)
+    made = evidence.calls()
+    if made:
+        claims.tool_calls = made
 
 
 def classify(exc: BaseException | None) -> tuple[str, str | None]:

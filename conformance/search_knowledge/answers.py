@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from conformance.common.rules import expect
@@ -125,15 +126,17 @@ def judge_success(result: ToolResult, body: dict[str, Any]) -> None:
     expect(
         objects,
         requirement,
-        f"the text of a successful {kind} answer is not a JSON object: {clip(result.texts[0], 200)!r}",
+        lambda: f"the text of a successful {kind} answer is not a JSON object: {clip(result.texts[0], 200)!r}",
     )
     if result.has_structured:
         expect(
             any(_same_json(value, body) for value in objects),
             requirement,
-            f"the text of a successful {kind} answer is not the same JSON as its structuredContent: the text "
-            f"says {clip(json.dumps(objects[0], ensure_ascii=False), 200)!r}, structuredContent "
-            f"{clip(json.dumps(body, ensure_ascii=False), 200)!r}",
+            lambda: (
+                f"the text of a successful {kind} answer is not the same JSON as its structuredContent: the text "
+                f"says {clip(json.dumps(objects[0], ensure_ascii=False), 200)!r}, structuredContent "
+                f"{clip(json.dumps(body, ensure_ascii=False), 200)!r}"
+            ),
         )
     if kind != "knowledge_search":
         return
@@ -141,13 +144,15 @@ def judge_success(result: ToolResult, body: dict[str, Any]) -> None:
     for hit in found if isinstance(found, list) else ():
         excerpt = hit.get("excerpt") if isinstance(hit, dict) else None
         if isinstance(excerpt, str):
-            expect(
-                len(excerpt) <= EXCERPT_BOUND,
-                sk.SK_017,
-                f"the result for {clip(str(hit.get('knowledge_item_id')), 80)!r} has an excerpt of {len(excerpt)} "
-                f"characters; a bounded excerpt runs to one addressed window ({EXCERPT_BOUND}) at most: "
-                f"{clip(excerpt, 120)!r}",
-            )
+            expect(len(excerpt) <= EXCERPT_BOUND, sk.SK_017, partial(_long_excerpt, hit, excerpt))
+
+
+def _long_excerpt(hit: dict[str, Any], excerpt: str) -> str:
+    return (
+        f"the result for {clip(str(hit.get('knowledge_item_id')), 80)!r} has an excerpt of {len(excerpt)} "
+        f"characters; a bounded excerpt runs to one addressed window ({EXCERPT_BOUND}) at most: "
+        f"{clip(excerpt, 120)!r}"
+    )
 
 
 def _json_object(text: str) -> Any:

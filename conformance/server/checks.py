@@ -75,7 +75,7 @@ def ok(response: httpx.Response, requirement: Rule, what: str) -> Any:
     expect(
         response.status_code == 200,
         requirement,
-        f"{what} answered HTTP {response.status_code}, expected 200: {clip(response.text, 300)}",
+        lambda: f"{what} answered HTTP {response.status_code}, expected 200: {clip(response.text, 300)}",
     )
     return body_of(response, requirement)
 
@@ -93,7 +93,9 @@ def error_envelope(
     expect(
         response.status_code in statuses,
         requirement,
-        f"expected a {statuses.start}-{statuses.stop - 1} error, got HTTP {response.status_code}: {clip(response.text, 200)}",
+        lambda: (
+            f"expected a {statuses.start}-{statuses.stop - 1} error, got HTTP {response.status_code}: {clip(response.text, 200)}"
+        ),
     )
     body = body_of(response, requirement)
     errors = load_registry().errors("error", body)
@@ -479,7 +481,9 @@ def empty_knowledge(world: Any, context: dict[str, Any]) -> None:
         expect(
             context.get(knowledge) == [] and context.get(refs) == [],
             server.TURN_008,
-            f"{knowledge}/{refs} must be present and empty: {knowledge}={clip(str(context.get(knowledge)), 120)} {refs}={clip(str(context.get(refs)), 120)}",
+            lambda: (
+                f"{knowledge}/{refs} must be present and empty: {knowledge}={clip(str(context.get(knowledge)), 120)} {refs}={clip(str(context.get(refs)), 120)}"
+            ),
         )
     on_demand_answer(world, context)
 

@@ -22,6 +22,7 @@ class DocumentText:
 
     def __init__(self, texts: Iterable[str] = ()) -> None:
         self._windows: set[str] = set()
+        self._pending: list[frozenset[str]] = []  # merged into _windows when first asked: many worlds never are
         self._texts: list[str] = []  # whole, to tell "some document text" from "a full document"
         self._seen: set[int] = set()
         self.add(texts)
@@ -32,17 +33,23 @@ class DocumentText:
                 continue
             self._seen.add(id(text))
             self._texts.append(text)
-            self._windows |= _windows(text)
+            self._pending.append(_windows(text))
+
+    def _merged(self) -> set[str]:
+        while self._pending:
+            self._windows |= self._pending.pop()
+        return self._windows
 
     def __len__(self) -> int:
-        return len(self._windows)
+        return len(self._merged())
 
     def leaked(self, body: Any) -> str | None:
         """The first window of document text found in any string of ``body``, or None."""
+        windows = self._merged()
         for string in C.strings_in(body):
             for i in range(0, len(string) - WINDOW + 1):
                 window = string[i : i + WINDOW]
-                if window in self._windows:
+                if window in windows:
                     return window
         return None
 

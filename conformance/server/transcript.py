@@ -214,7 +214,9 @@ class Checker:
             expect(
                 predicted.verdict != "page",
                 server.READ_001 if event.get("identify") else server.REF_002,
-                f"a valid reference ({aged} s old by the Core's clock) was refused: HTTP {response.status_code} {clip(response.text, 200)}",
+                lambda: (
+                    f"a valid reference ({aged} s old by the Core's clock) was refused: HTTP {response.status_code} {clip(response.text, 200)}"
+                ),
             )
             self._refusal(predicted, response)
             if predicted.single is not None:

@@ -129,7 +129,9 @@ def test_generated_requests_never_break_the_server(
         expect(
             response.status_code < 500,
             server.WIRE_001,
-            f"{method} {path} answered HTTP {response.status_code}: {clip(response.text, 200)}\n{case.as_curl_command(base_url=base_url)}",
+            lambda: (
+                f"{method} {path} answered HTTP {response.status_code}: {clip(response.text, 200)}\n{case.as_curl_command(base_url=base_url)}"
+            ),
         )
         if response.status_code >= 400:
             checks.error_envelope(response, server.WIRE_001, strict=strict)
