@@ -82,3 +82,24 @@ def test_the_default_is_four_for_a_far_core_eight_a_region_away_twelve_an_ocean_
     assert chosen("http://core.example", Handshake(0.0)) == 1
     assert chosen("http://core.example", Handshake(1.0, fails=True)) == 1  # unreachable: the preflight says why
     assert chosen("http://core.example", Handshake(1.0), str(tmp_path / "missing.toml")) == 1
+
+
+def test_forked_workers_are_handed_the_mcp_sdk_only_where_the_run_opens_mcp_sessions(tmp_path: Path) -> None:
+    """The warm server imports the MCP SDK's client for the workers of a run that will open MCP
+    sessions, and the bundled simulator's libraries where each worker serves one; a run with no MCP
+    server imports no MCP SDK anywhere, its warm server included."""
+    from conformance.plugin import warm
+
+    plain = tmp_path / "plain.toml"
+    plain.write_text('[control]\nurl = "http://core.example/_control/v1"\ntoken = "t"\n', "utf-8")
+    served = tmp_path / "mcp.toml"
+    served.write_text(plain.read_text("utf-8") + '[mcp]\nurl = "http://core.example/mcp"\n', "utf-8")
+    live = "http://core.example"
+    assert workers.preloads(str(plain), live, None) == ()
+    assert workers.preloads(str(served), live, None) == warm.MCP_PRELOAD
+    assert workers.preloads(str(served), live, "none") == ()
+    assert workers.preloads(str(plain), live, "http://core.example/mcp") == warm.MCP_PRELOAD
+    assert workers.preloads(None, None, None) == (*warm.MCP_PRELOAD, *warm.BUNDLED_PRELOAD)
+    assert workers.preloads(None, None, "none") == warm.BUNDLED_PRELOAD
+    assert workers.preloads(str(tmp_path / "missing.toml"), live, None) == ()  # the preflight says why
+    assert not any(name.split(".")[0] == "mcp" for name in warm.PRELOAD)

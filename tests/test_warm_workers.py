@@ -59,6 +59,19 @@ def test_a_forked_worker_is_the_interpreter_xdist_asked_for(server: warm.WarmSer
     assert proc.returncode == 3
 
 
+def test_a_worker_finds_the_modules_its_run_asked_the_server_for(tmp_path: Path) -> None:
+    """The run names more modules for its workers (the MCP SDK, the bundled simulator's
+    libraries): the server imports them before it forks, and only those it was given."""
+    show = "import sys; print('tomllib' in sys.modules, 'mcp' in sys.modules)"
+    given = warm.WarmServer(("tomllib",))
+    try:
+        assert given.listening()
+        out, err = launch(given.python(), ["-u", "-c", show], tmp_path).communicate("", timeout=60)
+    finally:
+        given.close()
+    assert out.split() == ["True", "False"], err
+
+
 def test_a_command_line_that_is_no_worker_s_runs_in_a_plain_interpreter(
     server: warm.WarmServer, tmp_path: Path
 ) -> None:

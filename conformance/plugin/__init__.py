@@ -96,8 +96,12 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
             # What xdist's own pytest_cmdline_main does with -n N (it may have run already), balanced by work stealing.
             config.option.numprocesses = workers
             from conformance.plugin import warm
+            from conformance.plugin.workers import preloads
 
-            server = warm.start(config)  # workers forked from one that imported their libraries once
+            extra = preloads(
+                option(config, "--target-config"), option(config, "--target"), option(config, "--mcp-target")
+            )
+            server = warm.start(config, extra)  # workers forked from one that imported their libraries once
             config.option.tx = ["popen" if server is None else f"popen//python={server.python()}"] * workers
             if config.option.dist == "no":
                 config.option.dist = "worksteal"  # a long test late in the order is not left to the last worker

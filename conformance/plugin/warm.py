@@ -39,6 +39,7 @@ import time
 import traceback
 import types
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,17 +84,47 @@ PRELOAD = (
 """What a worker imports before its first test, apart from this package: pytest's own plugins
 are added from pytest's list. A name that fails to import is left to the worker."""
 
+MCP_PRELOAD = (
+    "anyio",
+    "anyio.from_thread",
+    "httpx2",
+    "pydantic",
+    "mcp_types",
+    "mcp",
+    "mcp.client.stdio",
+    "mcp.client.streamable_http",
+    "mcp.shared.exceptions",
+    "mcp.shared.message",
+)
+"""The MCP SDK's client, for a run that opens MCP sessions: every worker imports it at its first
+MCP test, some half a CPU second each (twelve workers on two cores: three seconds of wall time).
+Only for such runs, so that one with no MCP server still imports no MCP SDK anywhere."""
+
+BUNDLED_PRELOAD = (
+    "starlette.applications",
+    "starlette.routing",
+    "starlette.responses",
+    "tantivy",
+    "jsonschema_rs",
+    "sqlite3",
+    "mcp.server",
+    "mcp.server.streamable_http_manager",
+    "mcp.server.transport_security",
+)
+"""The bundled simulator's libraries (not the simulator: it is this distribution's, with state of
+its own), for a run against it, where each worker serves one in its own process."""
+
 
 # ------------------------------------------------------------------ the run's side
 class WarmServer:
     """The run's server process: it ends when its stdin closes (:meth:`close`, or the run's end)."""
 
-    def __init__(self) -> None:
+    def __init__(self, extra: tuple[str, ...] = ()) -> None:
         self.directory = tempfile.mkdtemp(prefix="kc-workers-")
         self.socket_path = os.path.join(self.directory, SOCKET_NAME)
-        program = "import runpy, sys; runpy.run_path(sys.argv[1])['serve'](sys.argv[2])"
+        program = "import runpy, sys; runpy.run_path(sys.argv[1])['serve'](*sys.argv[2:])"
         self.process = subprocess.Popen(
-            [sys.executable, "-c", program, __file__, self.socket_path], stdin=subprocess.PIPE
+            [sys.executable, "-c", program, __file__, self.socket_path, *extra], stdin=subprocess.PIPE
         )
 
     def listening(self) -> bool:
@@ -142,11 +173,12 @@ def wanted(config: pytest.Config) -> bool:
     )
 
 
-def start(config: pytest.Config) -> WarmServer | None:
-    """The run's server, closed when the run ends; None where it cannot be used or did not start."""
+def start(config: pytest.Config, extra: tuple[str, ...] = ()) -> WarmServer | None:
+    """The run's server, closed when the run ends; None where it cannot be used or did not start.
+    ``extra``: the modules this run's workers will import besides :data:`PRELOAD`."""
     if not wanted(config):
         return None
-    server = WarmServer()
+    server = WarmServer(extra)
     if not _spec_safe(server) or not server.listening():
         server.close()
         return None
@@ -155,11 +187,11 @@ def start(config: pytest.Config) -> WarmServer | None:
 
 
 # ------------------------------------------------------------------ the server's side
-def preload() -> None:
+def preload(extra: Sequence[str] = ()) -> None:
     """Import what a worker would (quietly: a module's import-time warning is the worker's to show)."""
     import _pytest.config
 
-    names = [*PRELOAD, *(f"_pytest.{name}" for name in _pytest.config.default_plugins)]
+    names = [*PRELOAD, *(f"_pytest.{name}" for name in _pytest.config.default_plugins), *extra]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in names:
@@ -167,7 +199,7 @@ def preload() -> None:
                 importlib.import_module(name)
 
 
-def serve(socket_path: str) -> int:
+def serve(socket_path: str, *extra: str) -> int:
     """Listen first (the run waits for the socket), import, then fork a worker per connection
     until stdin closes; every worker still running then is ended with it."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -178,7 +210,7 @@ def serve(socket_path: str) -> int:
     listener.listen(64)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for the run and its workers, not for this server
     signal.signal(signal.SIGTERM, _ended)  # as when the run closes stdin: its workers end with it
-    preload()
+    preload(extra)
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)

@@ -94,3 +94,22 @@ def default_workers(
     if cfg.is_sim:
         return 1
     return workers_for(handshake_seconds(cfg.target, connect=connect, clock=clock))
+
+
+def preloads(target_config: str | None, target: str | None, mcp_target: str | None) -> tuple[str, ...]:
+    """What this run's forked workers will import besides the suite's usual libraries: the MCP
+    SDK's client where MCP sessions will be opened, and the bundled simulator's libraries where each
+    worker serves one (conformance.plugin.warm); nothing where the configuration cannot be read."""
+    from conformance.common.config import ConfigError, load_config
+    from conformance.plugin import warm
+
+    try:
+        cfg = load_config(target_config, target=target)
+    except (ConfigError, OSError):
+        return ()
+    chosen = (mcp_target or "").strip().lower()
+    if chosen == "none":
+        return warm.BUNDLED_PRELOAD if cfg.is_sim else ()
+    if cfg.is_sim:
+        return (*warm.MCP_PRELOAD, *warm.BUNDLED_PRELOAD)
+    return warm.MCP_PRELOAD if chosen or cfg.mcp.get("url") or cfg.mcp.get("command") else ()
