@@ -77,9 +77,11 @@ def _parser() -> argparse.ArgumentParser:
 # distribution the run imports (Hypothesis, Schemathesis, this package), about 6 CPU seconds a run
 # where bytecode is not cached.
 QUIET_REWRITE = ("-W", "ignore::pytest.PytestAssertRewriteWarning", "--assert=plain")
-SUITE_ARGS = ("--pyargs", "conformance.suite", "-p", "no:cacheprovider", *QUIET_REWRITE)
-"""pytest's arguments for the suite from its installed package, with no cache folder left behind:
-what ``knowledge-conformance run`` passes, and what the project's tests and benchmarks run."""
+SUITE_ARGS = ("--pyargs", "conformance.suite", "-p", "no:cacheprovider", "-p", "no:benchmark", *QUIET_REWRITE)
+"""pytest's arguments for the suite from its installed package, with no cache folder left behind
+(pytest's ``.pytest_cache``, pytest-benchmark's ``.benchmarks``; Hypothesis keeps its tables in
+the user's cache, conformance.plugin.hypothesis_home): what ``knowledge-conformance run`` passes,
+and what the project's tests and benchmarks run."""
 
 
 def _number_problem(args: argparse.Namespace) -> str | None:

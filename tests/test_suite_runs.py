@@ -82,6 +82,25 @@ def test_loopback_without_control_is_incomplete_never_passing_what_it_cannot_see
     )
 
 
+def test_a_run_leaves_its_folder_as_it_found_it_but_for_its_reports(tmp_path: Path) -> None:
+    """No ``.pytest_cache``, ``.benchmarks`` or ``.hypothesis`` in the folder a run starts in (a CI
+    checkout): Hypothesis keeps its Unicode tables in the user's cache, built once there, not again
+    in every folder and process (conformance.plugin.hypothesis_home)."""
+    folder, cache = tmp_path / "checkout", tmp_path / "cache"
+    folder.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "HYPOTHESIS_STORAGE_DIRECTORY"}
+    env["XDG_CACHE_HOME"] = str(cache)
+    cmd = [*SUITE, "--report-dir", "reports", "--requirement", "WIRE-001", "-k", "generated"]
+    proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+    results = json.loads((folder / "reports" / "results.json").read_text("utf-8"))
+    assert [t["outcome"] for t in results["tests"]] and {t["outcome"] for t in results["tests"]} == {"passed"}, (
+        proc.stdout[-2000:]
+    )
+    assert sorted(p.name for p in folder.iterdir()) == ["reports"]
+    kept = cache / "knowledge-conformance" / "hypothesis" / "unicode_data"
+    assert list(kept.rglob("codec-*.json.gz")), "the generated requests' UTF-8 table is kept in the user's cache"
+
+
 def test_quirk_run_shows_the_failed_clause_and_a_reproduction(tmp_path: Path) -> None:
     code, results, _ = _suite(tmp_path, "--sim-quirk", "search_fourth_hint")
     assert code == 1 and results["verdict"] == "non-conformant"

@@ -118,8 +118,10 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from conformance.plugin import fixtures
     from conformance.plugin.ast_guard import guard_ast_parse
+    from conformance.plugin.hypothesis_home import keep_in_user_cache
 
     config.add_cleanup(guard_ast_parse())  # no collection inside ast.parse (CPython 3.11), see there
+    keep_in_user_cache()  # Hypothesis' Unicode tables built once a machine, not once a folder and process
 
     config.stash[STATE] = prepare(config, started=time.time())
     config.pluginmanager.register(fixtures, "knowledge-conformance-fixtures")

@@ -101,7 +101,7 @@ def preloads(target_config: str | None, target: str | None, mcp_target: str | No
     SDK's client where MCP sessions will be opened, and the bundled simulator's libraries where each
     worker serves one (conformance.plugin.warm); nothing where the configuration cannot be read."""
     from conformance.common.config import ConfigError, load_config
-    from conformance.plugin import warm
+    from conformance.plugin.warm import BUNDLED_PRELOAD, MCP_PRELOAD
 
     try:
         cfg = load_config(target_config, target=target)
@@ -109,7 +109,7 @@ def preloads(target_config: str | None, target: str | None, mcp_target: str | No
         return ()
     chosen = (mcp_target or "").strip().lower()
     if chosen == "none":
-        return warm.BUNDLED_PRELOAD if cfg.is_sim else ()
+        return BUNDLED_PRELOAD if cfg.is_sim else ()
     if cfg.is_sim:
-        return (*warm.MCP_PRELOAD, *warm.BUNDLED_PRELOAD)
-    return warm.MCP_PRELOAD if chosen or cfg.mcp.get("url") or cfg.mcp.get("command") else ()
+        return (*MCP_PRELOAD, *BUNDLED_PRELOAD)
+    return MCP_PRELOAD if chosen or cfg.mcp.get("url") or cfg.mcp.get("command") else ()
