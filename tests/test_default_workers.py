@@ -103,3 +103,31 @@ def test_forked_workers_are_handed_the_mcp_sdk_only_where_the_run_opens_mcp_sess
     assert workers.preloads(None, None, "none") == warm.BUNDLED_PRELOAD
     assert workers.preloads(str(tmp_path / "missing.toml"), live, None) == ()  # the preflight says why
     assert not any(name.split(".")[0] == "mcp" for name in warm.PRELOAD)
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({"XDG_CACHE_HOME": "/var/cache/me", "HOME": "/home/me"}, "/var/cache/me/knowledge-conformance/hypothesis"),
+        ({"XDG_CACHE_HOME": "relative", "HOME": "/home/me"}, "/home/me/.cache/knowledge-conformance/hypothesis"),
+        ({"HOME": "/home/me"}, "/home/me/.cache/knowledge-conformance/hypothesis"),
+        ({"HOME": "/home/me", "HYPOTHESIS_STORAGE_DIRECTORY": "/elsewhere"}, None),
+        ({"HOME": ""}, "absolute"),  # whatever the interpreter makes of an empty HOME: never the run's folder
+    ],
+)
+def test_hypothesis_keeps_its_tables_in_the_user_cache_never_in_the_run_folder(
+    environ: dict[str, str], expected: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An absolute cache folder or none: a relative XDG_CACHE_HOME is ignored (as the XDG spec
+    says), the user's own HYPOTHESIS_STORAGE_DIRECTORY wins."""
+    from conformance.plugin.hypothesis_home import cache_folder
+
+    for name in ("HOME", "XDG_CACHE_HOME", "HYPOTHESIS_STORAGE_DIRECTORY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    found = cache_folder(environ)
+    if expected == "absolute":
+        assert found is None or found.is_absolute()
+    else:
+        assert (None if found is None else str(found)) == expected

@@ -345,9 +345,10 @@ def _stand_in(
 
 @cache
 def verifying_tls() -> ssl.SSLContext:
-    """One verifying TLS context for every client of the process: each new one reads the CA bundle
-    again (some 25-50 ms), and a run makes a client per MCP probe and per session; a context is
-    safe to share, and none is changed after it is made."""
+    """One verifying TLS context (httpx's, certifi's CA bundle) for the suite's HTTP clients of the
+    process: each new one reads the bundle again (some 25-50 ms), and a run makes a client per raw
+    MCP post; a context is safe to share, and none is changed after it is made. (MCP sessions
+    keep the MCP client library's own, conformance.mcp.session.)"""
     return httpx.create_ssl_context()
 
 

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 import shlex
+import ssl
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from functools import partial
+from functools import cache, partial
 from typing import Any, TypeVar
 
 import anyio
 import anyio.from_thread
+import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -27,7 +29,6 @@ from mcp.shared.exceptions import MCPError
 
 from conformance.common.outcomes import ContractViolation, HarnessError
 from conformance.common.rules import Rule
-from conformance.common.transport import verifying_tls
 from conformance.common.untrusted import shown
 from conformance.mcp import evidence
 from conformance.mcp import rules as mcp
@@ -206,6 +207,15 @@ def _not_served(endpoint: Endpoint, faults: Faults, exc: Exception, timeout: flo
     return HarnessError(f"{endpoint.describe()}: no MCP session: {type(leaf).__name__}: {shown(leaf, 300)}")
 
 
+@cache
+def _tls() -> ssl.SSLContext:
+    """One verifying TLS context for every MCP session of the run: each new one reads the CA
+    bundle again (some 50 ms). The MCP client library's own default, which may be the operating
+    system's trust store, so a Core behind a private CA the machine trusts is reached as the SDK
+    reaches it; a context is safe to share."""
+    return httpx2.create_ssl_context()
+
+
 @contextmanager
 def connect(endpoint: Endpoint, timeout: float = 30.0, *, collect: bool = True) -> Iterator[McpSession]:
     """A session on ``endpoint`` for the duration of the block.
@@ -244,7 +254,7 @@ def _client(endpoint: Endpoint, timeout: float, faults: Faults) -> tuple[Client,
         streams = stdio_streams(endpoint.argv, dict(endpoint.env), faults)
         return Client(streams, read_timeout_seconds=timeout, cache=None), None
     headers = {"Authorization": f"Bearer {endpoint.token}"} if endpoint.token else {}
-    http = BoundedClient(faults, timeout, headers=headers, timeout=timeout + GRACE, verify=verifying_tls())
+    http = BoundedClient(faults, timeout, headers=headers, timeout=timeout + GRACE, verify=_tls())
     transport = streamable_http_client(endpoint.url, http_client=http, max_sse_event_size=MESSAGE_CAP)
     return Client(transport, read_timeout_seconds=timeout, cache=None), http
 

@@ -21,13 +21,15 @@ def cache_folder(environ: dict[str, str] | os._Environ[str] = os.environ) -> Pat
     user named Hypothesis' folder, or there is no home to put it in."""
     if environ.get(STORAGE_ENV):
         return None
-    base = environ.get("XDG_CACHE_HOME")
-    if not base:
+    base = Path(environ.get("XDG_CACHE_HOME") or "")
+    if not base.is_absolute():  # unset, empty or relative: the XDG spec says to ignore it
         try:
-            base = str(Path.home() / ".cache")
+            base = Path.home() / ".cache"
         except RuntimeError:  # no home directory to resolve
             return None
-    return Path(base) / "knowledge-conformance" / "hypothesis"
+    if not base.is_absolute():  # HOME empty: never a folder inside the run's own
+        return None
+    return base / "knowledge-conformance" / "hypothesis"
 
 
 def keep_in_user_cache() -> None:

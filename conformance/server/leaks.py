@@ -8,6 +8,7 @@ contains any of them carries document text. Titles are not secret (hints show th
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
@@ -23,6 +24,7 @@ class DocumentText:
     def __init__(self, texts: Iterable[str] = ()) -> None:
         self._windows: set[str] = set()
         self._pending: list[frozenset[str]] = []  # merged into _windows when first asked: many worlds never are
+        self._lock = threading.Lock()  # a test's fanned-out requests may ask from several threads
         self._texts: list[str] = []  # whole, to tell "some document text" from "a full document"
         self._seen: set[int] = set()
         self.add(texts)
@@ -33,11 +35,13 @@ class DocumentText:
                 continue
             self._seen.add(id(text))
             self._texts.append(text)
-            self._pending.append(_windows(text))
+            with self._lock:
+                self._pending.append(_windows(text))
 
     def _merged(self) -> set[str]:
-        while self._pending:
-            self._windows |= self._pending.pop()
+        with self._lock:
+            while self._pending:
+                self._windows |= self._pending.pop()
         return self._windows
 
     def __len__(self) -> int:
