@@ -659,45 +659,26 @@ SHORTEN_READS = BODY_KEEP * 4
 """How much of a body an exchange keeps: what :func:`_shorten` reads to show ``BODY_KEEP`` characters."""
 
 
+@dataclass(slots=True)
 class Recorded:
     """An exchange as sent and answered, scrubbed into its :class:`Exchange` only when a report
     asks for it: a run records every request and reports a handful, and scrubbing each as it came
-    was some 3 % of a run's CPU. Scrubbing late also masks every secret known by then."""
+    was some 3 % of a run's CPU. Scrubbing late also masks every secret known by then. Bodies are
+    kept only as far as :func:`_shorten` reads them, with their whole sizes."""
 
-    __slots__ = (
-        "_exchange",
-        "_headers",
-        "_raw_path",
-        "_request",
-        "_request_size",
-        "_response",
-        "_response_size",
-        "identity",
-        "judged",
-        "method",
-        "operation",
-        "status",
-    )
-
-    def __init__(
-        self,
-        method: str,
-        raw_path: bytes,
-        request: bytes,
-        request_size: int,
-        status: int,
-        response: bytes,
-        response_size: int,
-        headers: tuple[tuple[str, str], ...],
-        identity: str | None,
-        operation: str,
-    ) -> None:
-        self.method, self._raw_path, self.status = method, raw_path, status
-        self._request, self._request_size = request, request_size
-        self._response, self._response_size = response, response_size
-        self._headers, self.identity, self.operation = headers, identity, operation
-        self.judged = 0  # see judged()
-        self._exchange: Exchange | None = None
+    # What may hold a secret unscrubbed stays out of repr (a traceback's locals show it).
+    method: str
+    raw_path: bytes = field(repr=False)
+    request: bytes = field(repr=False)
+    request_size: int
+    status: int
+    response: bytes = field(repr=False)
+    response_size: int
+    headers: tuple[tuple[str, str], ...] = field(repr=False)  # the credential's already redacted, see Recorder
+    identity: str | None
+    operation: str
+    judged: int = 0  # see judged()
+    _exchange: Exchange | None = field(default=None, repr=False)
 
     @property
     def exchange(self) -> Exchange:
@@ -705,11 +686,11 @@ class Recorded:
             scrub = SECRETS.text  # a Core may echo a token anywhere: bodies, paths, headers
             self._exchange = Exchange(
                 method=self.method,
-                path=scrub(self._raw_path.decode("ascii", "replace")),
-                request_body=_shorten(self._request, self._request_size),
+                path=scrub(self.raw_path.decode("ascii", "replace")),
+                request_body=_shorten(self.request, self.request_size),
                 status=self.status,
-                response_body=_shorten(self._response, self._response_size),
-                headers={k: v if v == REDACTED else scrub(v) for k, v in self._headers},
+                response_body=_shorten(self.response, self.response_size),
+                headers={k: v if v == REDACTED else scrub(v) for k, v in self.headers},
                 identity=self.identity,
                 operation=self.operation,
             )
@@ -724,7 +705,7 @@ class Recorded:
 
 
 JUDGED = "kc_exchange"
-"""The key under which a recorded response's extensions hold its Exchange."""
+"""The key under which a recorded response's extensions hold its :class:`Recorded`."""
 _judgements = itertools.count(1)
 
 
@@ -732,14 +713,13 @@ def judged(response: object) -> None:
     """A check is reading ``response``: if a failure follows, the report shows this exchange."""
     extensions = getattr(response, "extensions", None)
     exchange = extensions.get(JUDGED) if isinstance(extensions, dict) else None
-    if isinstance(exchange, (Exchange, Recorded)):
+    if isinstance(exchange, Recorded):
         exchange.judged = next(_judgements)
 
 
-def _shorten(raw: bytes, size: int | None = None) -> str:
+def _shorten(raw: bytes, size: int) -> str:
     """A body for a report: cut on a character boundary, with the size it had (``size``: the
     whole body's, of which ``raw`` is the start)."""
-    size = len(raw) if size is None else size
     head = raw[:SHORTEN_READS].decode("utf-8", "replace")
     if size > BODY_KEEP:
         return clip(head, BODY_KEEP) + f"… ({size} bytes in all)"  # scrubbed before the cut
