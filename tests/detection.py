@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.quirks import Quirk
-from tests.suite_command import SUITE
+from tests.suite_command import warm_suite
 
 STRICT_CONFIG = "[wire]\ncodes = {strict = true}\n"
 
@@ -37,7 +37,7 @@ class Outcome:
 def command(quirk: Quirk, reports: Path) -> list[str]:
     """The whole suite (no --requirement filter), the stateful model unshrunk; strict when the quirk needs it."""
     cmd = [
-        *SUITE,
+        *warm_suite(),
         "--sim-quirk",
         quirk.name,
         "--no-shrink",

@@ -26,7 +26,7 @@ from simulator.core import Caller, Core
 from simulator.errors import ApiError
 from simulator.miniatures.search import FillsTheBound
 from simulator.store import Revision, Run
-from tests.suite_command import SUITE
+from tests.suite_command import warm_suite
 
 CONTROL_TOKEN = "seed-allowed-control"
 CONTROL = "/_control/"
@@ -569,7 +569,7 @@ def run_suite(
             "utf-8",
         )
         cmd = [
-            *SUITE,
+            *warm_suite(),
             "--no-shrink",
             "--target",
             url,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -15,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.suite_command import warm_cli
 
 
 def wait_until_it_answers(
@@ -94,11 +95,11 @@ class SuiteRun:
 def run_suite(
     arguments: Sequence[str], reports: Path, *, env: Mapping[str, str], cwd: Path, timeout: float = 900
 ) -> SuiteRun:
-    """``python -m conformance.cli run ARGUMENTS --no-shrink --reports REPORTS`` from ``cwd``, read
+    """``knowledge-conformance run ARGUMENTS --no-shrink --reports REPORTS`` from ``cwd``, read
     back: a broken variant is judged by the rules it fails, not by a minimal replay (minimising a
     failing walk against a slow Core took up to a minute)."""
     done = subprocess.run(
-        [sys.executable, "-m", "conformance.cli", "run", *arguments, "--no-shrink", "--reports", str(reports)],
+        [*warm_cli(), "run", *arguments, "--no-shrink", "--reports", str(reports)],
         capture_output=True,
         text=True,
         timeout=timeout,

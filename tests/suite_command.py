@@ -1,10 +1,71 @@
-"""The command line that runs the suite in a process of its own, as the project's tests do."""
+"""The command lines that run the suite in a process of its own, as the project's tests do.
+
+Most of the project's test time is whole-suite runs in subprocesses (the quirk table, the
+seed-allowed Cores, the broken variants of the other implementations), and each fresh
+interpreter spent one to one and a half CPU seconds importing pytest, Hypothesis, schemathesis,
+the HTTP stack, the MCP SDK and the simulator's libraries before its first test. :func:`warm_suite`
+and :func:`warm_cli` fork such runs from one server per test process that imported them once:
+the server ``--concurrency`` runs fork their workers from (:mod:`conformance.plugin.warm`), which
+imports nothing of this project, so each run still builds the suite's own state for itself.
+A test about the process itself (its signals, its imports, its memory) uses :data:`SUITE`.
+``KC_WARM_WORKERS=0`` makes every run a fresh interpreter.
+"""
 
 from __future__ import annotations
 
+import atexit
+import os
+import socket
 import sys
+import threading
 
 from conformance.cli import SUITE_ARGS
+from conformance.plugin import warm
 
 SUITE = [sys.executable, "-m", "pytest", "-q", *SUITE_ARGS]
-"""The suite as ``knowledge-conformance run`` runs it, quiet."""
+"""The suite as ``knowledge-conformance run`` runs it, quiet, in a fresh interpreter."""
+
+PYTEST_MAIN = "import sys, pytest; sys.exit(pytest.console_main())"
+CLI_MAIN = "from conformance.cli import main; raise SystemExit(main())"
+
+_LOCK = threading.Lock()
+_SERVERS: list[warm.WarmServer | None] = []
+
+
+def _server() -> warm.WarmServer | None:
+    """This process's server, started at the first forked run (None where it cannot be used)."""
+    with _LOCK:
+        if not _SERVERS:
+            _SERVERS.append(_started())
+        return _SERVERS[0]
+
+
+def _started() -> warm.WarmServer | None:
+    if os.environ.get(warm.ENABLED_ENV, "1") == "0" or os.name != "posix" or not hasattr(socket, "send_fds"):
+        return None
+    server = warm.WarmServer((*warm.MCP_PRELOAD, *warm.BUNDLED_PRELOAD))
+    if not server.listening():
+        server.close()
+        return None
+    atexit.register(server.close)
+    return server
+
+
+def forked(code: str) -> list[str]:
+    """``python -c CODE``, forked from this process's server when it runs: its launcher hands the
+    server its pipes, directory and environment and lives as long as the run, with its exit code
+    (the launcher becomes that fresh interpreter whenever the server cannot fork)."""
+    server = _server()
+    if server is None:
+        return [sys.executable, "-c", code]
+    return [sys.executable, "-I", "-S", warm.LAUNCHER, server.socket_path, "-c", code]
+
+
+def warm_suite() -> list[str]:
+    """:data:`SUITE`, forked (a run whose signals, imports or memory a test watches uses SUITE)."""
+    return [*forked(PYTEST_MAIN), "-q", *SUITE_ARGS]
+
+
+def warm_cli() -> list[str]:
+    """``knowledge-conformance``, forked."""
+    return forked(CLI_MAIN)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conformance.common.served import ServedSimulator
 from tests.framing_proxy import Utf16FramingProxy, utf16_units
-from tests.suite_command import SUITE
+from tests.suite_command import warm_suite
 
 
 def test_utf16_units_undercount_multibyte_bodies() -> None:
@@ -27,7 +27,7 @@ def test_a_core_that_frames_in_utf16_units_is_non_conformant_without_harness_err
             config.write_text(f'[control]\nurl = "{sim.url}/_control/v1"\ntoken = {{env = "KC_CONTROL"}}\n', "utf-8")
             reports = tmp_path / "reports"
             done = subprocess.run(
-                [*SUITE, "--target", proxy.url, "--target-config", str(config), "--reports", str(reports)],
+                [*warm_suite(), "--target", proxy.url, "--target-config", str(config), "--reports", str(reports)],
                 capture_output=True,
                 text=True,
                 timeout=900,

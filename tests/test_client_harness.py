@@ -29,6 +29,7 @@ from conformance.clients.protocol import Harness, HarnessProtocolError, problems
 from conformance.common.secrets import SECRETS
 from conformance.common.served import TOKEN_ENV, ServedSimulator
 from knowledge_schemas import load_catalogue, load_registry, load_yaml
+from tests.suite_command import warm_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = load_yaml("client-miniatures.yaml")["miniatures"]
@@ -50,7 +51,7 @@ def core() -> Iterator[ServedSimulator]:
 def client_run(harness: str, core: ServedSimulator, tmp: Path) -> tuple[int, dict[str, Any], str]:
     done = subprocess.run(
         [
-            CLI,
+            *warm_cli(),
             "client",
             "--harness",
             harness,

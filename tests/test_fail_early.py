@@ -24,7 +24,7 @@ from conformance.report.results import load_waivers
 from knowledge_schemas import SCHEMA_DIR, load_catalogue, load_wire_defaults
 from simulator.config import SimConfig
 from simulator.quirks import QUIRKS
-from tests.suite_command import SUITE
+from tests.suite_command import warm_suite
 
 CONTROL_TOKEN = "ctl-" + "q" * 28
 WRONG_CONTROL_TOKEN = "ctl-wrong-" + "w" * 22
@@ -34,7 +34,7 @@ def _suite(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> sub
     """A suite run limited to one requirement, so that a setup this file expects to be refused
     but is not still ends quickly (and then fails the assertions below)."""
     cmd = [
-        *SUITE,
+        *warm_suite(),
         "--report-dir",
         str(tmp_path / "reports"),
         "--requirement",

@@ -28,7 +28,7 @@ from conformance.common.outcomes import ContractViolation, HarnessError
 from conformance.mcp.records import MESSAGE_CAP, Endpoint, NotServing
 from conformance.mcp.session import connect
 from tests.measured import run_measured
-from tests.suite_command import SUITE
+from tests.suite_command import warm_suite
 
 TOOL = "search_business_knowledge"
 BIG = 200 * 1024 * 1024  # what the issue's server answered
@@ -334,7 +334,16 @@ def _suite_run(tmp_path: Path, mcp_target: str) -> tuple[dict[str, Any], str, fl
     peak RSS (of its own process, in MB)."""
     reports = tmp_path / "reports"
     run = run_measured(
-        [*SUITE, "--no-shrink", "--mcp-target", mcp_target, "--report-dir", str(reports), "--requirement", "MCP-001"],
+        [
+            *warm_suite(),
+            "--no-shrink",
+            "--mcp-target",
+            mcp_target,
+            "--report-dir",
+            str(reports),
+            "--requirement",
+            "MCP-001",
+        ],
         600,
     )
     results = json.loads((reports / "results.json").read_text("utf-8"))

@@ -23,7 +23,7 @@ from conformance.common.secrets import FRAGMENT
 from conformance.report.results import load_waivers
 from knowledge_schemas import SCHEMA_DIR, load_catalogue
 from simulator.config import SimConfig
-from tests.suite_command import SUITE
+from tests.suite_command import warm_suite
 
 CONTROL_TOKEN = "ctl-" + "k" * 28
 
@@ -103,7 +103,7 @@ def served() -> Iterator[Served]:
 
 def _cmd(served: Served, root: Path, name: str, *args: str) -> list[str]:
     return [
-        *SUITE,
+        *warm_suite(),
         "--no-shrink",
         "--target",
         served.url,
@@ -165,7 +165,7 @@ def test_two_concurrent_runs_against_one_core_do_not_interfere(served: Served, t
 def test_serial_and_concurrent_runs_give_the_same_verdict_and_reports(tmp_path: Path) -> None:
     """``--concurrency 2``: two pytest-xdist workers, each in a world of its own."""
     base = [
-        *SUITE,
+        *warm_suite(),
         "--no-shrink",
     ]
     serial = subprocess.run(
@@ -227,7 +227,7 @@ def test_a_url_with_credentials_never_shows_them(tmp_path: Path) -> None:
     config.write_text('[target]\nroute = "acme"\n[identities.primary]\ntoken = "bha_' + "s" * 40 + '"\n', "utf-8")
     url = "http://alice:pa55word-secret@127.0.0.1:9/core?api_key=query-secret-value"
     cmd = [
-        *SUITE,
+        *warm_suite(),
         "--target",
         url,
         "--target-config",
@@ -265,7 +265,7 @@ def test_bad_waivers_fail_before_any_test(tmp_path: Path) -> None:
     file = tmp_path / "w.toml"
     file.write_text('[[waiver]]\nid = "SRCH-999"\njustification = "x"\nexpires = 2999-01-01\n', "utf-8")
     cmd = [
-        *SUITE,
+        *warm_suite(),
         "--waivers",
         str(file),
         "--report-dir",
@@ -285,7 +285,7 @@ def test_a_datetime_waiver_expiry_is_a_date(tmp_path: Path) -> None:
         '[[waiver]]\nid = "SRCH-003"\njustification = "fix in flight"\nexpires = 2999-01-01T10:00:00Z\n', "utf-8"
     )
     cmd = [
-        *SUITE,
+        *warm_suite(),
         "--sim-quirk",
         "search_fourth_hint",
         "--requirement",
@@ -305,7 +305,7 @@ def test_an_unwritable_report_folder_fails_before_any_test(tmp_path: Path) -> No
     blocker = tmp_path / "file"
     blocker.write_text("", "utf-8")
     cmd = [
-        *SUITE,
+        *warm_suite(),
         "--report-dir",
         str(blocker / "reports"),
     ]
@@ -350,7 +350,7 @@ def test_unreachable_control_is_a_harness_error_not_a_failure(tmp_path: Path) ->
         config = tmp_path / "t.toml"
         config.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "KC_CONTROL"}}\n', "utf-8")
         cmd = [
-            *SUITE,
+            *warm_suite(),
             "-k",
             "capabilities",
             "--target",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conformance.mcp.endpoints import on_route
 from tests.seed_allowed import CONTROL_TOKEN, core, only, served
-from tests.suite_command import SUITE
+from tests.suite_command import warm_suite
 
 
 def test_a_route_template_names_each_session_s_workspace() -> None:
@@ -30,7 +30,7 @@ def test_the_search_knowledge_checks_pass_a_route_scoped_mcp_server(tmp_path: Pa
             "utf-8",
         )
         reports = tmp_path / "reports"
-        cmd = [*SUITE]
+        cmd = [*warm_suite()]
         cmd += ["--no-shrink", "--target", url, "--target-config", str(config), "--report-dir", str(reports)]
         cmd += only("SK-001", "SK-005", "SK-018", "MCP-001", "MCP-004")
         done = subprocess.run(

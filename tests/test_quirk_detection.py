@@ -19,7 +19,7 @@ import pytest
 
 from simulator.quirks import QUIRKS, Quirk
 from tests import detection
-from tests.suite_command import SUITE
+from tests.suite_command import warm_suite
 
 FAST = (
     "capabilities_missing",
@@ -151,7 +151,14 @@ def test_every_seed_allowed_quirk_at_once_passes_a_default_run(tmp_path: Path) -
     ticks = {QUIRKS[n].clock_tick for n in names} - {None}
     assert len(ticks) <= 1, f"the seed-allowed quirks need clocks of different ticks: {ticks}"
     still = [f"--sim-clock-tick={tick!r}" for tick in ticks]  # the exact instants they need, the others do not mind
-    cmd = [*SUITE, *(a for n in names for a in ("--sim-quirk", n)), *still, "--no-shrink", "--reports", str(reports)]
+    cmd = [
+        *warm_suite(),
+        *(a for n in names for a in ("--sim-quirk", n)),
+        *still,
+        "--no-shrink",
+        "--reports",
+        str(reports),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     results = json.loads((reports / "results.json").read_text("utf-8"))
     failed = {r["id"]: r["reason"] for r in results["requirements"] if r["status"] == "failed"}

@@ -31,7 +31,7 @@ from conformance.common.transport import (
     RateLimiter,
     retry_after,
 )
-from tests.suite_command import SUITE
+from tests.suite_command import warm_suite
 
 
 class FakeTime:
@@ -243,7 +243,7 @@ def _run_against(core: Limited, root: Path, *extra: str) -> tuple[int, dict[str,
         config = root / "target.toml"
         config.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "KC_CONTROL"}}\n', "utf-8")
         reports = root / "reports"
-        command = [*SUITE, "--target", url, "--target-config", str(config), "--reports", str(reports)]
+        command = [*warm_suite(), "--target", url, "--target-config", str(config), "--reports", str(reports)]
         done = subprocess.run(
             [*command, "--mcp-target", "none", *extra],
             capture_output=True,
@@ -320,7 +320,7 @@ def test_a_core_rate_limiting_the_pre_flight_in_plain_text_is_no_setup_mistake(t
             "utf-8",
         )
         reports = tmp_path / "reports"
-        command = [*SUITE, "--target", url, "--target-config", str(config), "--reports", str(reports)]
+        command = [*warm_suite(), "--target", url, "--target-config", str(config), "--reports", str(reports)]
         done = subprocess.run(
             [*command, "--requirement", "CAP-001"], capture_output=True, text=True, timeout=300, check=False
         )

@@ -16,7 +16,7 @@ import pytest
 
 from conformance.common.served import ServedSimulator
 from tests.latency_proxy import LatencyProxy, cpu_load
-from tests.suite_command import SUITE
+from tests.suite_command import warm_suite
 
 TIMED = ("REF-001", "REF-002", "REF-016")
 RUNS = int(os.environ.get("KC_CONDITION_RUNS", "1"))
@@ -35,7 +35,7 @@ def _run(url: str, token: str, root: Path, *extra: str) -> tuple[int, dict[str, 
     config = root / "target.toml"
     config.write_text(f'[control]\nurl = "{url}/_control/v1"\ntoken = {{env = "KC_CONTROL"}}\n', "utf-8")
     reports = root / "reports"
-    cmd = [*SUITE, "--target", url, "--target-config", str(config), "--reports", str(reports), *extra]
+    cmd = [*warm_suite(), "--target", url, "--target-config", str(config), "--reports", str(reports), *extra]
     done = subprocess.run(
         cmd, capture_output=True, text=True, timeout=900, env={**os.environ, "KC_CONTROL": token}, check=False
     )

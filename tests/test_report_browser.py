@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser import CHROMIUM, OFFLINE_FLAGS
-from tests.suite_command import SUITE
+from tests.suite_command import warm_suite
 
 FLAGS = list(OFFLINE_FLAGS)
 
@@ -23,7 +23,7 @@ FLAGS = list(OFFLINE_FLAGS)
 def quirk_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     reports = tmp_path_factory.mktemp("browser")
     cmd = [
-        *SUITE,
+        *warm_suite(),
         "--sim-quirk",
         "search_fourth_hint",
         "--requirement",

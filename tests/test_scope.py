@@ -12,7 +12,7 @@ import pytest
 from conformance.common.scope import ScopeError, parse_scope
 from conformance.report.results import TestResult, aggregate
 from knowledge_schemas import load_catalogue
-from tests.suite_command import SUITE
+from tests.suite_command import warm_suite
 from tests.test_results_model import INFO, SERVER_MUSTS
 
 CATALOGUE = load_catalogue()
@@ -68,6 +68,8 @@ def test_a_scope_that_does_not_parse_is_refused(text: str) -> None:
 
 
 def test_a_bad_scope_is_a_usage_error_before_any_test(tmp_path: object) -> None:
-    done = subprocess.run([*SUITE, "--scope", "core@admin", "--reports", str(tmp_path)], capture_output=True, text=True)
+    done = subprocess.run(
+        [*warm_suite(), "--scope", "core@admin", "--reports", str(tmp_path)], capture_output=True, text=True
+    )
     assert done.returncode == 4, done.stdout[-2000:]
     assert "--scope 'core@admin'" in done.stdout + done.stderr

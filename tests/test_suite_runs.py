@@ -19,13 +19,13 @@ import pytest
 
 from conformance.common.walk import WALK_PARTS
 from knowledge_schemas import load_registry
-from tests.suite_command import SUITE
+from tests.suite_command import SUITE, warm_suite
 
 
 def _suite(reports: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     """Run the suite in a subprocess; its results.json must always match its schema."""
     cmd = [
-        *SUITE,
+        *warm_suite(),
         "--report-dir",
         str(reports),
         *args,
@@ -140,7 +140,7 @@ def test_waiver_keeps_a_known_deviation_visible_but_not_gating(tmp_path: Path) -
 )
 def test_bad_options_are_usage_errors(tmp_path: Path, bad: list[str]) -> None:
     cmd = [
-        *SUITE,
+        *warm_suite(),
         "--reports",
         str(tmp_path),
         *bad,

@@ -72,6 +72,26 @@ def test_a_worker_finds_the_modules_its_run_asked_the_server_for(tmp_path: Path)
     assert out.split() == ["True", "False"], err
 
 
+def test_a_worker_keeps_hypothesis_default_folder_in_its_own_directory(server: warm.WarmServer, tmp_path: Path) -> None:
+    """Hypothesis computes its default folder from the directory it is imported in: the server's.
+    A forked worker's is its own directory, as a fresh interpreter's would be."""
+    show = "import hypothesis.configuration as c; print(vars(c)['__hypothesis_home_directory_default'])"
+    out, err = launch(server.python(), ["-u", "-c", show], tmp_path).communicate("", timeout=60)
+    assert out.strip() == str(tmp_path / ".hypothesis"), err
+
+
+def test_the_projects_forked_suite_runs_are_forked_and_end_with_the_runs_exit(tmp_path: Path) -> None:
+    """tests.suite_command's forked command lines: pytest is already imported in the run's process,
+    and the run's exit code (4, a usage error) is the launcher's."""
+    from tests.suite_command import forked, warm_suite
+
+    show = "import sys; print('hypothesis' in sys.modules, 'conformance' in sys.modules)"
+    out = subprocess.run([*forked(show)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.stdout.split() == ["True", "False"], out.stderr
+    done = subprocess.run([*warm_suite(), "--rate-limit", "nan"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 4, done.stdout[-1500:] + done.stderr[-1500:]
+
+
 def test_a_command_line_that_is_no_worker_s_runs_in_a_plain_interpreter(
     server: warm.WarmServer, tmp_path: Path
 ) -> None:

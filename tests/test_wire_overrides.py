@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from knowledge_schemas import load_registry
-from tests.suite_command import SUITE
+from tests.suite_command import warm_suite
 
 CONTROL_TOKEN = "names-test-control-credential"
 RENAMED = {
@@ -69,7 +69,7 @@ def _toml(tables: dict[str, dict[str, str]], prefix: str) -> str:
 
 def _suite(reports: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
     cmd = [
-        *SUITE,
+        *warm_suite(),
         "--report-dir",
         str(reports),
         *args,

@@ -369,6 +369,9 @@ def _become_worker(
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        hypothesis_configuration = sys.modules.get("hypothesis.configuration")
+        if hypothesis_configuration is not None:  # its default folder is the directory it was imported in
+            setattr(hypothesis_configuration, "__hypothesis_home_directory_default", Path.cwd() / ".hypothesis")
         sys.dont_write_bytecode = "-B" in flags or bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
         unbuffered = "-u" in flags or bool(os.environ.get("PYTHONUNBUFFERED"))
         sys.stdin = open(0, encoding=sys.stdin.encoding, errors=sys.stdin.errors, closefd=False)
