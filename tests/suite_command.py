@@ -25,7 +25,8 @@ from conformance.plugin import warm
 SUITE = [sys.executable, "-m", "pytest", "-q", *SUITE_ARGS]
 """The suite as ``knowledge-conformance run`` runs it, quiet, in a fresh interpreter."""
 
-PYTEST_MAIN = "import sys, pytest; sys.exit(pytest.console_main())"
+PYTEST_MAIN = "import runpy; runpy.run_module('pytest', run_name='__main__', alter_sys=True)"
+"""``python -m pytest``, as ``-c`` code."""
 CLI_MAIN = "from conformance.cli import main; raise SystemExit(main())"
 
 _LOCK = threading.Lock()
