@@ -1,5 +1,5 @@
-"""Scheduling of the project's own test command (``pytest -n 2 --dist loadfile``): the longest test
-files start first, so that the two workers end together.
+"""Scheduling of the project's own test command (``pytest -n 3 --dist loadfile``): the longest test
+files start first, so that the workers end together.
 
 Why: pytest-xdist hands out whole files, by default the files with the most tests first. The
 longest files have few tests each (whole-suite runs in subprocesses), so they came last, and one

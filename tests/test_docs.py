@@ -26,7 +26,7 @@ DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 COMMANDS = (
     "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/knowledge-conformance run",
-    "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest -n 2 --dist loadfile",
+    "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest -n 3 --dist loadfile",
 )
 
 

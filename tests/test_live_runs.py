@@ -162,32 +162,6 @@ def test_two_concurrent_runs_against_one_core_do_not_interfere(served: Served, t
     )
 
 
-def test_serial_and_concurrent_runs_give_the_same_verdict_and_reports(tmp_path: Path) -> None:
-    """``--concurrency 2``: two pytest-xdist workers, each in a world of its own."""
-    base = [
-        *warm_suite(),
-        "--no-shrink",
-    ]
-    serial = subprocess.run(
-        [*base, "--report-dir", str(tmp_path / "serial")], capture_output=True, text=True, timeout=300
-    )
-    parallel = subprocess.run(
-        [*base, "--concurrency", "2", "--report-dir", str(tmp_path / "xdist")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    one, two = _results(tmp_path, "serial"), _results(tmp_path, "xdist")
-    assert serial.returncode == parallel.returncode == 0, parallel.stdout[-1500:]
-    assert one["verdict"] == two["verdict"] == "conformant"
-    assert _statuses(one) == _statuses(two)
-    assert sorted(t["nodeid"] for t in one["tests"]) == sorted(t["nodeid"] for t in two["tests"])
-    assert two["requests"] > 0.9 * one["requests"], "workers' requests must be counted"
-    assert (one["configuration"]["workers"], two["configuration"]["workers"]) == (0, 2), "two workers ran"
-    for name in ("report.md", "report.html", "junit.xml"):
-        assert (tmp_path / "xdist" / name).is_file()
-
-
 def test_a_core_that_echoes_credentials_leaks_none_of_them(tmp_path: Path) -> None:
     core, stop = _serve(EchoCredentials)
     try:

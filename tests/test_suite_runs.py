@@ -36,8 +36,21 @@ def _suite(reports: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     return proc.returncode, results, proc.stdout
 
 
-def test_clean_simulator_in_process_is_conformant_with_every_report(tmp_path: Path) -> None:
-    code, results, out = _suite(tmp_path)
+def _statuses(results: dict[str, Any]) -> dict[str, str]:
+    return {r["id"]: r["status"] for r in results["requirements"]}
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, dict[str, Any], str]:
+    """One default run against the bundled simulator: its reports folder, exit code, results, output."""
+    reports = tmp_path_factory.mktemp("clean")
+    return (reports, *_suite(reports))
+
+
+def test_clean_simulator_in_process_is_conformant_with_every_report(
+    clean_run: tuple[Path, int, dict[str, Any], str],
+) -> None:
+    tmp_path, code, results, out = clean_run
     assert code == 0, out[-2000:]
     assert results["verdict"] == "conformant"
     summary = results["summary"]
@@ -67,6 +80,23 @@ def test_clean_simulator_in_process_is_conformant_with_every_report(tmp_path: Pa
     print(
         f"\nin-process: {out.strip().splitlines()[-1]}; MUSTs {summary['server_must_verified']}/{summary['server_must_total']}; report.md {len(report)} bytes"
     )
+
+
+def test_serial_and_concurrent_runs_give_the_same_verdict_and_reports(
+    clean_run: tuple[Path, int, dict[str, Any], str], tmp_path: Path
+) -> None:
+    """``--concurrency 2``: two pytest-xdist workers, each in a world of its own, against the
+    default run's serial one."""
+    _, serial, one, _ = clean_run
+    parallel, two, out = _suite(tmp_path / "xdist", "--concurrency", "2")
+    assert serial == parallel == 0, out[-1500:]
+    assert one["verdict"] == two["verdict"] == "conformant"
+    assert _statuses(one) == _statuses(two)
+    assert sorted(t["nodeid"] for t in one["tests"]) == sorted(t["nodeid"] for t in two["tests"])
+    assert two["requests"] > 0.9 * one["requests"], "workers' requests must be counted"
+    assert (one["configuration"]["workers"], two["configuration"]["workers"]) == (0, 2), "two workers ran"
+    for name in ("report.md", "report.html", "junit.xml"):
+        assert (tmp_path / "xdist" / name).is_file()
 
 
 def test_loopback_without_control_is_incomplete_never_passing_what_it_cannot_see(tmp_path: Path) -> None:
