@@ -15,7 +15,6 @@ import re
 import secrets
 import threading
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from random import Random
 from typing import Any, TypeVar
@@ -46,6 +45,7 @@ from simulator.search_knowledge.routes import tool_route
 from simulator.search_knowledge.store import SkState
 from simulator.sizing import dumps
 from simulator.store import Moved, Store, WouldBlock
+from simulator.transcript import Transcript
 from simulator.wire_names import WireNames
 
 log = logging.getLogger("knowledge_sim")
@@ -129,7 +129,7 @@ class Observe:
     either (``knowledge-sim serve --no-control``, the default log level) spent some 7% of its CPU
     time keeping and writing what nobody read."""
 
-    def __init__(self, app: ASGIApp, core: Core, transcript: deque[dict[str, Any]] | None) -> None:
+    def __init__(self, app: ASGIApp, core: Core, transcript: Transcript | None) -> None:
         self.app, self.core, self.transcript = app, core, transcript
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -432,7 +432,7 @@ def create_app(config: SimConfig | None = None, **options: Any) -> Starlette:
     store = Store(config.database, rng, key_source=key_source, concurrent=config.concurrent)
     core_class, wrappers = compose(config.quirks)
     core = core_class(config, store, clock)
-    transcript: deque[dict[str, Any]] | None = deque(maxlen=10_000) if config.control_enabled else None
+    transcript = Transcript() if config.control_enabled else None
     if config.demo and not store.routes():
         seed_demo(core)
     endpoints = [

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -19,11 +18,12 @@ from simulator.store import ItemInput
 
 if TYPE_CHECKING:
     from simulator.core import Core
+    from simulator.transcript import Transcript
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-RELEASE = "1.1.0"  # of schemas/control-openapi.yaml
+RELEASE = "1.2.0"  # of schemas/control-openapi.yaml
 FEATURES = (
     "clock.routes",
     "faults.lost",
@@ -31,13 +31,14 @@ FEATURES = (
     "faults.respond_next.after",
     "faults.respond_next.text",
     "transcript",
+    "transcript.since",
     "knowledge",
 )
 """Every optional feature of the control contract: the simulator offers them all."""
 
 
 def control_routes(
-    core: Core, transcript: deque[dict[str, Any]], *, on_corpus: Callable[[str | None], None] = lambda route: None
+    core: Core, transcript: Transcript, *, on_corpus: Callable[[str | None], None] = lambda route: None
 ) -> list[Route]:
     """``on_corpus(route)`` hears that a workspace's corpus went (``None``: every workspace's)."""
 
@@ -170,7 +171,12 @@ def control_routes(
         return json_response({"responses": withheld})
 
     async def get_transcript(request: Request) -> Response:
-        return json_response({"requests": list(transcript)})
+        since = request.query_params.get("since", "0")
+        if not since.isascii() or not since.isdigit():
+            raise ApiError(400, "invalid_request", "since must be a whole number of requests (0 or more)")
+        return json_response(
+            {"requests": transcript.since(int(since)), "next": transcript.recorded, "epoch": transcript.epoch}
+        )
 
     async def extension(request: Request) -> Response:
         return json_response({"version": RELEASE, "features": list(FEATURES)})

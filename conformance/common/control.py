@@ -18,6 +18,9 @@ not verified), never a harness error.
 
 from __future__ import annotations
 
+import json
+import threading
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +86,11 @@ class Control:
         self._offer: Offer | None = None
         self._absent: set[str] = set()  # features whose endpoint answered "no such endpoint"
         self._transcript_http: httpx.Client | None = None  # its own bound (TRANSCRIPT_MAX_BYTES)
+        self._transcript_lock = threading.Lock()
+        self._transcript_seen: deque[tuple[dict[str, Any], int]] = deque()  # read so far, and each one's size
+        self._transcript_bytes = 0
+        self._transcript_next = 0
+        self._transcript_epoch: str | None = None
         SECRETS.add(token)
 
     @classmethod
@@ -292,11 +300,56 @@ class Control:
 
     # ------------------------------------------------------------- transcript
     def transcript(self) -> list[dict[str, Any]]:
-        """The requests the Core surface received, oldest first (never a token)."""
+        """The requests the Core surface received, oldest first (never a token).
+
+        A client check reads it before and after it acts, some 400 times a client run: where the
+        extension offers ``transcript.since``, each read asks only for what came since the last
+        one and adds it to what was read before (a reset, a new epoch, or requests the Core no
+        longer keeps: read from the start again); elsewhere each read is the whole transcript."""
+        with self._transcript_lock:
+            newer = self._transcript_since(self._transcript_next)
+            if newer is None:
+                return list(self._transcript()["requests"])
+            requests, following, epoch = newer
+            follows = epoch == self._transcript_epoch and following - len(requests) == self._transcript_next
+            if self._transcript_next and not follows:
+                newer = self._transcript_since(0)  # not what follows what was read: all of it again
+                if newer is None:
+                    return list(self._transcript()["requests"])
+                requests, following, epoch = newer
+            if not follows:
+                self._transcript_seen.clear()
+                self._transcript_bytes = 0
+            seen = self._transcript_seen
+            for entry in requests:
+                size = len(json.dumps(entry, default=str))
+                seen.append((entry, size))
+                self._transcript_bytes += size
+            while self._transcript_bytes > TRANSCRIPT_MAX_BYTES:  # as much as one whole read may hold
+                self._transcript_bytes -= seen.popleft()[1]
+            self._transcript_next, self._transcript_epoch = following, epoch
+            return [entry for entry, _ in seen]
+
+    def _transcript_since(self, first: int) -> tuple[list[dict[str, Any]], int, str] | None:
+        """The requests numbered ``first`` and later, the number the next one will get, and the
+        epoch (the last reset) they count from (``transcript.since``); None where the extension
+        does not offer it, or answers without ``next`` and ``epoch``."""
+        if not self.offers("transcript.since"):
+            return None
+        body = self._transcript({"since": str(first)})
+        following, epoch = body.get("next"), body.get("epoch")
+        if type(following) is not int or following < 0 or not isinstance(epoch, str):
+            return None
+        return list(body["requests"]), following, epoch
+
+    def _transcript(self, params: dict[str, str] | None = None) -> dict[str, Any]:
         if self._transcript_http is None and self._over_network:
             self._transcript_http = bounded_client(TRANSCRIPT_SECONDS, TRANSCRIPT_MAX_BYTES)
         feature = ("transcript", "a transcript (GET /transcript)")
-        return list(self._request("GET", "/transcript", feature=feature, http=self._transcript_http)["requests"])
+        body = self._request("GET", "/transcript", params=params, feature=feature, http=self._transcript_http)
+        if not isinstance(body, dict) or not isinstance(body.get("requests"), list):
+            raise ControlError(f"control GET /transcript is not a list of requests: {clip(str(body), 300)}")
+        return body
 
 
 class KnowledgeControl:
