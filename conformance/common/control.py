@@ -333,12 +333,14 @@ class Control:
     def _transcript_since(self, first: int) -> tuple[list[dict[str, Any]], int, str] | None:
         """The requests numbered ``first`` and later, the number the next one will get, and the
         epoch (the last reset) they count from (``transcript.since``); None where the extension
-        does not offer it, or answers without ``next`` and ``epoch``."""
+        does not offer it, or answers without ``next`` and ``epoch`` (then it is not asked again:
+        a 1.0.0 extension, which lists no features, is tried once)."""
         if not self.offers("transcript.since"):
             return None
         body = self._transcript({"since": str(first)})
         following, epoch = body.get("next"), body.get("epoch")
         if type(following) is not int or following < 0 or not isinstance(epoch, str):
+            self._absent.add("transcript.since")  # an extension that lists no features, or says neither
             return None
         return list(body["requests"]), following, epoch
 
