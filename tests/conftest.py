@@ -13,8 +13,8 @@ import pytest
 
 LONGEST_FIRST = (
     "test_quirk_detection.py",
-    "test_client_harness.py",
     "test_seed_allowed_cores.py",
+    "test_client_harness.py",
     "test_mcp_ts.py",
     "test_live_runs.py",
     "test_real_conditions.py",

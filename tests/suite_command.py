@@ -7,8 +7,10 @@ the HTTP stack, the MCP SDK and the simulator's libraries before its first test.
 and :func:`warm_cli` fork such runs from one server per test process that imported them once:
 the server ``--concurrency`` runs fork their workers from (:mod:`conformance.plugin.warm`), which
 imports nothing of this project, so each run still builds the suite's own state for itself.
-A test about the process itself (its signals, its imports, its memory) uses :data:`SUITE`.
-``KC_WARM_WORKERS=0`` makes every run a fresh interpreter.
+A test about the process itself (its signals, its imports, its memory, measured from the process
+it waits for, which is here the launcher) uses :data:`SUITE`, and so do runs compared for agreement:
+forked runs share their server's string hash seed. ``KC_WARM_WORKERS=0`` makes every run a fresh
+interpreter.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -105,7 +106,8 @@ def _entry(n: int) -> dict[str, Any]:
 def test_the_suite_reads_only_what_came_since_its_last_read() -> None:
     """Each read asks for what follows the last one and adds it; a new epoch (a reset) or an
     answer that does not follow what was read (requests the Core no longer keeps) is read again
-    from the start; the reads give what whole reads would have."""
+    from the start; the reads give what whole reads would have, but for requests the Core let go
+    after they were read (kept: a check's marks count them)."""
     log = [_entry(n) for n in range(5)]
     state: dict[str, Any] = {"epoch": "a", "first": 0}  # first: the number of the oldest request the Core keeps
 
@@ -151,6 +153,8 @@ def test_without_transcript_since_every_read_is_the_whole_transcript() -> None:
 
 
 def test_what_the_suite_keeps_of_a_transcript_is_bounded_as_one_read_is() -> None:
+    """Past what incremental reads keep (their JSON and an entry's cost in memory), a ControlError,
+    as a whole read past its own cap is: never a silently shortened transcript."""
     big = {**ENTRY, "body": "x" * (TRANSCRIPT_MAX_BYTES // 4)}
     log: list[dict[str, Any]] = []
 
@@ -161,10 +165,32 @@ def test_what_the_suite_keeps_of_a_transcript_is_bounded_as_one_read_is() -> Non
     url, stop = serve_over_loopback(app)
     control = Control.of_core(url, "t")
     try:
-        for _ in range(6):
+        for _ in range(7):
             log.append(big)
-            kept = control.transcript()
-        assert 1 <= len(kept) <= 4 and len(kept) < len(log)
+            assert control.transcript() == log
+        log.append(big)
+        with pytest.raises(ControlError, match="since the last reset are over"):
+            control.transcript()
+    finally:
+        control.close()
+        stop()
+
+
+def test_a_first_release_extension_is_never_asked_for_part_of_its_transcript() -> None:
+    """A 1.0.0 extension lists no features (no ``GET /``): ``since`` is never sent to it, since
+    one that refuses unknown query parameters would turn every read into an error."""
+    asked: list[str] = []
+
+    async def transcript(request: Request) -> Response:
+        asked.append(str(request.url.query))
+        if request.url.query:
+            return JSONResponse({"error": "invalid_request"}, status_code=400)
+        return JSONResponse({"requests": [ENTRY] * 3})
+
+    url, stop = serve_over_loopback(Starlette(routes=[Route("/_control/v1/transcript", transcript)]))
+    control = Control.of_core(url, "t")
+    try:
+        assert len(control.transcript()) == len(control.transcript()) == 3 and asked == ["", ""]
     finally:
         control.close()
         stop()

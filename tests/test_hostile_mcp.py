@@ -28,7 +28,7 @@ from conformance.common.outcomes import ContractViolation, HarnessError
 from conformance.mcp.records import MESSAGE_CAP, Endpoint, NotServing
 from conformance.mcp.session import connect
 from tests.measured import run_measured
-from tests.suite_command import warm_suite
+from tests.suite_command import SUITE
 
 TOOL = "search_business_knowledge"
 BIG = 200 * 1024 * 1024  # what the server answered
@@ -335,7 +335,7 @@ def _suite_run(tmp_path: Path, mcp_target: str) -> tuple[dict[str, Any], str, fl
     reports = tmp_path / "reports"
     run = run_measured(
         [
-            *warm_suite(),
+            *SUITE,  # its peak memory is measured: a fresh interpreter, not a child of the warm server
             "--no-shrink",
             "--mcp-target",
             mcp_target,

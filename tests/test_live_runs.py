@@ -23,7 +23,7 @@ from conformance.common.secrets import FRAGMENT
 from conformance.report.results import load_waivers
 from knowledge_schemas import SCHEMA_DIR, load_catalogue
 from simulator.config import SimConfig
-from tests.suite_command import warm_suite
+from tests.suite_command import SUITE, warm_suite
 
 CONTROL_TOKEN = "ctl-" + "k" * 28
 
@@ -102,8 +102,10 @@ def served() -> Iterator[Served]:
 
 
 def _cmd(served: Served, root: Path, name: str, *args: str) -> list[str]:
+    """Fresh interpreters: runs compared for agreement each get a string hash seed of their own
+    (forked runs share their server's)."""
     return [
-        *warm_suite(),
+        *SUITE,
         "--no-shrink",
         "--target",
         served.url,

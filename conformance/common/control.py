@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +65,14 @@ keeps its last 10,000, some 0.5 KB each): bounded, but well above one answer's 4
 that served a few runs turns every later transcript read into a harness error."""
 TRANSCRIPT_SECONDS = 60.0
 
+KEPT_TRANSCRIPT_BYTES = 2 * TRANSCRIPT_MAX_BYTES
+"""What incremental transcript reads (``transcript.since``) keep at most, counted as their JSON
+plus :data:`ENTRY_OVERHEAD` a request: the Core's transcript at the first read and a run's own
+requests after it."""
+ENTRY_OVERHEAD = 128
+"""Bytes counted for each kept request besides its JSON: an entry of a few characters costs about
+that much in memory."""
+
 
 class Control:
     """The control extension at ``base_url`` (its ``/_control/v1`` root), over ``http``.
@@ -87,7 +94,7 @@ class Control:
         self._absent: set[str] = set()  # features whose endpoint answered "no such endpoint"
         self._transcript_http: httpx.Client | None = None  # its own bound (TRANSCRIPT_MAX_BYTES)
         self._transcript_lock = threading.Lock()
-        self._transcript_seen: deque[tuple[dict[str, Any], int]] = deque()  # read so far, and each one's size
+        self._transcript_seen: list[dict[str, Any]] = []  # read so far (transcript.since)
         self._transcript_bytes = 0
         self._transcript_next = 0
         self._transcript_epoch: str | None = None
@@ -303,9 +310,12 @@ class Control:
         """The requests the Core surface received, oldest first (never a token).
 
         A client check reads it before and after it acts, some 400 times a client run: where the
-        extension offers ``transcript.since``, each read asks only for what came since the last
-        one and adds it to what was read before (a reset, a new epoch, or requests the Core no
-        longer keeps: read from the start again); elsewhere each read is the whole transcript."""
+        extension lists ``transcript.since``, each read asks only for what came since the last one
+        and adds it to what was read before (a reset, a new epoch, or requests the Core no longer
+        keeps: read from the start again), so it holds every request since the first read, also
+        those the Core has let go since; elsewhere each read is the whole transcript. What is kept
+        is bounded (:data:`KEPT_TRANSCRIPT_BYTES`): past it, a ControlError, as a whole read
+        past its own cap is."""
         with self._transcript_lock:
             newer = self._transcript_since(self._transcript_next)
             if newer is None:
@@ -322,25 +332,29 @@ class Control:
                 self._transcript_bytes = 0
             seen = self._transcript_seen
             for entry in requests:
-                size = len(json.dumps(entry, default=str))
-                seen.append((entry, size))
-                self._transcript_bytes += size
-            while self._transcript_bytes > TRANSCRIPT_MAX_BYTES:  # as much as one whole read may hold
-                self._transcript_bytes -= seen.popleft()[1]
+                seen.append(entry)
+                self._transcript_bytes += len(json.dumps(entry, default=str)) + ENTRY_OVERHEAD
+            if self._transcript_bytes > KEPT_TRANSCRIPT_BYTES:
+                seen.clear()
+                self._transcript_bytes, self._transcript_next, self._transcript_epoch = 0, 0, None
+                raise ControlError(
+                    f"control GET /transcript: the requests since the last reset are over {KEPT_TRANSCRIPT_BYTES} "
+                    "bytes (reset the Core's control extension)"
+                )
             self._transcript_next, self._transcript_epoch = following, epoch
-            return [entry for entry, _ in seen]
+            return list(seen)
 
     def _transcript_since(self, first: int) -> tuple[list[dict[str, Any]], int, str] | None:
         """The requests numbered ``first`` and later, the number the next one will get, and the
         epoch (the last reset) they count from (``transcript.since``); None where the extension
-        does not offer it, or answers without ``next`` and ``epoch`` (then it is not asked again:
-        a 1.0.0 extension, which lists no features, is tried once)."""
-        if not self.offers("transcript.since"):
+        does not list it, or answers without ``next`` and ``epoch`` (then it is not asked again)."""
+        features = self.offer.features  # listed only (added in 1.2.0): a 1.0.0 extension is never sent it
+        if features is None or "transcript.since" not in features or "transcript.since" in self._absent:
             return None
         body = self._transcript({"since": str(first)})
         following, epoch = body.get("next"), body.get("epoch")
         if type(following) is not int or following < 0 or not isinstance(epoch, str):
-            self._absent.add("transcript.since")  # an extension that lists no features, or says neither
+            self._absent.add("transcript.since")  # it says neither: read whole from now on
             return None
         return list(body["requests"]), following, epoch
 
