@@ -20,8 +20,8 @@ class Transcript:
     """The last :data:`KEPT` requests, oldest first; ``recorded`` counts every one since the last
     reset, and ``epoch`` names that reset (a reader that saw another epoch reads from the start)."""
 
-    def __init__(self, kept: int = KEPT) -> None:
-        self._entries: deque[dict[str, Any]] = deque(maxlen=kept)
+    def __init__(self) -> None:
+        self._entries: deque[dict[str, Any]] = deque(maxlen=KEPT)
         self.recorded = 0
         self.epoch = secrets.token_hex(8)
 
@@ -38,6 +38,3 @@ class Transcript:
         """The requests numbered ``first`` and later that are still kept."""
         oldest = self.recorded - len(self._entries)
         return list(itertools.islice(self._entries, max(0, first - oldest), None))
-
-    def __len__(self) -> int:
-        return len(self._entries)

@@ -16,8 +16,7 @@ interpreter.
 from __future__ import annotations
 
 import atexit
-import os
-import socket
+import functools
 import sys
 import threading
 
@@ -32,19 +31,17 @@ PYTEST_MAIN = "import runpy; runpy.run_module('pytest', run_name='__main__', alt
 CLI_MAIN = "from conformance.cli import main; raise SystemExit(main())"
 
 _LOCK = threading.Lock()
-_SERVERS: list[warm.WarmServer | None] = []
 
 
 def _server() -> warm.WarmServer | None:
     """This process's server, started at the first forked run (None where it cannot be used)."""
-    with _LOCK:
-        if not _SERVERS:
-            _SERVERS.append(_started())
-        return _SERVERS[0]
+    with _LOCK:  # the cache alone would let two threads' first calls each start one
+        return _started()
 
 
+@functools.cache
 def _started() -> warm.WarmServer | None:
-    if os.environ.get(warm.ENABLED_ENV, "1") == "0" or os.name != "posix" or not hasattr(socket, "send_fds"):
+    if not warm.forkable():
         return None
     server = warm.WarmServer((*warm.MCP_PRELOAD, *warm.BUNDLED_PRELOAD))
     if not server.listening():

@@ -210,6 +210,7 @@ runpy.run_path(sys.argv[1])["serve"](sys.argv[2])
 
 WAIT_FOR = """
 import os, sys, time
+open(sys.argv[2], "w").close()  # started
 while not os.path.exists(sys.argv[1]):
     time.sleep(0.02)
 print("done", "pytest" in sys.modules)
@@ -226,10 +227,11 @@ def test_a_fork_that_fails_gives_a_plain_worker_and_spares_the_others(tmp_path: 
         while not socket_path.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         python = f"{sys.executable} -I -S {warm.LAUNCHER} {socket_path}"
-        first = launch(python, ["-u", "-c", WAIT_FOR, str(release)], tmp_path)
-        time.sleep(1.0)  # forked before the flag
+        first = launch(python, ["-u", "-c", WAIT_FOR, str(release), str(tmp_path / "first")], tmp_path)
+        while not (tmp_path / "first").exists() and time.monotonic() < deadline + 30:
+            time.sleep(0.02)  # forked before the flag (the server accepts once its imports are done)
         flag.write_text("")
-        second = launch(python, ["-u", "-c", WAIT_FOR, str(release)], tmp_path)
+        second = launch(python, ["-u", "-c", WAIT_FOR, str(release), str(tmp_path / "second")], tmp_path)
         release.write_text("")
         assert second.communicate("", timeout=60)[0].split() == ["done", "False"]  # plain
         assert first.communicate("", timeout=60)[0].split() == ["done", "True"]  # forked, and not killed

@@ -162,15 +162,20 @@ def _spec_safe(server: WarmServer) -> bool:
     return "//" not in server.python() and len(os.fsencode(server.socket_path)) <= SOCKET_PATH_LONGEST
 
 
-def wanted(config: pytest.Config) -> bool:
-    """Whether this run's workers may be forked (see the module's docstring)."""
+def forkable() -> bool:
+    """Whether processes may be forked from a server here: not turned off (``KC_WARM_WORKERS=0``),
+    POSIX with descriptor passing, and the launcher a file (not in a zip archive: it is run by path)."""
     return (
         os.environ.get(ENABLED_ENV, "1") != "0"
         and os.name == "posix"
         and hasattr(socket, "send_fds")
-        and getattr(config.option, "assertmode", "rewrite") == "plain"
-        and os.path.isfile(LAUNCHER)  # not from a zip archive: the launcher is run by path
+        and os.path.isfile(LAUNCHER)
     )
+
+
+def wanted(config: pytest.Config) -> bool:
+    """Whether this run's workers may be forked (see the module's docstring)."""
+    return forkable() and getattr(config.option, "assertmode", "rewrite") == "plain"
 
 
 def start(config: pytest.Config, extra: tuple[str, ...] = ()) -> WarmServer | None:
