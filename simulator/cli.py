@@ -477,8 +477,12 @@ def serve_socket(
     # The bound socket itself, not its file descriptor: uvicorn takes an fd for a Unix socket, so its
     # connections would keep Nagle's algorithm and every response written in two parts would wait for
     # the client's delayed ACK (about 40 ms a request on Linux). As a TCP socket, asyncio sets TCP_NODELAY.
-    config = uvicorn.Config(
-        app, log_level="warning", timeout_keep_alive=timeout_keep_alive, limit_concurrency=limit_concurrency
+    config = uvicorn.Config(  # no WebSocket protocol: the Core and its MCP path speak HTTP only
+        app,
+        log_level="warning",
+        timeout_keep_alive=timeout_keep_alive,
+        limit_concurrency=limit_concurrency,
+        ws="none",
     )
     uvicorn.Server(config).run(sockets=[listening])
 

@@ -9,6 +9,11 @@ sees the same process, pipes, exit and signals as with ``knowledge-sim mcp``.
 
 POSIX only (file descriptors are passed over a Unix socket); ``KNOWLEDGE_SIM_FORKSERVER=0``, or
 a platform without it, gives every session a fresh ``python -m simulator.cli mcp`` process.
+``KNOWLEDGE_SIM_FORKSERVER=PATH`` (an absolute path) shares the fork server that listens there
+(``python -m simulator.forkserver PATH``, alive until its stdin closes) among every run given it:
+a harness that starts many runs of this same installation imports the SDK once for all of them.
+A session of such a run gets the run's own argv, environment and directory, as with its own
+server; where nothing listens at PATH the run starts its own.
 """
 
 from __future__ import annotations
@@ -81,15 +86,23 @@ class ForkServer:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+class Attached:
+    """A fork server another process runs (``KNOWLEDGE_SIM_FORKSERVER=PATH``): this run only
+    connects to it, and leaves starting and ending it to its owner."""
+
+    def __init__(self, socket_path: str) -> None:
+        self.socket_path = socket_path
+
+
 class _Shared:
-    """The process's one fork server, started at the first stdio command asked for."""
+    """The process's one fork server, started (or attached to) at the first stdio command asked for."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.server: ForkServer | None = None
+        self.server: ForkServer | Attached | None = None
         self.tried = False
 
-    def get(self) -> ForkServer | None:
+    def get(self) -> ForkServer | Attached | None:
         with self.lock:
             if not self.tried:
                 self.tried = True
@@ -97,15 +110,30 @@ class _Shared:
             return self.server
 
     @staticmethod
-    def _start() -> ForkServer | None:
-        if os.environ.get(ENABLED_ENV, "1") == "0" or os.name != "posix" or not hasattr(socket, "send_fds"):
+    def _start() -> ForkServer | Attached | None:
+        setting = os.environ.get(ENABLED_ENV, "1")
+        if setting == "0" or os.name != "posix" or not hasattr(socket, "send_fds"):
             return None
+        if os.path.isabs(setting) and _listening(setting):
+            return Attached(setting)
         server = ForkServer()
         if not server.ready():
             server.close()
             return None
         atexit.register(server.close)
         return server
+
+
+def _listening(path: str) -> bool:
+    """Whether a fork server accepts connections at ``path`` (a socket left by one that ended does not)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 _shared = _Shared()
@@ -147,7 +175,8 @@ def serve(socket_path: str) -> int:
             if conn is not None:
                 with contextlib.suppress(OSError):
                     conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
-                selector.unregister(conn)
+                with contextlib.suppress(KeyError):  # a killed launcher's connection is unregistered already
+                    selector.unregister(conn)
                 conn.close()
 
     try:

@@ -18,7 +18,6 @@ from starlette.responses import Response
 from starlette.types import Receive
 
 from knowledge_schemas import load_registry
-from knowledge_schemas._files import BASE_URI
 from knowledge_schemas.openapi import component_validator
 from simulator.errors import ApiError
 from simulator.sizing import dumps, has_lone_surrogate
@@ -156,13 +155,7 @@ class SchemaCheck:
 def schema_check(stem: str) -> SchemaCheck:
     """The check of a wire schema (``schemas/<stem>.schema.json``), references resolved in the registry."""
     registry = load_registry()
-    resources = [(BASE_URI + name, doc) for name, doc in registry.contents.items()]
-    fast = jsonschema_rs.validator_for(
-        registry.contents[stem if stem.endswith(".schema.json") else f"{stem}.schema.json"],
-        registry=jsonschema_rs.Registry(resources),
-        validate_formats=True,
-    )
-    return SchemaCheck(registry.validator(stem), fast)
+    return SchemaCheck(registry.validator(stem), registry.fast(stem))
 
 
 @cache

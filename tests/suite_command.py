@@ -11,6 +11,11 @@ A test about the process itself (its signals, its imports, its memory, measured 
 it waits for, which is here the launcher) uses :data:`SUITE`, and so do runs compared for agreement:
 forked runs share their server's string hash seed. ``KC_WARM_WORKERS=0`` makes every run a fresh
 interpreter.
+
+A forked run against the bundled simulator also shares one simulator fork server per test process
+(``KNOWLEDGE_SIM_FORKSERVER=PATH``, :mod:`simulator.forkserver`) for its stdio MCP sessions: each
+run started its own, which spent more CPU importing the MCP SDK than a run of a few requirements
+spent on its tests. A run that sets the variable itself keeps its setting.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import threading
 
 from conformance.cli import SUITE_ARGS
 from conformance.plugin import warm
+from simulator import forkserver
 
 SUITE = [sys.executable, "-m", "pytest", "-q", *SUITE_ARGS]
 """The suite as ``knowledge-conformance run`` runs it, quiet, in a fresh interpreter."""
@@ -51,6 +57,23 @@ def _started() -> warm.WarmServer | None:
     return server
 
 
+def _sim_forkserver() -> forkserver.ForkServer | None:
+    with _LOCK:
+        return _sim_started()
+
+
+@functools.cache
+def _sim_started() -> forkserver.ForkServer | None:
+    if not warm.forkable():
+        return None
+    server = forkserver.ForkServer()
+    if not server.ready():
+        server.close()
+        return None
+    atexit.register(server.close)
+    return server
+
+
 def forked(code: str) -> list[str]:
     """``python -c CODE``, forked from this process's server when it runs: its launcher hands the
     server its pipes, directory and environment and lives as long as the run, with its exit code
@@ -58,6 +81,9 @@ def forked(code: str) -> list[str]:
     server = _server()
     if server is None:
         return [sys.executable, "-c", code]
+    shared = _sim_forkserver()
+    if shared is not None:
+        code = f"import os; os.environ.setdefault({forkserver.ENABLED_ENV!r}, {shared.socket_path!r}); {code}"
     return [sys.executable, "-I", "-S", warm.LAUNCHER, server.socket_path, "-c", code]
 
 

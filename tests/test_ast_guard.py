@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 from hypothesis.internal.reflection import get_pretty_function_description
 
-from conformance.plugin.ast_guard import NEEDED, guard_ast_parse
+from conformance.plugin import ast_guard
+from conformance.plugin.ast_guard import NEEDED, guard_ast_parse, reuse_traceback_parses
 from tests.suite_command import SUITE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,3 +123,51 @@ def test_a_suite_session_parses_uninterrupted(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"ast.parse uninterrupted: {NEEDED}" in proc.stdout, proc.stdout[-3000:]
+
+
+def _failure_text() -> str:
+    """pytest's long traceback of a failed assertion, as a failed test's report carries it."""
+    from _pytest._code import ExceptionInfo
+
+    try:
+        assert [1, 2] == [1, 3]
+    except AssertionError:
+        info = ExceptionInfo.from_current()
+    return str(info.getrepr(style="long"))
+
+
+def test_tracebacks_reuse_their_parses_and_read_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest parses a traceback entry's whole file for every failure; with the session's reuse
+    the second failure parses nothing, and both read as without it."""
+    plain = _failure_text()
+    calls: list[str] = []
+    original = ast.parse
+
+    def counted(source: Any, filename: Any = "<unknown>", *args: Any, **kwargs: Any) -> Any:
+        calls.append(str(filename))
+        return original(source, filename, *args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", counted)
+    undo = reuse_traceback_parses()
+    try:
+        first = _failure_text()
+        parsed_first = calls.count("source")
+        second = _failure_text()
+    finally:
+        undo()
+    assert ast.parse is counted, "undone"
+    assert first == second == plain
+    assert parsed_first >= 1 and calls.count("source") == parsed_first, calls
+
+
+def test_only_pytests_traceback_parses_are_reused() -> None:
+    """Any other caller (an assertion rewrite changes its tree) gets a tree of its own."""
+    source = "x = 1\n"
+    undo = reuse_traceback_parses()
+    try:
+        assert ast.parse(source, "source", "exec") is not ast.parse(source, "source", "exec")
+        namespace = {"__name__": ast_guard.TRACEBACK_SOURCE, "ast": ast}
+        exec("def parse(s):\n    return ast.parse(s, 'source', 'exec')\n", namespace)
+        assert namespace["parse"](source) is namespace["parse"](source)  # type: ignore[operator]
+    finally:
+        undo()

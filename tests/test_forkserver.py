@@ -138,6 +138,12 @@ def test_a_killed_launchers_server_is_killed_too(server: forkserver.ForkServer) 
     process.kill()
     process.wait(timeout=10)
     assert all(_gone(int(pid)) for pid in children)
+    after = _launch(server, "mcp", "--path", "jobs")  # and the fork server goes on serving
+    assert "result" in _initialize(after)
+    assert _children(server), "forked, not the plain server the launcher falls back to"
+    assert after.stdin is not None
+    after.stdin.close()
+    assert after.wait(timeout=10) == 0
 
 
 def test_without_a_fork_server_the_launcher_is_the_plain_server(tmp_path: object) -> None:
@@ -167,3 +173,38 @@ def test_the_fork_server_ends_with_its_starter() -> None:
     own.close()
     assert own.process.returncode == 0
     assert not os.path.exists(own.directory)
+
+
+def test_a_run_given_a_listening_fork_server_shares_it_and_starts_none(
+    server: forkserver.ForkServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KNOWLEDGE_SIM_FORKSERVER=PATH: the run's sessions are forked by the server at PATH (a
+    child of it), with the run's own environment; the run starts no server of its own."""
+    monkeypatch.setenv(forkserver.ENABLED_ENV, server.socket_path)
+    attached = forkserver._Shared._start()
+    assert isinstance(attached, forkserver.Attached) and attached.socket_path == server.socket_path
+    monkeypatch.setattr(forkserver, "_shared", forkserver._Shared())
+    argv, env = forkserver.stdio_command("jobs")
+    assert argv[:5] == [sys.executable, "-I", "-S", forkserver.LAUNCHER, server.socket_path]
+    before = _children(server)
+    process = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **env}
+    )
+    assert "result" in _initialize(process)
+    assert len(_children(server) - before) == 1, "the session is the shared server's child"
+    assert process.stdin is not None
+    process.stdin.close()
+    assert process.wait(timeout=20) == 0
+
+
+@pytest.mark.parametrize("where", ["relative.sock", "/nowhere/fork.sock"])
+def test_a_fork_server_path_where_none_listens_gives_the_run_its_own(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(forkserver.ENABLED_ENV, where)
+    own = forkserver._Shared._start()
+    try:
+        assert isinstance(own, forkserver.ForkServer) and own.socket_path != where
+    finally:
+        if isinstance(own, forkserver.ForkServer):
+            own.close()

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate as validate_openapi
 from referencing.exceptions import Unresolvable
@@ -98,3 +100,65 @@ def test_core_openapi_covers_the_four_endpoints_with_auth_and_errors() -> None:
     for path, item in doc["paths"].items():
         for op in item.values():
             assert {"200", "400", "401"} <= set(op["responses"]), path
+
+
+# ------------------------------------------- the fast path accepts only what the reference accepts
+_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(alphabet=st.characters(codec=None), max_size=20),  # lone surrogates and newlines too
+    st.sampled_from(["", "auto", "a\n", "demo", "knowledge_reference_expired", "2026-01-01", "x" * 129]),
+)
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def _mutated(node: Any, data: st.DataObject) -> Any:
+    """The example with one value somewhere in it replaced, removed or added."""
+    if isinstance(node, dict) and node and data.draw(st.booleans()):
+        key = data.draw(st.sampled_from(sorted(node)))
+        action = data.draw(st.sampled_from(["descend", "replace", "remove", "add"]))
+        if action == "descend":
+            return {**node, key: _mutated(node[key], data)}
+        if action == "remove":
+            return {k: v for k, v in node.items() if k != key}
+        if action == "add":
+            return {**node, data.draw(st.text(max_size=8)): data.draw(_VALUES)}
+        return {**node, key: data.draw(_VALUES)}
+    if isinstance(node, list) and node and data.draw(st.booleans()):
+        at = data.draw(st.integers(0, len(node) - 1))
+        return [*node[:at], _mutated(node[at], data), *node[at + 1 :]]
+    return data.draw(_VALUES) if data.draw(st.booleans()) else node
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(EXAMPLES), st.data())
+def test_the_fast_path_never_accepts_what_the_reference_refuses(path: Path, data: st.DataObject) -> None:
+    """``errors()`` answers [] from jsonschema-rs alone when it accepts: so every instance it
+    accepts, near a labelled example, the Python validator must accept too."""
+    registry = load_registry()
+    stem = path.parent.name
+    instance = _mutated(json.loads(path.read_text("utf-8")), data)
+    if registry.accepts(stem, instance):
+        assert list(registry.validator(stem).iter_errors(instance)) == []
+    assert registry.errors(stem, instance) == sorted_reference_errors(registry, stem, instance)
+
+
+def sorted_reference_errors(registry: Any, stem: str, instance: Any) -> list[str]:
+    found = sorted(registry.validator(stem).iter_errors(instance), key=lambda e: list(e.absolute_path))
+    return [f"/{'/'.join(str(p) for p in e.absolute_path)}: {e.message[:300]}" for e in found]
+
+
+def test_what_the_fast_path_cannot_take_goes_to_the_reference() -> None:
+    registry = load_registry()
+    assert registry.accepts("error", {"error": "abc"}) is True
+    assert registry.accepts("error", {"error": "abc\ud800"}) is False  # not UTF-8: jsonschema-rs cannot take it
+    assert registry.errors("error", {"error": "abc\ud800"}) != []  # the reference names the pattern
+    assert (
+        registry.errors("error", {"error": "abc\n"}) == []
+    )  # Python's $ before a final newline: the reference's verdict

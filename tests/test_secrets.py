@@ -142,3 +142,38 @@ def test_a_test_s_record_stays_data_when_a_secret_in_it_is_masked() -> None:
         broken = scrub(text)
         json.loads(broken)
         raise AssertionError(f"the text-level mask left JSON after all: {broken}")
+
+
+def _masked_each(node: object, scrubber: Scrubber) -> object:
+    """The obvious masking of a JSON-like value: every string (keys too) masked on its own."""
+    if isinstance(node, str):
+        return scrubber.text(node)
+    if isinstance(node, dict):
+        return {scrubber.text(str(k)): _masked_each(v, scrubber) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_masked_each(v, scrubber) for v in node]
+    return node
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.lists(SECRET, min_size=1, max_size=3))
+def test_a_record_is_masked_as_each_of_its_strings_would_be(data: st.DataObject, secrets: list[str]) -> None:
+    """data() decides a record in one pass over all its strings: it must give what masking each
+    string gives, with secrets whole, cut, or split across two strings (no mask may come of that)."""
+    scrubber = Scrubber()
+    for secret in secrets:
+        scrubber.add(secret)
+    leaf = texts_with_cuts(secrets) | st.integers() | st.none() | st.text(max_size=6)
+    record = data.draw(
+        st.recursive(
+            leaf,
+            lambda inner: (
+                st.lists(inner, max_size=3)
+                | st.tuples(inner)
+                | st.dictionaries(texts_with_cuts(secrets) | st.text(max_size=4), inner, max_size=3)
+                | st.dictionaries(st.integers(), inner, max_size=2)
+            ),
+            max_leaves=8,
+        )
+    )
+    assert scrubber.data(record) == _masked_each(record, scrubber)

@@ -117,10 +117,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if not wants_suite(config):
         return
     from conformance.plugin import fixtures
-    from conformance.plugin.ast_guard import guard_ast_parse
+    from conformance.plugin.ast_guard import guard_ast_parse, reuse_traceback_parses
     from conformance.plugin.hypothesis_home import keep_in_user_cache
 
     config.add_cleanup(guard_ast_parse())  # no collection inside ast.parse (CPython 3.11), see there
+    config.add_cleanup(reuse_traceback_parses())  # a failed test's traceback parses each file once a run
     keep_in_user_cache()  # Hypothesis' Unicode tables built once a machine, not once a folder and process
 
     config.stash[STATE] = prepare(config, started=time.time())

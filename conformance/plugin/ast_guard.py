@@ -99,3 +99,47 @@ def guard_ast_parse(*, needed: bool = NEEDED) -> Callable[[], None]:
             ast.parse = original
 
     return undo
+
+
+TRACEBACK_SOURCE = "_pytest._code.source"
+"""The pytest module that parses a whole source file to find the statement around each line of a
+failure's traceback: again for every entry of every failed test (a run against a broken Core
+fails dozens, and an entry in Hypothesis' engine parses some 2,000 lines each time)."""
+
+
+def reuse_traceback_parses(*, size: int = 64) -> Callable[[], None]:
+    """``ast.parse`` answers pytest's traceback parses of a source it parsed before with the same
+    tree (pytest only reads it); every other caller still gets a tree of its own. Returns what undoes that."""
+    original = ast.parse
+
+    @functools.lru_cache(maxsize=size)
+    def parsed(source: str) -> tuple[Any, SyntaxError | None]:
+        try:
+            return original(source, "source", "exec"), None
+        except SyntaxError as exc:  # pytest also parses a statement's first lines alone, which need not parse
+            return None, exc
+
+    @functools.wraps(original)
+    def parse_reusing(source: Any, filename: Any = "<unknown>", mode: str = "exec", *args: Any, **kwargs: Any) -> Any:
+        if (
+            isinstance(source, str)
+            and filename == "source"
+            and mode == "exec"
+            and not args
+            and not kwargs
+            and sys._getframe(1).f_globals.get("__name__") == TRACEBACK_SOURCE
+        ):
+            tree, error = parsed(source)
+            if error is not None:
+                raise type(error)(*error.args)
+            return tree
+        return original(source, filename, mode, *args, **kwargs)
+
+    parse_reusing.uninterrupted = getattr(original, "uninterrupted", False)  # type: ignore[attr-defined]
+    ast.parse = parse_reusing
+
+    def undo() -> None:
+        if ast.parse is parse_reusing:
+            ast.parse = original
+
+    return undo

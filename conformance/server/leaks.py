@@ -23,7 +23,7 @@ class DocumentText:
 
     def __init__(self, texts: Iterable[str] = ()) -> None:
         self._windows: set[str] = set()
-        self._pending: list[frozenset[str]] = []  # merged into _windows when first asked: many worlds never are
+        self._pending: list[str] = []  # cut and merged into _windows when first asked: many worlds never are
         self._lock = threading.Lock()  # a test's fanned-out requests may ask from several threads
         self._texts: list[str] = []  # whole, to tell "some document text" from "a full document"
         self._seen: set[int] = set()
@@ -36,12 +36,12 @@ class DocumentText:
             self._seen.add(id(text))
             self._texts.append(text)
             with self._lock:
-                self._pending.append(_windows(text))
+                self._pending.append(text)
 
     def _merged(self) -> set[str]:
         with self._lock:
             while self._pending:
-                self._windows |= self._pending.pop()
+                self._windows |= _windows(self._pending.pop())
         return self._windows
 
     def __len__(self) -> int:
