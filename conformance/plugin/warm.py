@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import io
 import json
@@ -216,6 +217,11 @@ def serve(socket_path: str, *extra: str) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for the run and its workers, not for this server
     signal.signal(signal.SIGTERM, _ended)  # as when the run closes stdin: its workers end with it
     preload(extra)
+    # What the imports built lives as long as every worker: frozen, a worker's collections (a full
+    # one after collection, conformance.plugin.fixtures) skip it and leave its pages shared with this
+    # server, as the gc module advises before forking. A few-requirement run took 0.8 CPU s, not 0.9.
+    gc.collect()
+    gc.freeze()
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
