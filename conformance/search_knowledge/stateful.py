@@ -710,6 +710,7 @@ def machine(make_world: Callable[[], SkModelWorld], walk_seed: int | str = WALK_
         (SearchKnowledgeModel,),
         {"make_world": staticmethod(make_world), "shared": [], "reach": Reach(TAGS)},
     )
+    walk.walk_seed = walk_seed  # type: ignore[attr-defined]  # what run_walk seeds its factory with
     return seed(walk_seed)(walk)
 
 

@@ -492,6 +492,7 @@ def machine(
             "latest": checkers if checkers is not None else [],
         },
     )
+    walk.walk_seed = walk_seed  # type: ignore[attr-defined]  # what run_walk seeds its factory with
     return seed(walk_seed)(walk)
 
 

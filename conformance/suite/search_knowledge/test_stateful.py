@@ -8,12 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis.stateful import run_state_machine_as_test
 
 from conformance.common.config import TargetConfig
 from conformance.common.open import Target
 from conformance.common.rules import held, recording
-from conformance.common.walk import WalkPart, walk_parts, walk_settings
+from conformance.common.walk import WalkPart, run_walk, walk_parts, walk_settings
 from conformance.mcp.endpoints import skipped
 from conformance.plugin.options import option, walk_size
 from conformance.search_knowledge.answers import call, not_offered
@@ -52,7 +51,7 @@ def test_search_knowledge_model_agrees_with_the_target(
             if part.tours:
                 tour(walk)
             else:
-                run_state_machine_as_test(
+                run_walk(
                     walk, settings=walk_settings(part.examples, steps, shrink=not option(pytestconfig, "--no-shrink"))
                 )
         held(walk.reach.verified())

@@ -11,11 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis.stateful import run_state_machine_as_test
 
 from conformance.common.config import TargetConfig
 from conformance.common.rules import held, recording
-from conformance.common.walk import WalkPart, walk_parts, walk_settings
+from conformance.common.walk import WalkPart, run_walk, walk_parts, walk_settings
 from conformance.plugin.options import option, walk_size
 from conformance.server.stateful import CLAIMS, WALK_SEED, machine, tour
 from conformance.server.wire import CoreWire
@@ -50,7 +49,5 @@ def test_stateful_model_agrees_with_the_target(
         if part.tours:
             tour(walk)
         else:
-            run_state_machine_as_test(
-                walk, settings=walk_settings(part.examples, steps, shrink=not option(pytestconfig, "--no-shrink"))
-            )
+            run_walk(walk, settings=walk_settings(part.examples, steps, shrink=not option(pytestconfig, "--no-shrink")))
     held(walk.reach.verified())
