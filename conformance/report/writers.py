@@ -11,6 +11,7 @@ renamed over it, so a planted symlink is replaced, never followed."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import BytecodeCache, Environment, FileSystemBytecodeCache, PackageLoader, select_autoescape
+from jinja2.bccache import Bucket
 from markupsafe import Markup
 
 from conformance.common.untrusted import cut, defang
@@ -133,12 +135,28 @@ def _env() -> Environment:
     )
 
 
-def _compiled_templates() -> BytecodeCache | None:
+class _CompiledTemplates(FileSystemBytecodeCache):
     """Jinja's own cache of compiled templates (a folder of the user's in the temporary directory,
     private to them, each entry checked against its template's source): compiling the two report
-    templates took 55 ms of every run, reading them back 1 ms. None where Jinja finds no safe folder."""
+    templates took 55 ms of every run, reading them back 1 ms. It only saves time: an entry that
+    cannot be read (cut short, garbage) is compiled again, and one that cannot be written (a full
+    or read-only disk) is not kept; neither is ever the report's error."""
+
+    def load_bytecode(self, bucket: Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except Exception:  # garbage in a cache file: pickle and marshal may raise anything
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().dump_bytecode(bucket)
+
+
+def _compiled_templates() -> BytecodeCache | None:
+    """The cache, or None where Jinja finds no folder of the user's alone to keep it in."""
     try:
-        return FileSystemBytecodeCache()
+        return _CompiledTemplates()
     except (OSError, RuntimeError):
         return None
 
