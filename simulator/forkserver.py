@@ -13,7 +13,7 @@ a platform without it, gives every session a fresh ``python -m simulator.cli mcp
 (``python -m simulator.forkserver PATH``, alive until its stdin closes) among every run given it:
 a harness that starts many runs of this same installation imports the SDK once for all of them.
 A session of such a run gets the run's own argv, environment and directory, as with its own
-server; where nothing listens at PATH the run starts its own.
+server; where nothing of this user's listens at PATH the run starts its own.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import selectors
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -125,7 +126,15 @@ class _Shared:
 
 
 def _listening(path: str) -> bool:
-    """Whether a fork server accepts connections at ``path`` (a socket left by one that ended does not)."""
+    """Whether a fork server of this user's accepts connections at ``path`` (a socket left by one
+    that ended does not). A session sends its server its whole environment, credentials included,
+    so a socket someone else made (another user's, in a shared folder) is never used."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return False
+    if not stat.S_ISSOCK(found.st_mode) or found.st_uid != os.getuid():
+        return False
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.connect(path)

@@ -208,3 +208,28 @@ def test_a_fork_server_path_where_none_listens_gives_the_run_its_own(
     finally:
         if isinstance(own, forkserver.ForkServer):
             own.close()
+
+
+def test_a_socket_of_another_user_is_never_shared(
+    server: forkserver.ForkServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session sends its server its environment, credentials included: a socket at PATH that
+    this user does not own (another user's, planted in a shared folder) gives the run its own."""
+    real_stat = os.stat
+
+    def foreign(path: Any, *args: Any, **kwargs: Any) -> Any:
+        found = real_stat(path, *args, **kwargs)
+        if str(path) != server.socket_path:
+            return found
+        fields = list(found)
+        fields[4] = os.getuid() + 1  # st_uid
+        return os.stat_result(fields)
+
+    monkeypatch.setattr(os, "stat", foreign)
+    monkeypatch.setenv(forkserver.ENABLED_ENV, server.socket_path)
+    own = forkserver._Shared._start()
+    try:
+        assert isinstance(own, forkserver.ForkServer) and own.socket_path != server.socket_path
+    finally:
+        if isinstance(own, forkserver.ForkServer):
+            own.close()
