@@ -1,12 +1,15 @@
 """One cached registry of every schema, and validators built once from it.
 
-Every check has a compiled fast path: jsonschema-rs says "valid" in well under a microsecond,
-where the Python validator walks an answer in a few hundred (a suite run validates thousands).
-Only acceptance is fast: whatever the fast path doubts, or cannot take (a string with a lone
-surrogate, a number it cannot hold), goes to the Python validator (``jsonschema``, the project's
-reference), which then accepts it or names every problem, so a refusal and its messages are
-always the reference's. Its formats are checked (``validate_formats``), so it never accepts a
-value whose format the reference would refuse."""
+Every check of a schema that allows it has a compiled fast path: jsonschema-rs says "valid" in well
+under a microsecond, where the Python validator walks an answer in a few hundred (a suite run
+validates thousands). Only acceptance is fast: whatever the fast path doubts, or cannot take (a
+string with a lone surrogate, a number it cannot hold), goes to the Python validator
+(``jsonschema``, the project's reference), which then accepts it or names every problem, so a
+refusal and its messages are always the reference's. Where jsonschema-rs is known to accept what
+the reference refuses, the reference alone decides: a schema that uses (or refers to one that
+uses) a format other than ``uuid`` (jsonschema-rs takes a leap second in a ``date-time`` and the
+year 0000 in a ``date``), and an instance holding a tuple (an array to jsonschema-rs, none to
+the reference)."""
 
 from __future__ import annotations
 
@@ -41,20 +44,46 @@ class SchemaRegistry:
             raise KeyError(f"no schema named {name!r}; known: {sorted(self.contents)}")
         return name
 
-    def fast(self, stem: str) -> Any:
-        """The compiled validator of a schema (jsonschema-rs): its acceptance only is trusted."""
+    def fast(self, stem: str) -> Any | None:
+        """The compiled validator of a schema (jsonschema-rs), whose acceptance only is trusted;
+        None where the schema's formats leave the reference alone to decide."""
         name = self._name(stem)
         if name not in self._fast:
             resources = [(BASE_URI + other, doc) for other, doc in self.contents.items()]
-            self._fast[name] = jsonschema_rs.validator_for(
-                self.contents[name], registry=jsonschema_rs.Registry(resources), validate_formats=True
+            trusted = self.formats(name) <= FAST_FORMATS
+            self._fast[name] = (
+                jsonschema_rs.validator_for(
+                    self.contents[name], registry=jsonschema_rs.Registry(resources), validate_formats=True
+                )
+                if trusted
+                else None
             )
         return self._fast[name]
 
+    def formats(self, stem: str) -> set[str]:
+        """Every ``format`` of the schema and of the schemas it refers to, however indirectly."""
+        seen: set[str] = set()
+        waiting = [self._name(stem)]
+        found: set[str] = set()
+        while waiting:
+            name = waiting.pop()
+            if name in seen or name not in self.contents:
+                continue
+            seen.add(name)
+            for key, value in _items(self.contents[name]):
+                if key == "format" and isinstance(value, str):
+                    found.add(value)
+                elif key == "$ref" and isinstance(value, str):
+                    waiting.append(value.partition("#")[0].rpartition("/")[2] or name)
+        return found
+
     def accepts(self, stem: str, instance: Any) -> bool:
         """Whether the fast path finds ``instance`` valid (False: ask the reference)."""
+        fast = self.fast(stem)
+        if fast is None or _holds_tuple(instance):
+            return False
         try:
-            return bool(self.fast(stem).is_valid(instance))
+            return bool(fast.is_valid(instance))
         except (ValueError, OverflowError, RecursionError):  # a lone surrogate (UnicodeEncodeError), a huge number
             return False
 
@@ -77,6 +106,37 @@ class SchemaRegistry:
 
     def is_valid(self, stem: str, instance: Any) -> bool:
         return self.accepts(stem, instance) or bool(self.validator(stem).is_valid(instance))
+
+
+FAST_FORMATS = frozenset({"uuid"})
+"""The formats whose jsonschema-rs check accepts nothing the reference's refuses."""
+
+
+def _items(node: Any) -> Any:
+    """Every (key, value) pair of a JSON document, at any depth."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, dict):
+            for key, value in current.items():
+                yield key, value
+                stack.append(value)
+        elif isinstance(current, list):
+            stack.extend(current)
+
+
+def _holds_tuple(node: Any) -> bool:
+    """Whether a tuple is anywhere in ``node`` (parsed JSON never holds one)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, tuple):
+            return True
+        if isinstance(current, dict):
+            stack.extend(current.values())
+        elif isinstance(current, list):
+            stack.extend(current)
+    return False
 
 
 def _describe(error: ValidationError) -> str:

@@ -41,6 +41,8 @@ ENABLED_ENV = "KNOWLEDGE_SIM_FORKSERVER"
 LAUNCHER = str(Path(__file__).with_name("forkserver_launch.py"))
 SOCKET_NAME = "fork.sock"
 _READY_SECONDS = 5.0
+_REQUEST_SECONDS = 5.0
+"""How long a launcher has to send its descriptors and request once connected."""
 
 
 def stdio_command(path: str = "agent", **options: Any) -> tuple[list[str], dict[str, str]]:
@@ -219,12 +221,14 @@ def _fork(
 ) -> int | None:
     """Fork a stdio server onto the three descriptors the launcher sent; its pid, sent back to
     the launcher too (``None`` if the launcher broke off)."""
+    conn.settimeout(_REQUEST_SECONDS)  # a connection that sends nothing must not stall every other session
     try:
         _, fds, _, _ = socket.recv_fds(conn, 1, 3)
         with conn.makefile("rb") as lines:
             request = json.loads(lines.readline())
     except (OSError, ValueError):
         return None
+    conn.settimeout(None)
     if len(fds) != 3:
         for fd in fds:
             os.close(fd)

@@ -13,9 +13,20 @@ import json
 import os
 import signal
 import socket
+import struct
 import sys
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _same_user(server: socket.socket) -> bool:
+    """Whether the process listening is this user's (Linux tells; elsewhere the socket's private
+    folder, or the owner check of a shared one, ``simulator.forkserver``, is what holds)."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return True
+    creds = server.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    uid: int = struct.unpack("3i", creds)[1]
+    return uid == os.getuid()
 
 
 def main(argv: list[str]) -> int:
@@ -23,6 +34,8 @@ def main(argv: list[str]) -> int:
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         server.connect(path)
+        if not _same_user(server):  # it would get this session's pipes and environment, credentials included
+            raise ConnectionRefusedError(path)
     except OSError:
         os.execv(sys.executable, [sys.executable, "-m", "simulator.cli", *cli_args])
     socket.send_fds(server, [b"\0"], [0, 1, 2])

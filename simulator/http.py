@@ -148,7 +148,8 @@ class SchemaCheck:
         self.fast = fast
 
     def iter_errors(self, instance: Any) -> Any:
-        return iter(()) if self.fast.is_valid(instance) else self.reference.iter_errors(instance)
+        accepted = self.fast is not None and self.fast.is_valid(instance)
+        return iter(()) if accepted else self.reference.iter_errors(instance)
 
 
 @cache

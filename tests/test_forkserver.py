@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -233,3 +235,26 @@ def test_a_socket_of_another_user_is_never_shared(
     finally:
         if isinstance(own, forkserver.ForkServer):
             own.close()
+
+
+def test_a_connection_that_sends_nothing_does_not_stall_the_server(server: forkserver.ForkServer) -> None:
+    """Found by review: the server read a request with no time limit, so one silent connection
+    held every later session (the server is shared by a test process's runs). Now it gives up on
+    the silent one after _REQUEST_SECONDS and forks the next session."""
+    silent = socket.socket(socket.AF_UNIX)
+    silent.connect(server.socket_path)
+    process = _launch(server, "mcp", "--path", "jobs")
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+        process.stdin.flush()
+        ready, _, _ = select.select([process.stdout], [], [], forkserver._REQUEST_SECONDS + 10)
+        assert ready, "no answer while a silent connection was open"
+        assert "result" in json.loads(process.stdout.readline())
+        process.stdin.close()
+        assert process.wait(timeout=10) == 0
+    finally:
+        silent.close()
+        if process.poll() is None:
+            process.kill()
+            process.wait()

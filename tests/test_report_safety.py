@@ -180,13 +180,14 @@ def test_a_template_cache_that_is_broken_or_cannot_be_written_never_fails_a_repo
     from jinja2 import Environment, PackageLoader
     from jinja2.bccache import bc_magic
 
-    from conformance.report.writers import _CompiledTemplates
+    from conformance.report.writers import _compiled_templates, _CompiledTemplates
 
     def load(cache: _CompiledTemplates) -> list[str]:
         env = Environment(loader=PackageLoader("conformance.report", "templates"), bytecode_cache=cache)
         return [env.get_template(name).name or "" for name in ("report.md.j2", "report.html.j2")]
 
-    cache = _CompiledTemplates(str(tmp_path))
+    cache = _compiled_templates(tmp_path)
+    assert isinstance(cache, _CompiledTemplates)
     assert load(cache) == ["report.md.j2", "report.html.j2"]
     entries = sorted(tmp_path.iterdir())
     assert len(entries) == 2, "both templates were kept"
@@ -195,3 +196,10 @@ def test_a_template_cache_that_is_broken_or_cannot_be_written_never_fails_a_repo
             entry.write_bytes(garbage)
         assert load(cache) == ["report.md.j2", "report.html.j2"]
     assert load(_CompiledTemplates(str(tmp_path / "no-such-folder"))) == ["report.md.j2", "report.html.j2"]
+    assert all(entry.name.startswith("report-") for entry in entries), "named after this module and Jinja's version"
+    assert _compiled_templates(tmp_path / "new") is not None
+    assert (tmp_path / "new").stat().st_mode & 0o077 == 0, "a new folder is the user's alone"
+    elsewhere = tmp_path / "link"
+    elsewhere.symlink_to(tmp_path / "target", target_is_directory=True)
+    (tmp_path / "target").mkdir()
+    assert _compiled_templates(elsewhere) is None, "a folder that is a link is no folder of the user's alone"

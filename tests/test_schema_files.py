@@ -109,7 +109,14 @@ _LEAVES = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(alphabet=st.characters(codec=None), max_size=20),  # lone surrogates and newlines too
-    st.sampled_from(["", "auto", "a\n", "demo", "knowledge_reference_expired", "2026-01-01", "x" * 129]),
+    st.sampled_from(
+        [
+            *("", "auto", "a\n", "demo", "knowledge_reference_expired", "x" * 129),
+            *("2026-01-01", "0000-01-01", "2016-12-31T23:59:60Z", "0000-01-01T00:00:00Z", "2026-13-01"),
+            *("http://x", "not a uri", "6ba7b810-9dad-11d1-80b4-00c04fd430c8", "6ba7b8109dad11d180b400c04fd430c8"),
+        ]
+    ),
+    st.tuples(st.integers()),  # an array to jsonschema-rs, none to the reference
 )
 _VALUES = st.recursive(
     _LEAVES,
@@ -155,7 +162,23 @@ def sorted_reference_errors(registry: Any, stem: str, instance: Any) -> list[str
 
 
 def test_what_the_fast_path_cannot_take_goes_to_the_reference() -> None:
+    """Found by review: jsonschema-rs takes a leap second and the year 0000 as dates and a tuple as
+    an array; the reference refuses all three, so a schema with such a format, and an instance
+    holding a tuple, are the reference's alone."""
     registry = load_registry()
+    results = json.loads((SCHEMA_DIR / "examples" / "results" / "valid-non-conformant.json").read_text("utf-8"))
+    for started in ("2016-12-31T23:59:60Z", "0000-01-01T00:00:00Z"):
+        assert registry.errors("results", {**results, "started": started}) == [
+            f"/started: {started!r} is not a 'date-time'"
+        ]
+    assert registry.fast("results") is None and registry.formats("results") == {"date", "date-time"}
+    assert registry.formats("search-response") == {"uuid"}, "a format of a schema it refers to counts"
+    assert (
+        registry.errors("error", {"error": "abc", "details": (1,)})
+        == registry.errors("error", {"error": "abc", "details": [1]})
+        == []
+    )
+    assert registry.accepts("error", {"error": "abc", "details": (1,)}) is False
     assert registry.accepts("error", {"error": "abc"}) is True
     assert registry.accepts("error", {"error": "abc\ud800"}) is False  # not UTF-8: jsonschema-rs cannot take it
     assert registry.errors("error", {"error": "abc\ud800"}) != []  # the reference names the pattern

@@ -12,11 +12,10 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis.stateful import run_state_machine_as_test
 
 from conformance.common.config import load_config
 from conformance.common.outcomes import ContractViolation
-from conformance.common.walk import WALK_PARTS, walk_parts, walk_settings
+from conformance.common.walk import WALK_PARTS, run_walk, walk_parts, walk_settings
 from conformance.server.stateful import CLAIMS, Held, machine, tour
 from conformance.server.transcript import Checker, Deviation, replay
 from tests.transcripts import CLEAN, QUIRKY, record_refresh_scenario, simulator
@@ -32,7 +31,7 @@ def _walk(*quirks: str) -> tuple[set[str], Checker, ContractViolation | None, An
     with simulator(*quirks) as (cfg, world):
         walk = machine(lambda: world, cfg, checkers)
         try:
-            run_state_machine_as_test(walk, settings=walk_settings(20, 25, shrink=False))
+            run_walk(walk, settings=walk_settings(20, 25, shrink=False))  # as the suite's test walks
         except ContractViolation as exc:
             return walk.reach.verified(), checkers[0], exc, cfg
     return walk.reach.verified(), checkers[0], None, cfg

@@ -52,7 +52,9 @@ def spellings(value: str) -> set[str]:
     reversed; URL-escaped (also every byte), form-encoded, JSON-escaped (also every character as
     ``\\uXXXX`` text), HTML-escaped (also as numeric character references); hex of UTF-8 and of
     UTF-16; base64 and base64url of it and of it after an auth scheme, at each of the three byte
-    alignments a longer encoded text can give it, also percent-encoded byte by byte."""
+    alignments a longer encoded text can give it; every one of these forms that is alphanumeric
+    (base64, hex, the raw value and its cases and reversal when they are) also percent-encoded
+    byte by byte."""
     raw = value.encode("utf-8")
     found = {
         value,
@@ -78,15 +80,13 @@ def spellings(value: str) -> set[str]:
         binascii.hexlify(value.encode("utf-16-le")).decode("ascii").upper(),
         binascii.hexlify(value.encode("utf-16-be")).decode("ascii").upper(),
     }
-    encoded: set[str] = set()
     for scheme in ("", *SCHEMES):
         prefix = scheme.encode("ascii")
         for before in range(3):
-            encoded.update(_stable_base64(prefix + raw, before, len(prefix)))
-    found |= encoded
-    found |= {  # the base64 forms only: hex or a changed case, then percent-encoded, is no encoding a Core makes
+            found.update(_stable_base64(prefix + raw, before, len(prefix)))
+    found |= {  # every alphanumeric form, percent-encoded byte by byte: hex so encoded gives the token back too
         form
-        for b64 in encoded
+        for b64 in list(found)
         if _is_base64(b64)
         for form in (_every_byte(b64.encode("ascii"), "X"), _every_byte(b64.encode("ascii"), "x"))
     }
@@ -231,17 +231,19 @@ class Scrubber:
 
 def _gathered(node: Any, into: list[str]) -> bool:
     """Every string of ``node`` (keys too) into ``into``; False if the copy would change more than
-    its strings (a key that is no string, a tuple), so that only a copy will do."""
-    if isinstance(node, str):
+    its strings (a key that is no plain string, a tuple, a subclass of str, dict or list, whose
+    ``str()`` or copy may differ), so that only a copy will do."""
+    kind = type(node)
+    if kind is str:
         into.append(node)
-    elif isinstance(node, dict):
+    elif kind is dict:
         for key, value in node.items():
-            if not isinstance(key, str) or not _gathered(value, into):
+            if type(key) is not str or not _gathered(value, into):
                 return False
             into.append(key)
-    elif isinstance(node, list):
+    elif kind is list:
         return all(_gathered(value, into) for value in node)
-    elif isinstance(node, tuple):
+    elif isinstance(node, (str, dict, list, tuple)):
         return False
     return True
 

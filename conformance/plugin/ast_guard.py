@@ -107,7 +107,7 @@ failure's traceback: again for every entry of every failed test (a run against a
 fails dozens, and an entry in Hypothesis' engine parses some 2,000 lines each time)."""
 
 
-def reuse_traceback_parses(*, size: int = 64) -> Callable[[], None]:
+def reuse_traceback_parses(*, size: int = 32) -> Callable[[], None]:
     """``ast.parse`` answers pytest's traceback parses of a source it parsed before with the same
     tree (pytest only reads it); every other caller still gets a tree of its own. Returns what undoes that."""
     original = ast.parse

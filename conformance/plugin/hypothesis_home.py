@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from conformance.common import user_cache
+
 STORAGE_ENV = "HYPOTHESIS_STORAGE_DIRECTORY"
 
 
@@ -21,15 +23,7 @@ def cache_folder(environ: dict[str, str] | os._Environ[str] = os.environ) -> Pat
     user named Hypothesis' folder, or there is no home to put it in."""
     if environ.get(STORAGE_ENV):
         return None
-    base = Path(environ.get("XDG_CACHE_HOME") or "")
-    if not base.is_absolute():  # unset, empty or relative: the XDG spec says to ignore it
-        try:
-            base = Path.home() / ".cache"
-        except RuntimeError:  # no home directory to resolve
-            return None
-    if not base.is_absolute():  # HOME empty: never a folder inside the run's own
-        return None
-    return base / "knowledge-conformance" / "hypothesis"
+    return user_cache.folder("hypothesis", environ)
 
 
 def keep_in_user_cache() -> None:
