@@ -8,8 +8,8 @@ string with a lone surrogate, a number it cannot hold), goes to the Python valid
 refusal and its messages are always the reference's. Where jsonschema-rs is known to accept what
 the reference refuses, the reference alone decides: a schema that uses (or refers to one that
 uses) a format other than ``uuid`` (jsonschema-rs takes a leap second in a ``date-time`` and the
-year 0000 in a ``date``), and an instance holding a tuple (an array to jsonschema-rs, none to
-the reference)."""
+year 0000 in a ``date``), and an instance of anything but the types ``json.loads`` makes (a tuple
+is an array to jsonschema-rs, an Enum member or a Decimal its value; none of them to the reference)."""
 
 from __future__ import annotations
 
@@ -73,14 +73,14 @@ class SchemaRegistry:
             for key, value in _items(self.contents[name]):
                 if key == "format" and isinstance(value, str):
                     found.add(value)
-                elif key == "$ref" and isinstance(value, str):
+                elif key in ("$ref", "$dynamicRef") and isinstance(value, str):
                     waiting.append(value.partition("#")[0].rpartition("/")[2] or name)
         return found
 
     def accepts(self, stem: str, instance: Any) -> bool:
         """Whether the fast path finds ``instance`` valid (False: ask the reference)."""
         fast = self.fast(stem)
-        if fast is None or _holds_tuple(instance):
+        if fast is None or not _plain_json(instance):
             return False
         try:
             return bool(fast.is_valid(instance))
@@ -125,18 +125,27 @@ def _items(node: Any) -> Any:
             stack.extend(current)
 
 
-def _holds_tuple(node: Any) -> bool:
-    """Whether a tuple is anywhere in ``node`` (parsed JSON never holds one)."""
+_JSON_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain_json(node: Any) -> bool:
+    """Whether ``node`` is made of exactly the types ``json.loads`` makes (a dict with string keys,
+    a list, str, int, float, bool, None): jsonschema-rs reads a tuple as an array, an Enum member
+    or a Decimal as its value, where the reference refuses them, so anything else is the
+    reference's to judge (found by review)."""
     stack = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, tuple):
-            return True
-        if isinstance(current, dict):
+        kind = type(current)
+        if kind is dict:
+            if any(type(key) is not str for key in current):
+                return False
             stack.extend(current.values())
-        elif isinstance(current, list):
+        elif kind is list:
             stack.extend(current)
-    return False
+        elif kind not in _JSON_LEAVES:
+            return False
+    return True
 
 
 def _describe(error: ValidationError) -> str:

@@ -27,6 +27,7 @@ import shutil
 import signal
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -42,7 +43,10 @@ LAUNCHER = str(Path(__file__).with_name("forkserver_launch.py"))
 SOCKET_NAME = "fork.sock"
 _READY_SECONDS = 5.0
 _REQUEST_SECONDS = 5.0
-"""How long a launcher has to send its descriptors and request once connected."""
+"""How long a launcher has to send its descriptors and request once connected (a launcher that
+takes longer is told nothing and starts the plain server)."""
+_REQUEST_BYTES = 16 * 1024 * 1024
+"""The longest request: a session's environment, as JSON."""
 
 
 def stdio_command(path: str = "agent", **options: Any) -> tuple[list[str], dict[str, str]]:
@@ -155,7 +159,11 @@ def serve(socket_path: str) -> int:
     """Listen first (the starter waits for the socket), import the stdio servers, then fork one
     per connection until stdin closes."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(socket_path)
+    mask = os.umask(0o077)  # the socket is this user's alone: whoever connects gets a session as this user
+    try:
+        listener.bind(socket_path)
+    finally:
+        os.umask(mask)
     listener.listen(64)
     # A Ctrl-C is for the run that started this server: it ends when that run closes its stdin.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -216,17 +224,48 @@ def serve(socket_path: str) -> int:
             os.unlink(socket_path)
 
 
+def same_user(conn: socket.socket) -> bool:
+    """Whether the process at the other end of a Unix socket is this user's (Linux tells;
+    elsewhere the socket's folder, private or checked, is what holds)."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return True
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    uid: int = struct.unpack("3i", creds)[1]
+    return uid == os.getuid()
+
+
+def _request_line(conn: socket.socket, deadline: float) -> bytes:
+    """The launcher's request, one line of JSON: read within the deadline as a whole (a peer that
+    sends nothing, or a byte at a time, must not stall every other session) and bounded in size."""
+    data = b""
+    while b"\n" not in data:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or len(data) > _REQUEST_BYTES:
+            raise TimeoutError("no whole request in time")
+        conn.settimeout(remaining)
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionError("the launcher went away")
+        data += chunk
+    return data.partition(b"\n")[0]
+
+
 def _fork(
     conn: socket.socket, inherited: Callable[[], list[socket.socket]], run: Callable[[list[str]], int]
 ) -> int | None:
     """Fork a stdio server onto the three descriptors the launcher sent; its pid, sent back to
     the launcher too (``None`` if the launcher broke off)."""
-    conn.settimeout(_REQUEST_SECONDS)  # a connection that sends nothing must not stall every other session
+    if not same_user(conn):  # a peer of another user's never gets a session as this one
+        return None
+    fds: list[int] = []
+    deadline = time.monotonic() + _REQUEST_SECONDS
     try:
+        conn.settimeout(_REQUEST_SECONDS)  # a peer that sends nothing must not stall every other session
         _, fds, _, _ = socket.recv_fds(conn, 1, 3)
-        with conn.makefile("rb") as lines:
-            request = json.loads(lines.readline())
+        request = json.loads(_request_line(conn, deadline))
     except (OSError, ValueError):
+        for fd in fds:
+            os.close(fd)
         return None
     conn.settimeout(None)
     if len(fds) != 3:

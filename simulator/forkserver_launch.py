@@ -32,21 +32,22 @@ def _same_user(server: socket.socket) -> bool:
 def main(argv: list[str]) -> int:
     path, cli_args = argv[0], argv[1:]
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ignored = [signum for signum in FORWARDED if signal.getsignal(signum) == signal.SIG_IGN]
     try:
         server.connect(path)
         if not _same_user(server):  # it would get this session's pipes and environment, credentials included
             raise ConnectionRefusedError(path)
+        socket.send_fds(server, [b"\0"], [0, 1, 2])
+        names = [signal.Signals(signum).name for signum in ignored]
+        request = {"argv": cli_args, "env": dict(os.environ), "cwd": os.getcwd(), "ignored": names}
+        server.sendall(json.dumps(request).encode() + b"\n")
+        answers = server.makefile("rb")
+        first = answers.readline()
     except OSError:
+        first = b""
+    if not first.strip().isdigit():  # no fork server, or it forked nothing: this process is the plain server
+        server.close()
         os.execv(sys.executable, [sys.executable, "-m", "simulator.cli", *cli_args])
-    socket.send_fds(server, [b"\0"], [0, 1, 2])
-    ignored = [signum for signum in FORWARDED if signal.getsignal(signum) == signal.SIG_IGN]
-    names = [signal.Signals(signum).name for signum in ignored]
-    request = {"argv": cli_args, "env": dict(os.environ), "cwd": os.getcwd(), "ignored": names}
-    server.sendall(json.dumps(request).encode() + b"\n")
-    answers = server.makefile("rb")
-    first = answers.readline()
-    if not first:
-        return 1  # the fork server went away before forking
     pid = int(first)
 
     def forward(signum: int, _frame: object) -> None:

@@ -112,7 +112,8 @@ def test_forked_workers_are_handed_the_mcp_sdk_only_where_the_run_opens_mcp_sess
         ({"XDG_CACHE_HOME": "relative", "HOME": "/home/me"}, "/home/me/.cache/knowledge-conformance/hypothesis"),
         ({"HOME": "/home/me"}, "/home/me/.cache/knowledge-conformance/hypothesis"),
         ({"HOME": "/home/me", "HYPOTHESIS_STORAGE_DIRECTORY": "/elsewhere"}, None),
-        ({"HOME": ""}, "absolute"),  # whatever the interpreter makes of an empty HOME: never the run's folder
+        ({"HOME": ""}, None),  # Python makes "/" of an empty HOME: no folder at the root (found by review)
+        ({"HOME": "", "XDG_CACHE_HOME": "/var/cache/me"}, "/var/cache/me/knowledge-conformance/hypothesis"),
     ],
 )
 def test_hypothesis_keeps_its_tables_in_the_user_cache_never_in_the_run_folder(

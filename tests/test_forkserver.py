@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -258,3 +261,119 @@ def test_a_connection_that_sends_nothing_does_not_stall_the_server(server: forks
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+NOBODY = 65534
+as_root_on_linux = pytest.mark.skipif(
+    not hasattr(os, "getuid") or os.getuid() != 0 or not hasattr(socket, "SO_PEERCRED"),
+    reason="another user's process needs root to start, and the peer's uid Linux to tell",
+)
+
+
+def _as_nobody(work: Any) -> int:
+    """Run ``work()`` in a child process of another user; its exit status."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            code = work()
+        except BaseException as exc:  # shown in the test's output, as the child's exit 1 says nothing
+            print(f"as nobody: {exc!r}", file=sys.stderr, flush=True)
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+@as_root_on_linux
+def test_another_users_process_gets_no_session_and_no_environment(
+    server: forkserver.ForkServer,
+) -> None:
+    """Found by review. The server's socket is this user's alone (0600), and even where it is
+    opened to others, a peer of another user's is forked nothing. A launcher whose listener is
+    another user's sends it nothing (no pipes, no environment) and is the plain server itself."""
+    assert os.stat(server.socket_path).st_mode & 0o077 == 0
+    os.chmod(server.socket_path, 0o777)
+    os.chmod(os.path.dirname(server.socket_path), 0o777)
+
+    def ask_for_a_session() -> int:
+        conn = socket.socket(socket.AF_UNIX)
+        conn.connect(server.socket_path)
+        try:
+            socket.send_fds(conn, [b"\0"], [0, 1, 2])
+            conn.sendall(json.dumps({"argv": ["mcp"], "env": {}, "cwd": "/"}).encode() + b"\n")
+            answer = conn.makefile("rb").readline()
+        except (BrokenPipeError, ConnectionResetError):  # the server hung up on it at once
+            answer = b""
+        return 0 if answer == b"" else 3  # no pid: nothing was forked
+
+    try:
+        assert _as_nobody(ask_for_a_session) == 0
+    finally:
+        os.chmod(os.path.dirname(server.socket_path), 0o700)
+        os.chmod(server.socket_path, 0o600)
+
+    shared = Path(tempfile.mkdtemp(prefix="kc-shared-"))  # a folder all users reach, as /tmp is
+    shared.chmod(0o777)
+    planted = shared / "fork.sock"
+    received = shared
+
+    def listen_and_record() -> int:
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(planted))
+        os.chmod(planted, 0o777)
+        listener.listen(1)
+        (received / "ready").write_text("")
+        listener.settimeout(20)
+        conn, _ = listener.accept()
+        conn.settimeout(5)
+        try:
+            got = conn.recv(65536)
+        except OSError:
+            got = b""
+        (received / "got").write_bytes(got)
+        return 0
+
+    pid = os.fork()
+    if pid == 0:
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+        os._exit(listen_and_record())
+    try:
+        deadline = time.monotonic() + 10
+        while not (received / "ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (received / "ready").exists() and os.stat(planted).st_uid == NOBODY, "another user listens there"
+        gone = forkserver.ForkServer.__new__(forkserver.ForkServer)
+        gone.socket_path = str(planted)
+        process = _launch(gone, "mcp", "--path", "jobs", env={"KC_PROBE_SECRET": "s3cr3t-probe-value"})
+        assert "result" in _initialize(process), "the launcher became the plain server"
+        assert process.stdin is not None
+        process.stdin.close()
+        assert process.wait(timeout=20) == 0
+        os.waitpid(pid, 0)
+        got = (received / "got").read_bytes()
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    assert got == b"", got[:200]  # connected, then hung up on: not one byte, so no environment
+
+
+def test_a_request_given_up_on_leaves_no_descriptor_open(server: forkserver.ForkServer) -> None:
+    """Found by review: the descriptors a launcher sent stayed open in the server when its request
+    was no JSON, or came too late (and with them, the pipes of a client that then never saw EOF)."""
+    fd_folder = f"/proc/{server.process.pid}/fd"
+    if not os.path.isdir(fd_folder):
+        pytest.skip("no /proc to count the server's descriptors")
+    before = len(os.listdir(fd_folder))
+    with open(os.devnull, "rb") as null:
+        conn = socket.socket(socket.AF_UNIX)
+        conn.connect(server.socket_path)
+        socket.send_fds(conn, [b"\0"], [null.fileno()] * 3)
+        conn.sendall(b"not json\n")
+        assert conn.makefile("rb").readline() == b""
+        conn.close()
+    deadline = time.monotonic() + 5
+    while len(os.listdir(fd_folder)) > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(os.listdir(fd_folder)) <= before

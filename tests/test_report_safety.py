@@ -170,36 +170,3 @@ def test_machine_read_reports_parse_whatever_the_text_and_the_secrets(
     for warning in data["warnings"]:
         for secret in secrets:
             assert secret not in warning
-
-
-def test_a_template_cache_that_is_broken_or_cannot_be_written_never_fails_a_report(tmp_path: Path) -> None:
-    """The compiled-template cache only saves time: an entry cut short or of garbage is compiled
-    again, and a folder it cannot write to keeps nothing; the report's templates load either way."""
-    import pickle
-
-    from jinja2 import Environment, PackageLoader
-    from jinja2.bccache import bc_magic
-
-    from conformance.report.writers import _compiled_templates, _CompiledTemplates
-
-    def load(cache: _CompiledTemplates) -> list[str]:
-        env = Environment(loader=PackageLoader("conformance.report", "templates"), bytecode_cache=cache)
-        return [env.get_template(name).name or "" for name in ("report.md.j2", "report.html.j2")]
-
-    cache = _compiled_templates(tmp_path)
-    assert isinstance(cache, _CompiledTemplates)
-    assert load(cache) == ["report.md.j2", "report.html.j2"]
-    entries = sorted(tmp_path.iterdir())
-    assert len(entries) == 2, "both templates were kept"
-    for garbage in (b"", bc_magic, bc_magic + b"\x80garbage", bc_magic + pickle.dumps("not the checksum") + b"x"):
-        for entry in entries:
-            entry.write_bytes(garbage)
-        assert load(cache) == ["report.md.j2", "report.html.j2"]
-    assert load(_CompiledTemplates(str(tmp_path / "no-such-folder"))) == ["report.md.j2", "report.html.j2"]
-    assert all(entry.name.startswith("report-") for entry in entries), "named after this module and Jinja's version"
-    assert _compiled_templates(tmp_path / "new") is not None
-    assert (tmp_path / "new").stat().st_mode & 0o077 == 0, "a new folder is the user's alone"
-    elsewhere = tmp_path / "link"
-    elsewhere.symlink_to(tmp_path / "target", target_is_directory=True)
-    (tmp_path / "target").mkdir()
-    assert _compiled_templates(elsewhere) is None, "a folder that is a link is no folder of the user's alone"

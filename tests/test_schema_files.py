@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import decimal
+import enum
 import json
 from pathlib import Path
 from typing import Any
@@ -103,6 +105,14 @@ def test_core_openapi_covers_the_four_endpoints_with_auth_and_errors() -> None:
 
 
 # ------------------------------------------- the fast path accepts only what the reference accepts
+class _Code(enum.Enum):
+    BAD = "not_found"
+
+
+class _Flag(enum.Enum):
+    ON = True
+
+
 _LEAVES = st.one_of(
     st.none(),
     st.booleans(),
@@ -117,6 +127,7 @@ _LEAVES = st.one_of(
         ]
     ),
     st.tuples(st.integers()),  # an array to jsonschema-rs, none to the reference
+    st.sampled_from([_Code.BAD, _Flag.ON, decimal.Decimal(2), decimal.Decimal("1e400")]),  # their values to it
 )
 _VALUES = st.recursive(
     _LEAVES,
@@ -179,6 +190,10 @@ def test_what_the_fast_path_cannot_take_goes_to_the_reference() -> None:
         == []
     )
     assert registry.accepts("error", {"error": "abc", "details": (1,)}) is False
+    assert registry.errors("error", {"error": _Code.BAD}) == [
+        "/error: <_Code.BAD: 'not_found'> is not of type 'string'"
+    ]
+    assert registry.accepts("error", {"error": "abc", "retryable": _Flag.ON}) is False
     assert registry.accepts("error", {"error": "abc"}) is True
     assert registry.accepts("error", {"error": "abc\ud800"}) is False  # not UTF-8: jsonschema-rs cannot take it
     assert registry.errors("error", {"error": "abc\ud800"}) != []  # the reference names the pattern

@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from conformance.common import user_cache
-
 STORAGE_ENV = "HYPOTHESIS_STORAGE_DIRECTORY"
 
 
@@ -23,7 +21,17 @@ def cache_folder(environ: dict[str, str] | os._Environ[str] = os.environ) -> Pat
     user named Hypothesis' folder, or there is no home to put it in."""
     if environ.get(STORAGE_ENV):
         return None
-    return user_cache.folder("hypothesis", environ)
+    base = Path(environ.get("XDG_CACHE_HOME") or "")
+    if not base.is_absolute():  # unset, empty or relative: the XDG spec says to ignore it
+        if environ.get("HOME") == "":  # Python takes an empty HOME for "/": no home at all
+            return None
+        try:
+            base = Path.home() / ".cache"
+        except RuntimeError:  # no home directory to resolve
+            return None
+    if not base.is_absolute():  # HOME empty: never a folder inside the run's own
+        return None
+    return base / "knowledge-conformance" / "hypothesis"
 
 
 def keep_in_user_cache() -> None:

@@ -11,12 +11,10 @@ renamed over it, so a planted symlink is replaced, never followed."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import os
 import re
-import stat
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -25,11 +23,9 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from jinja2 import BytecodeCache, Environment, FileSystemBytecodeCache, PackageLoader, select_autoescape
-from jinja2.bccache import Bucket
+from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from conformance.common import user_cache
 from conformance.common.untrusted import cut, defang
 from conformance.report.incomplete import first_reason
 from conformance.report.results import RequirementResult, RunResult, TestResult
@@ -133,46 +129,7 @@ def _env() -> Environment:
         finalize=_shown,
         trim_blocks=True,
         lstrip_blocks=True,
-        bytecode_cache=_compiled_templates(),
     )
-
-
-class _CompiledTemplates(FileSystemBytecodeCache):
-    """Jinja's cache of compiled templates, in a folder of the user's own cache: compiling the two
-    report templates took 55 ms of every run, reading them back 1 ms. An entry is named after this
-    module and Jinja's version besides the template (Jinja checks only the template's source, and
-    code compiled with other options, autoescape among them, must never be reused). It only saves
-    time: an entry that cannot be read (cut short, garbage) is compiled again, and one that cannot
-    be written (a full or read-only disk) is not kept; neither is ever the report's error."""
-
-    def load_bytecode(self, bucket: Bucket) -> None:
-        try:
-            super().load_bytecode(bucket)
-        except Exception:  # garbage in a cache file: pickle and marshal may raise anything
-            bucket.reset()
-
-    def dump_bytecode(self, bucket: Bucket) -> None:
-        with contextlib.suppress(OSError):
-            super().dump_bytecode(bucket)
-
-
-def _compiled_templates(folder: Path | None = None) -> BytecodeCache | None:
-    """The cache in ``folder`` (the user's cache by default), made private to the user if new;
-    None where there is none of the user's alone to keep it in."""
-    folder = folder or user_cache.folder("templates")
-    if folder is None:
-        return None
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        found = os.lstat(folder)
-    except OSError:
-        return None
-    if not stat.S_ISDIR(found.st_mode) or (hasattr(os, "getuid") and found.st_uid != os.getuid()):
-        return None
-    import jinja2
-
-    fingerprint = hashlib.sha256(Path(__file__).read_bytes() + jinja2.__version__.encode()).hexdigest()[:16]
-    return _CompiledTemplates(str(folder), pattern=f"report-{fingerprint}-%s.cache")
 
 
 def _areas(run: RunResult, rows: list[RequirementResult] | None = None) -> list[tuple[str, list[RequirementResult]]]:
