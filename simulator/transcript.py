@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 KEPT = 10_000
@@ -20,10 +21,13 @@ class Transcript:
     """The last :data:`KEPT` requests, oldest first; ``recorded`` counts every one since the last
     reset, and ``epoch`` names that reset (a reader that saw another epoch reads from the start)."""
 
-    def __init__(self) -> None:
+    def __init__(self, epochs: Callable[[], str] = lambda: secrets.token_hex(8)) -> None:
+        """``epochs`` names each reset: it must never repeat, across restarts too (the seeded
+        simulator's random source would, so it is not that)."""
         self._entries: deque[dict[str, Any]] = deque(maxlen=KEPT)
+        self._epochs = epochs
         self.recorded = 0
-        self.epoch = secrets.token_hex(8)
+        self.epoch = epochs()
 
     def append(self, entry: dict[str, Any]) -> None:
         self._entries.append(entry)
@@ -32,7 +36,7 @@ class Transcript:
     def clear(self) -> None:
         self._entries.clear()
         self.recorded = 0
-        self.epoch = secrets.token_hex(8)
+        self.epoch = self._epochs()
 
     def since(self, first: int = 0) -> list[dict[str, Any]]:
         """The requests numbered ``first`` and later that are still kept."""

@@ -270,8 +270,8 @@ as_root_on_linux = pytest.mark.skipif(
 )
 
 
-def _as_nobody(work: Any) -> int:
-    """Run ``work()`` in a child process of another user; its exit status."""
+def _start_as_nobody(work: Any) -> int:
+    """Start ``work()`` in a child process of another user; its pid."""
     pid = os.fork()
     if pid == 0:
         code = 1
@@ -283,7 +283,12 @@ def _as_nobody(work: Any) -> int:
             print(f"as nobody: {exc!r}", file=sys.stderr, flush=True)
         finally:
             os._exit(code)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return pid
+
+
+def _as_nobody(work: Any) -> int:
+    """Run ``work()`` in a child process of another user; its exit status."""
+    return os.waitstatus_to_exitcode(os.waitpid(_start_as_nobody(work), 0)[1])
 
 
 @as_root_on_linux
@@ -335,11 +340,7 @@ def test_another_users_process_gets_no_session_and_no_environment(
         (received / "got").write_bytes(got)
         return 0
 
-    pid = os.fork()
-    if pid == 0:
-        os.setgid(NOBODY)
-        os.setuid(NOBODY)
-        os._exit(listen_and_record())
+    pid = _start_as_nobody(listen_and_record)
     try:
         deadline = time.monotonic() + 10
         while not (received / "ready").exists() and time.monotonic() < deadline:

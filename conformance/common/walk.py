@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis.stateful import RuleBasedStateMachine
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -67,12 +67,21 @@ def tagged(*ids: str) -> Callable[[F], F]:
     return wrap
 
 
+M = TypeVar("M", bound=type[RuleBasedStateMachine])
+
+
+def seeded(walk: M, walk_seed: int | str) -> M:
+    """``walk`` (a ``machine(...)`` subclass) seeded with ``walk_seed``, which it also keeps for
+    :func:`run_walk`."""
+    walk.walk_seed = walk_seed
+    return seed(walk_seed)(walk)
+
+
 def run_walk(walk: type[RuleBasedStateMachine], *, settings: settings) -> None:
-    """``run_state_machine_as_test`` over ``walk`` (a ``machine(...)`` subclass, whose ``walk_seed``
-    the walk keeps), through a plain factory. Hypothesis keys each walk by its factory's source, and
-    for a class Python 3.11 finds that source by parsing and tokenizing the whole module: some 35 ms
-    a walk, a seventh of a second a run. The walk, its seed and what it prints are the same."""
-    from hypothesis import seed
+    """``run_state_machine_as_test`` over ``walk`` (made by :func:`seeded`), through a plain
+    factory with the same seed. Hypothesis keys each walk by its factory's source, and for a class
+    Python 3.11 finds that source by parsing and tokenizing the whole module: some 35 ms a walk, a
+    seventh of a second a run. The walk, its seed and what it prints are the same."""
     from hypothesis.stateful import run_state_machine_as_test
 
     def state_machine() -> RuleBasedStateMachine:

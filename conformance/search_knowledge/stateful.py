@@ -35,7 +35,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hypothesis import seed
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
@@ -43,7 +42,7 @@ from conformance.common.config import TargetConfig
 from conformance.common.control import Control, KnowledgeControl
 from conformance.common.open import Target
 from conformance.common.rules import Rule, expect
-from conformance.common.walk import Reach, Steps, claims, tagged, tags
+from conformance.common.walk import Reach, Steps, claims, seeded, tagged, tags
 from conformance.search_knowledge import rules as sk
 from conformance.search_knowledge.answers import (
     WINDOW_PIECES,
@@ -710,8 +709,7 @@ def machine(make_world: Callable[[], SkModelWorld], walk_seed: int | str = WALK_
         (SearchKnowledgeModel,),
         {"make_world": staticmethod(make_world), "shared": [], "reach": Reach(TAGS)},
     )
-    walk.walk_seed = walk_seed  # type: ignore[attr-defined]  # what run_walk seeds its factory with
-    return seed(walk_seed)(walk)
+    return seeded(walk, walk_seed)
 
 
 def tour(walk: type[RuleBasedStateMachine]) -> None:

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from hypothesis import seed
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -32,7 +31,7 @@ from hypothesis.stateful import (
 
 from conformance.common import contract as C
 from conformance.common.config import TargetConfig
-from conformance.common.walk import Reach, Steps
+from conformance.common.walk import Reach, Steps, seeded
 from conformance.server import checks
 from conformance.server import rules as server
 from conformance.server.corpus import MAIN_BASE, SECOND_BASE
@@ -492,8 +491,7 @@ def machine(
             "latest": checkers if checkers is not None else [],
         },
     )
-    walk.walk_seed = walk_seed  # type: ignore[attr-defined]  # what run_walk seeds its factory with
-    return seed(walk_seed)(walk)
+    return seeded(walk, walk_seed)
 
 
 def tour(walk: type[RuleBasedStateMachine]) -> None:
