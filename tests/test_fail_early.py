@@ -328,3 +328,37 @@ def test_compare_still_reads_a_valid_results_json(capsys: pytest.CaptureFixture[
         json.loads((SCHEMA_DIR / "examples" / "results" / "valid-non-conformant.json").read_text("utf-8"))["verdict"]
         in capsys.readouterr().out
     )
+
+
+# ----------------------------------------------------------------- 11. a verdict the suite cannot build
+BROKEN_WRITER = """
+from pathlib import Path
+
+import conformance.report.writers as writers
+from conformance.common.secrets import SECRETS
+
+
+def _broken(*args, **kwargs):
+    secret = max(SECRETS.values, key=len)  # one the run holds: it must not reach the console
+    Path("secret.txt").write_text(secret, "utf-8")
+    raise ValueError(f"the writer broke while holding {secret}")
+
+
+writers.write_all = _broken
+"""
+
+
+def test_a_report_the_suite_cannot_build_is_an_internal_error_not_a_verdict(tmp_path: Path) -> None:
+    """A crash while the verdict and its reports are built is the suite's own fault: exit 3
+    (internal error), never 1, which a CI gate reads as "non-conformant"; its message is scrubbed."""
+    from tests.suite_command import SUITE
+
+    (tmp_path / "kc_broken_writer.py").write_text(BROKEN_WRITER, "utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    cmd = [*SUITE, "-p", "kc_broken_writer", "--report-dir", str(tmp_path / "reports"), "--requirement", "CAP-001"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, f"exit {proc.returncode}: {out[-1500:]}"
+    assert "VERDICT: ERROR  (could not build the reports: ValueError: the writer broke" in out, out[-1500:]
+    secret = (tmp_path / "secret.txt").read_text("utf-8")
+    assert len(secret) >= 8 and secret not in out, "the exception's secret reached the console"

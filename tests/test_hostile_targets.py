@@ -255,3 +255,32 @@ def test_hostile_target(runs: Runs, scenario: Scenario, check: str, request: pyt
     problems = CHECKS[check](run)
     run.results[check] = "FAIL" if problems else "ok"
     assert not problems, f"{scenario.name} ({scenario.klass}), {check}:\n" + "\n".join(problems)
+
+
+def test_a_browser_whose_start_failed_with_efault_is_started_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """execve of the browser failed once with EFAULT in a loaded full run: it never ran, so one
+    more start judges the page; any other start failure is still the error it is."""
+    import errno
+    import subprocess
+
+    calls: list[list[str]] = []
+
+    def flaky(cmd: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        if len(calls) == 1:
+            raise OSError(errno.EFAULT, "Bad address", cmd[0])
+        return subprocess.CompletedProcess(cmd, 0, "<html><body></body></html>", "")
+
+    monkeypatch.setattr(subprocess, "run", flaky)
+    page = tmp_path / "page.html"
+    page.write_text("<html></html>", "utf-8")
+    assert outputs.dump_dom("chromium", page) == "<html><body></body></html>" and len(calls) == 2
+
+    def missing(cmd: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        raise OSError(errno.ENOENT, "No such file", cmd[0])
+
+    monkeypatch.setattr(subprocess, "run", missing)
+    with pytest.raises(FileNotFoundError):
+        outputs.dump_dom("chromium", page)

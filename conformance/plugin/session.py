@@ -5,6 +5,7 @@ reports and the verdict at the end; and the xdist controller that sums what work
 from __future__ import annotations
 
 import datetime as dt
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -278,6 +279,22 @@ class SuiteSession:
             return
         if config.option.collectonly or exitstatus == pytest.ExitCode.USAGE_ERROR:
             return
+        try:
+            self._judge(session, exitstatus)
+        except Exception as exc:  # a verdict the suite could not build is its own fault, never exit 1
+            import traceback
+
+            from conformance.common.exits import Exit
+
+            self.state.write_error = scrub(f"could not build the reports: {type(exc).__name__}: {exc}")
+            print(scrub(traceback.format_exc()), file=sys.stderr)
+            session.exitstatus = Exit.INTERNAL_ERROR
+
+    def _judge(self, session: pytest.Session, exitstatus: int) -> None:
+        """The run's verdict and its reports, from every test's claims and the workers' counts."""
+        config = self.config
+        state = self.state
+        recorder = state.recorder
         from conformance.clients.scope import UNSHOWABLE
         from conformance.common.exits import VERDICT_EXIT
         from conformance.common.open import describe

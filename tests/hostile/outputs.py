@@ -5,6 +5,7 @@ escapes and every secret masked, so a failure message is itself safe to log."""
 
 from __future__ import annotations
 
+import errno
 import re
 import subprocess
 import tempfile
@@ -58,7 +59,14 @@ def dump_dom(chromium: str, page: Path) -> str:
     """The page's DOM after its scripts ran, as headless Chromium serializes it."""
     with tempfile.TemporaryDirectory(prefix="kc-profile-") as profile:
         cmd = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.resolve().as_uri()]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        except OSError as exc:
+            if exc.errno != errno.EFAULT:
+                raise
+            # Seen once in a loaded full run, never alone: execve of the browser failed (EFAULT),
+            # so it never ran and nothing of the page was judged. Started once more, not skipped.
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"chromium exited {done.returncode}: {done.stderr[-500:]}")
     return done.stdout
