@@ -5,7 +5,9 @@ suite that waits one round trip per request, one at a time, is slow exactly wher
 This serves the bundled simulator as a live Core with control, puts a proxy in front of it that
 delays every chunk by a fixed time each way, and runs the default suite (Core HTTP, no MCP)
 through it: each delay with the serial run and with the given concurrency. It prints wall time,
-the run's request count, requests per second and the verdict, and asserts nothing::
+the CPU time the whole machine spent meanwhile (Linux; the suite, the Core and the proxy share
+it: a run far below two CPU seconds a second waits on round trips, not on the cores), the run's
+request count, requests per second and the verdict, and asserts nothing::
 
     python benchmarks/latency.py                       # 0, 20 and 50 ms, serial and concurrent
     python benchmarks/latency.py --delays 0 50 --concurrency 4 8
@@ -44,6 +46,16 @@ CONTROL_ENV = "KNOWLEDGE_SIM_CONTROL_TOKEN"
 """Where the staging simulator reads its control credential, and its written target names it."""
 
 
+def machine_cpu() -> float | None:
+    """CPU seconds every core of this machine has spent busy since boot (None off Linux)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            ticks = [int(field) for field in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
+
+
 def run(url: str, token: str, concurrency: int, work: Path, gate: Path | None, durations: int = 0) -> dict[str, object]:
     config = work / "target.toml"
     mcp = ["--mcp-target", "none"]
@@ -64,10 +76,11 @@ def run(url: str, token: str, concurrency: int, work: Path, gate: Path | None, d
         command += ["--concurrency", str(concurrency)]
     if durations:
         command += ["--", f"--durations={durations}"]
-    started = time.perf_counter()
+    started, busy = time.perf_counter(), machine_cpu()
     env = {**os.environ, TOKEN_ENV: token, CONTROL_ENV: token}
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=work)
     seconds = time.perf_counter() - started
+    cpu = None if busy is None or (now := machine_cpu()) is None else round(now - busy, 1)
     try:
         results = json.loads((reports / "results.json").read_text("utf-8"))
     except (OSError, ValueError):
@@ -77,6 +90,7 @@ def run(url: str, token: str, concurrency: int, work: Path, gate: Path | None, d
         print("\n".join("    " + line for line in slowest.splitlines() if line.strip()), flush=True)
     return {
         "seconds": round(seconds, 1),
+        "cpu_seconds": cpu,
         "requests": results.get("requests"),
         "verdict": results.get("verdict", f"exit {done.returncode}"),
     }
@@ -143,8 +157,9 @@ def main() -> None:
                     rows.append(row)
                     if not args.json:
                         rate = (row["requests"] or 0) / max(float(row["seconds"]), 0.1)
+                        cpu = "" if row["cpu_seconds"] is None else f"  CPU {row['cpu_seconds']:>5} s"
                         print(
-                            f"{delay:>5g} ms  concurrency {concurrency:>2}  {row['seconds']:>7} s  "
+                            f"{delay:>5g} ms  concurrency {concurrency:>2}  {row['seconds']:>7} s{cpu}  "
                             f"{row['requests']} requests  {rate:7.1f} req/s  {row['verdict']}",
                             flush=True,
                         )
