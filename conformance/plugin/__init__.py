@@ -118,11 +118,13 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from conformance.plugin import fixtures
     from conformance.plugin.ast_guard import guard_ast_parse, reuse_traceback_parses
+    from conformance.plugin.hypothesis_constants import without_local_constants
     from conformance.plugin.hypothesis_home import keep_in_user_cache
 
     config.add_cleanup(guard_ast_parse())  # no collection inside ast.parse (CPython 3.11), see there
     config.add_cleanup(reuse_traceback_parses())  # a failed test's traceback parses each file once a run
     keep_in_user_cache()  # Hypothesis' Unicode tables built once a machine, not once a folder and process
+    config.add_cleanup(without_local_constants())  # the same cases whatever this process happened to import
 
     config.stash[STATE] = prepare(config, started=time.time())
     config.pluginmanager.register(fixtures, "knowledge-conformance-fixtures")
