@@ -33,6 +33,7 @@ from conformance.common.outcomes import ContractViolation
 from conformance.common.transport import (
     MAX_JSON_DEPTH,
     MAX_RESPONSE_BYTES,
+    Answer,
     BoundedTransport,
     MalformedJSON,
     TargetUnresponsive,
@@ -546,3 +547,13 @@ def test_a_gzip_bomb_on_every_read_fails_the_read_rules_in_bounded_memory(tmp_pa
     print(
         f"\ngzip bomb: exit {run['exit']} in {run['seconds']:.1f} s, peak {run['peak_mib']:.0f} MiB, {hostile.attacks} reads"
     )
+
+
+@pytest.mark.parametrize("charset", ["utf-16", "rot13", "zlib", "base64", "hex", "bz2", "uu", "idna", "nonsense"])
+def test_an_answer_s_text_never_raises_whatever_its_charset(charset: str) -> None:
+    """A charset that names no text decoder (rot13, zlib), or one the body does not decode as
+    (UTF-16 without a byte order mark), reads as UTF-8: the checks judge the answer, never crash on it."""
+    body = b'{"error": "invalid_request", "message": "x"}'
+    answer = Answer(400, headers=[("content-type", f"application/json; charset={charset}")], content=body)
+    assert answer.text == body.decode("utf-8")
+    assert answer.json() == {"error": "invalid_request", "message": "x"}

@@ -7,13 +7,14 @@ import base64
 import dataclasses
 import html
 import json
+from typing import Any
 from urllib.parse import quote
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance.common.secrets import FRAGMENT, MASK, Scrubber, _windows
+from conformance.common.secrets import FRAGMENT, MASK, Scrubber, _windows, protected
 
 SECRET = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=6, max_size=40)
 
@@ -31,7 +32,7 @@ def texts_with_cuts(draw: st.DrawFn, secrets: list[str]) -> str:
 
 def _reference_mask(text: str, scrubber: Scrubber) -> str:
     """The slow, obvious masking: every character inside any window of any spelling, merged."""
-    windows = {w for v in scrubber.values for w in _windows(v)}
+    windows = {w for v in scrubber.values for w in _windows(v) if w.lower() not in protected()}
     sizes = {len(w) for w in windows}
     covered = [False] * len(text)
     for start in range(len(text)):
@@ -79,11 +80,12 @@ def test_no_encoding_of_a_secret_survives_at_any_alignment(
         first, last = -(-8 * start // 6), 8 * (start + len(secret_bytes)) // 6
         carried = encoded[first:last]
         for i in range(len(carried) - FRAGMENT + 1):
-            assert carried[i : i + FRAGMENT] not in clean
+            window = carried[i : i + FRAGMENT]
+            assert window not in clean or window.lower() in protected()  # a word of the suite's own is kept
     for form in (secret, secret.encode().hex(), quote(secret, safe=""), html.escape(secret)):
         for i in range(max(1, len(form) - FRAGMENT + 1)):
             window = form[i : i + FRAGMENT]
-            assert window not in scrubber.text(f"<<{window}>>")
+            assert window not in scrubber.text(f"<<{window}>>") or window.lower() in protected()
 
 
 def test_a_secret_added_after_a_scrub_is_masked_from_then_on() -> None:
@@ -177,3 +179,68 @@ def test_a_record_is_masked_as_each_of_its_strings_would_be(data: st.DataObject,
         )
     )
     assert scrubber.data(record) == _masked_each(record, scrubber)
+
+
+@pytest.mark.parametrize("minted", ["failed", "FAILED", "non-conformant", "xxnon-conformant", "READ-005", "verdict"])
+def test_a_token_that_is_one_of_the_suite_s_own_words_masks_none_of_them(minted: str) -> None:
+    """A hostile control extension mints a word of the reports as a token: the reports keep that
+    word (an outcome, a verdict, a key, a requirement ID), while a real token is still masked."""
+    scrubber = Scrubber()
+    token = "bha_" + "5f" * 20
+    scrubber.add(minted)
+    scrubber.add(token)
+    own = '{"verdict": "non-conformant", "outcome": "failed", "violated": "READ-005"} VERDICT: NON-CONFORMANT'
+    assert scrubber.text(own) == own
+    assert scrubber.text(f"echo {token}") == f"echo {MASK}"
+
+
+def test_the_protected_words_come_from_the_results_schema_and_the_catalogue() -> None:
+    words = protected().split("\0")
+    assert {"failed", "verified", "non-conformant", "verdict", "nodeid", "outcome", "read-005"} <= set(words)
+
+
+def test_a_test_s_record_keeps_its_own_fields_whatever_a_secret_matches() -> None:
+    """The record's ID, rules and outcome are the suite's and build the verdict: a minted token
+    that matches them masks nothing there; the record's text is masked as before."""
+    from conformance.common.secrets import SECRETS
+    from conformance.plugin.claims import PROPERTY, scrubbed
+
+    token = "test_kc_claims_probe_" + "9e" * 12
+    SECRETS.add(token)  # a value no other test writes: the process-wide scrubber only grows
+    record = {
+        "nodeid": f"server/test_x.py::{token}",
+        "requirements": [token],
+        "outcome": token,
+        "violated": token,
+        "message": f"the Core echoed {token}",
+    }
+    out = scrubbed(PROPERTY, record)
+    assert {k: out[k] for k in ("nodeid", "requirements", "outcome", "violated")} == {
+        k: record[k] for k in ("nodeid", "requirements", "outcome", "violated")
+    }
+    assert out["message"] == f"the Core echoed {MASK}"
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_a_token_sent_in_utf16_or_utf32_is_masked_as_bytes_as_repr_and_as_json(encoding: str) -> None:
+    """JSON may come in UTF-16 or UTF-32: read as bytes or UTF-8, the token stands beside NULs,
+    raw, in a ``repr`` (a traceback's arguments) or JSON-escaped (results.json)."""
+    scrubber = Scrubber()
+    token = "kcTu8jzPde0IgxLd6GncfBAepfJBd0Kh8oOOL8dK"
+    scrubber.add(token)
+    sent = json.dumps({"message": token}).encode(encoding)
+    for seen in (sent.decode("latin-1"), repr(sent), json.dumps(sent.decode("latin-1"))):
+        masked = scrubber.text(seen)
+        assert MASK in masked and not any(token[i : i + FRAGMENT] in masked.replace("\x00", "") for i in range(33))
+    assert (
+        scrubber.text("a body of \x00\x00\x00\x00 and \\x00\\x00\\x00\\x00")
+        == "a body of \x00\x00\x00\x00 and \\x00\\x00\\x00\\x00"
+    )
+
+
+@pytest.mark.parametrize("spelled", [str.swapcase, lambda t: "".join(f"\\u{ord(c):04X}" for c in t)])
+def test_a_token_swapped_in_case_or_escaped_with_upper_case_hex_is_masked(spelled: Any) -> None:
+    scrubber = Scrubber()
+    token = "kcTu8jzPde0IgxLd6GncfBAepfJBd0Kh8oOOL8dK"
+    scrubber.add(token)
+    assert scrubber.text(f"echo {spelled(token)}") == f"echo {MASK}"

@@ -9,12 +9,19 @@ credential, tokens minted during the run, URL secrets) with its encodings, and a
 run of 8 or more of their consecutive characters is masked wherever it appears, in
 everything the suite writes or prints. Scrubbing by value is what schemathesis'
 sanitizer does too; one Aho-Corasick automaton finds every window in one pass.
+
+A target chooses the tokens its control extension mints, so a hostile one could mint a word
+of the suite's own (``failed``, ``non-conformant``, a requirement ID) and have every report
+mask it: a test's outcome, a verdict, a key of results.json. No pattern that lies within one of
+the suite's own words is therefore ever masked (:func:`protected`); a token that is such a
+word hides nothing by being shown.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import html
 import json
 import re
@@ -72,6 +79,8 @@ def spellings(value: str) -> set[str]:
         "".join(f"&#x{ord(c):x};" for c in value),
         "".join(f"&#x{ord(c):X};" for c in value),
         "".join(f"\\u{ord(c):04x}" for c in value),  # JSON escapes of every character, arriving as text
+        "".join(f"\\u{ord(c):04X}" for c in value),  # the same with upper-case hex digits (RFC 8259 allows both)
+        value.swapcase(),
         value.upper(),
         value.lower(),
         value[::-1],
@@ -108,11 +117,73 @@ def _every_byte(data: bytes, case: str) -> str:
     return encoded.upper() if case == "X" else encoded
 
 
+OWN_WORDS = (
+    "VERDICT",
+    "MUSTs",
+    "surfaces",
+    "requirements verified",
+    "not verified",
+    "tests failed",
+    "harness errors",
+    "knowledge contract verdict",
+    "within scope",
+)
+"""Words of the console's verdict lines that are not in results.json's schema."""
+
+
+@functools.cache
+def protected() -> str:
+    """The suite's own words, lower-cased, one after another (NUL between): results.json's keys
+    and fixed values (from its schema), every requirement ID, :data:`OWN_WORDS`. A pattern found
+    within this text is not masked."""
+    from knowledge_schemas import SCHEMA_DIR, load_catalogue
+
+    words: set[str] = set(OWN_WORDS) | set(load_catalogue().ids)
+    _schema_words(json.loads((SCHEMA_DIR / "results.schema.json").read_text("utf-8")), words)
+    return "\0".join(sorted(word.lower() for word in words))
+
+
+def _schema_words(node: Any, into: set[str]) -> None:
+    """Every property name and every string of an ``enum``, ``const`` or ``required`` in a schema."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                into.update(value)
+            elif key in ("enum", "required") and isinstance(value, list):
+                into.update(v for v in value if isinstance(v, str))
+            elif key == "const" and isinstance(value, str):
+                into.add(value)
+            _schema_words(value, into)
+    elif isinstance(node, list):
+        for value in node:
+            _schema_words(value, into)
+
+
 def _windows(spelling: str) -> set[str]:
     """The patterns that mask ``spelling`` and any run of ``FRAGMENT`` or more of its characters."""
     if len(spelling) <= FRAGMENT:
         return {spelling}
     return {spelling[i : i + FRAGMENT] for i in range(len(spelling) - FRAGMENT + 1)}
+
+
+_NULS = re.compile(r"\x00|\\x00|\\u0000")
+"""A NUL: raw, as the escape a ``repr`` or :func:`~conformance.common.untrusted.defang` shows, or JSON's."""
+
+
+def _without_nuls(text: str) -> tuple[str, list[int]]:
+    """``text`` with its NULs (raw or escaped) taken out, and where each kept character stood: JSON
+    may come in UTF-16 or UTF-32, and read as bytes or as UTF-8 a token stands there beside NULs
+    (``k\\x00c\\x00...``), which no window of its spellings matches."""
+    kept: list[str] = []
+    where: list[int] = []
+    position = 0
+    for nul in _NULS.finditer(text):
+        kept.append(text[position : nul.start()])
+        where.extend(range(position, nul.start()))
+        position = nul.end()
+    kept.append(text[position:])
+    where.extend(range(position, len(text)))
+    return "".join(kept), where
 
 
 class Scrubber:
@@ -138,7 +209,8 @@ class Scrubber:
             if not new:
                 return
             self._values.update(new)
-            windows = {w for v in new for w in _windows(v)} - self._patterns
+            own = protected()
+            windows = {w for v in new for w in _windows(v) if w.lower() not in own} - self._patterns
             self._patterns.update(windows)
             self._pending.extend(windows)
             self._longest = max(self._longest, *(len(v) for v in new))
@@ -249,22 +321,33 @@ def _gathered(node: Any, into: list[str]) -> bool:
 
 
 def _found(text: str, automata: tuple[ahocorasick_rs.AhoCorasick, ...]) -> bool:
-    """Whether any window of a secret occurs in ``text``."""
+    """Whether any window of a secret occurs in ``text``, or in it without its NULs."""
     try:
-        return any(automaton.find_matches_as_indexes(text) for automaton in automata)
+        if any(automaton.find_matches_as_indexes(text) for automaton in automata):
+            return True
     except UnicodeEncodeError:  # a lone surrogate: searched as U+FFFD, as _mask does
         return _found(_LONE.sub("\ufffd", text), automata)
+    return _NULS.search(text) is not None and _found(_without_nuls(text)[0], automata)
 
 
-def _mask(text: str, automata: tuple[ahocorasick_rs.AhoCorasick, ...]) -> str:
-    """Every stretch of ``text`` covered by overlapping windows of a secret replaced by one mask."""
+def _spans(text: str, automata: tuple[ahocorasick_rs.AhoCorasick, ...]) -> list[tuple[int, int]]:
+    """Where a window of a secret occurs in ``text``, overlaps included."""
     found: list[tuple[int, int, int]] = []
     for automaton in automata:
         try:
             found += automaton.find_matches_as_indexes(text, overlapping=True)
         except UnicodeEncodeError:  # a lone surrogate (a target's invalid UTF-16): searched as U+FFFD, one for one
             found += automaton.find_matches_as_indexes(_LONE.sub("\ufffd", text), overlapping=True)
-    spans = sorted((start, end) for _, start, end in found)
+    return [(start, end) for _, start, end in found]
+
+
+def _mask(text: str, automata: tuple[ahocorasick_rs.AhoCorasick, ...]) -> str:
+    """Every stretch of ``text`` covered by overlapping windows of a secret replaced by one mask."""
+    spans = sorted(_spans(text, automata))
+    if _NULS.search(text) is not None:  # a token sent in UTF-16 or UTF-32: masked from its first character to its last
+        bare, where = _without_nuls(text)
+        if bare != text:
+            spans = sorted(spans + [(where[start], where[end - 1] + 1) for start, end in _spans(bare, automata)])
     if not spans:
         return text
     kept: list[str] = []

@@ -6,6 +6,7 @@ answers, and a recorder that keeps every exchange (secrets redacted) for the rep
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import importlib
 import itertools
@@ -234,7 +235,7 @@ _DECODERS: dict[str, Callable[[bytes, int], bytes]] = {
 }
 
 
-def _decode(raw: bytes, codings: str, cap: int) -> tuple[bytes, str | None, bool]:
+def decode_body(raw: bytes, codings: str, cap: int) -> tuple[bytes, str | None, bool]:
     """The body with its content codings undone (the last applied first), each stage's output at
     most ``cap`` + 1 bytes; why it is broken (over the cap, or not what its coding says), or None;
     and whether it was over the cap. A coding the suite does not know is left as httpx leaves it."""
@@ -317,6 +318,30 @@ class Answer(httpx.Response):
 
     def json(self, **kwargs: Any) -> Any:
         return strict_json(self.content)
+
+    @property
+    def encoding(self) -> str | None:
+        """The charset the answer names when it is a text encoding Python knows, else UTF-8: a
+        ``charset`` of ``rot13``, ``zlib`` or ``base64`` named a codec that is no text decoder, and
+        reading the text raised inside the suite's own checks instead of being judged."""
+        named = super().encoding or "utf-8"
+        try:
+            return named if codecs.lookup(named)._is_text_encoding else "utf-8"
+        except LookupError:
+            return "utf-8"
+
+    @encoding.setter
+    def encoding(self, value: str) -> None:
+        httpx.Response.encoding.fset(self, value)  # type: ignore[attr-defined]
+
+    @property
+    def text(self) -> str:
+        """The body as text, never an exception: a body that its charset does not decode (UTF-16
+        without a byte order mark) reads as UTF-8 with replacement characters."""
+        try:
+            return super().text
+        except (UnicodeError, LookupError, TypeError, ValueError, AssertionError):
+            return self.content.decode("utf-8", "replace")
 
 
 def broken(response: object) -> str | None:
@@ -413,7 +438,7 @@ class BoundedTransport(httpx.BaseTransport):
         if raw is None:
             return _stand_in(request, status, headers, f"the response body is over {self.max_bytes} bytes", large=True)
         codings = b",".join(v for k, v in headers if k.lower() == b"content-encoding").decode("latin-1")
-        body, undecoded, large = _decode(raw, codings, self.max_bytes) if codings else (raw, None, False)
+        body, undecoded, large = decode_body(raw, codings, self.max_bytes) if codings else (raw, None, False)
         if undecoded is not None:
             return _stand_in(request, status, headers, undecoded, large=large)
         kept = [(k, v) for k, v in headers if k.lower() != b"content-encoding"]  # decoded here, not again

@@ -1,16 +1,21 @@
 """Bare streamable-HTTP JSON-RPC posts, for probes an SDK client never sends (a foreign
 ``Origin``, one session's ``Mcp-Session-Id`` on another route's URL or with another credential).
-The answer is read up to a cap and within the call's deadline, like every answer of a target."""
+The answer is read up to a cap and within the call's deadline, like every answer of a target:
+the body as sent and once decoded (a 1 KB brotli body expanded to 768 MiB in one chunk), and
+the whole read (httpx bounds each read only: an event stream that sent a byte every few seconds
+held a run for ever). An event stream is read until the message that answers the request."""
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from conformance.common.transport import verifying_tls
+from conformance.common.transport import decode_body, verifying_tls
 from conformance.mcp.records import MESSAGE_CAP
 
 PROTOCOL = "2025-06-18"
@@ -28,27 +33,45 @@ class Posted:
 
 
 def post(
-    url: str, message: dict[str, Any], timeout: float, *, token: str = "", session_id: str | None = None, **headers: str
+    url: str,
+    message: dict[str, Any],
+    timeout: float,
+    *,
+    token: str = "",
+    session_id: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Posted:
-    sent = {"accept": "application/json, text/event-stream", "content-type": "application/json", **headers}
+    sent = {"accept": "application/json, text/event-stream", "content-type": "application/json", **(headers or {})}
     if token:
         sent["authorization"] = f"Bearer {token}"
     if session_id is not None:
         sent[SESSION_HEADER] = session_id
         sent["mcp-protocol-version"] = PROTOCOL
+    deadline = clock() + timeout
     with (
         httpx.Client(timeout=timeout, verify=verifying_tls()) as client,
         client.stream("POST", url, json=message, headers=sent) as response,
     ):
-        body = b""
-        for chunk in response.iter_bytes():
-            body += chunk
-            if len(body) > MESSAGE_CAP:
-                break
         kind = response.headers.get("content-type", "")
-        return Posted(
-            response.status_code, response.headers.get(SESSION_HEADER), _answer(body, kind, message.get("id"))
-        )
+        codings = response.headers.get("content-encoding", "")
+        streamed = "event-stream" in kind
+        raw, found = b"", None
+        for chunk in response.iter_raw():  # as sent: decoded below within the cap
+            raw += chunk
+            ended = len(raw) > MESSAGE_CAP or clock() > deadline
+            if streamed or ended:
+                found = _answer(_decoded(raw, codings), kind, message.get("id"))
+            if found is not None or ended:
+                break
+        else:
+            found = _answer(_decoded(raw, codings), kind, message.get("id"))
+        return Posted(response.status_code, response.headers.get(SESSION_HEADER), found)
+
+
+def _decoded(raw: bytes, codings: str) -> bytes:
+    """The body with its content codings undone, at most the cap (nothing when it does not decode)."""
+    return decode_body(raw, codings, MESSAGE_CAP)[0] if codings else raw
 
 
 def _answer(body: bytes, kind: str, wanted: Any) -> dict[str, Any] | None:
@@ -75,7 +98,11 @@ def initialize(url: str, timeout: float, *, token: str = "", **headers: str) -> 
         "clientInfo": {"name": "knowledge-conformance", "version": "1"},
     }
     return post(
-        url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}, timeout, token=token, **headers
+        url,
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params},
+        timeout,
+        token=token,
+        headers=headers,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 
-from conformance.common.transport import _decode  # the suite's bounded Content-Encoding decoder
+from conformance.common.transport import decode_body  # the suite's bounded Content-Encoding decoder
 
 REQUEST_KEEP = 96 * 1024
 """Bytes of a request body kept: a turn's user_input is at most 64000 characters."""
@@ -56,7 +56,7 @@ class Body:
             return self
         if not self.complete:
             return Body(b"", -1, False)  # a coded body cut short cannot be decoded, nor its size known
-        decoded, broken, _over = _decode(self.data, self.coding, keep)
+        decoded, broken, _over = decode_body(self.data, self.coding, keep)
         if broken is not None:
             return Body(b"", -1, False, broken)
         return Body(decoded, len(decoded), True)

@@ -96,9 +96,18 @@ class TestClaims:
         )
 
 
+TEXT_FIELDS = frozenset({"message", "sequence", "exchanges", "tool_calls", "timings"})
+"""The record's fields that may hold a target's text; the others (the test's ID, the rules it
+claims and verified, its outcome, the rule it broke, counts) are the suite's own and are never
+masked: the verdict is built from them, and a token a hostile control extension minted to match
+one of them must not change it."""
+
+
 def scrubbed(key: str, value: Any) -> Any:
-    """A property as it may leave the process: the record masked value by value (a mask laid over
-    JSON text could cut an escape in two), any other text masked whole."""
+    """A property as it may leave the process: the record's text masked value by value (a mask
+    laid over JSON text could cut an escape in two), any other text masked whole."""
+    if key == PROPERTY and isinstance(value, dict):
+        return {k: SECRETS.data(v) if k in TEXT_FIELDS else v for k, v in value.items()}
     if key == PROPERTY:
         return SECRETS.data(value)
     return scrub(value) if isinstance(value, str) else value
