@@ -132,15 +132,20 @@ OWN_WORDS = (
 
 
 @functools.cache
-def protected() -> str:
-    """The suite's own words, lower-cased, one after another (NUL between): results.json's keys
-    and fixed values (from its schema), every requirement ID, :data:`OWN_WORDS`. A pattern found
-    within this text is not masked."""
+def protected() -> frozenset[str]:
+    """Every piece of the suite's own words a mask pattern could be (``MIN_LENGTH`` to ``FRAGMENT``
+    characters, lower-cased): of results.json's keys and fixed values (from its schema), of every
+    requirement ID and of :data:`OWN_WORDS`. A pattern among them is not masked."""
     from knowledge_schemas import SCHEMA_DIR, load_catalogue
 
     words: set[str] = set(OWN_WORDS) | set(load_catalogue().ids)
     _schema_words(json.loads((SCHEMA_DIR / "results.schema.json").read_text("utf-8")), words)
-    return "\0".join(sorted(word.lower() for word in words))
+    return frozenset(
+        word[i : i + size]
+        for word in (w.lower() for w in words)
+        for size in range(MIN_LENGTH, FRAGMENT + 1)
+        for i in range(len(word) - size + 1)
+    )
 
 
 def _schema_words(node: Any, into: set[str]) -> None:
