@@ -170,3 +170,25 @@ def test_machine_read_reports_parse_whatever_the_text_and_the_secrets(
     for warning in data["warnings"]:
         for secret in secrets:
             assert secret not in warning
+
+
+def test_a_minted_token_spanning_the_reports_words_rewrites_no_report(tmp_path: Path) -> None:
+    """A control extension's tokens are the target's choice: one spanning the reports' own words
+    (a verdict line, a junit attribute) masks the target's text only, never the files' own text,
+    which the secrets the run was given still mask."""
+    from conformance.common.secrets import MASK, RunSecrets
+
+    secrets = RunSecrets()
+    configured = "cfg-token-" + "7a" * 12
+    secrets.add(configured)
+    spanning = ["VERDICT: NON-", '" failures="', 'verdict" value="non-', "tests failed 1", "**Verdict: NON-"]
+    for minted in spanning:
+        secrets.add(minted, minted=True)
+    rid = next(r for r in OBSERVABLE if r.startswith("READ"))
+    run = _run([TestResult.for_rule("t::read", rid, "failed", f"ContractViolation: [{rid}] echoed {configured}")])
+    plain = write_all(run, tmp_path / "plain")
+    masked = write_all(run, tmp_path / "masked", secrets.configured.text)
+    for kind, path in plain.items():
+        expected = path.read_text("utf-8").replace(configured, MASK)
+        assert masked[kind].read_text("utf-8") == expected, kind
+    assert secrets.text("the Core echoed VERDICT: NON-CONFORMANT") == f"the Core echoed {MASK}CONFORMANT"

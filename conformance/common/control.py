@@ -252,7 +252,7 @@ class Control:
         if session_id:
             body["session_id"] = session_id
         minted = dict(self._request("POST", "/identities", body))
-        SECRETS.add(minted.get("token"))
+        SECRETS.add(minted.get("token"), minted=True)  # the target's choice: it masks the target's text only
         # Named by its account until a world gives it its role (primary, other_route, ...).
         IDENTITIES.name(minted.get("token"), f"minted_{account}")
         return minted

@@ -367,7 +367,26 @@ def _mask(text: str, automata: tuple[ahocorasick_rs.AhoCorasick, ...]) -> str:
     return "".join(kept)
 
 
-SECRETS = Scrubber()
+class RunSecrets(Scrubber):
+    """The run's secrets. Every one masks a target's text wherever it goes; only those the run was
+    given (configured tokens, the control credential, URL secrets, the bundled simulator's) also
+    mask the suite's own text: the last pass over each report file and the console's verdict
+    lines. A target chooses the tokens its control extension mints, and one spanning the suite's
+    words (``VERDICT: NON-``, ``" failures="``) must not rewrite a verdict line or a junit
+    attribute; the text it could echo them in is masked before it reaches a report."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.configured = Scrubber()
+
+    def add(self, value: object, *, minted: bool = False) -> None:
+        """Remember a secret; ``minted``: one the target chose (a control extension's identity)."""
+        super().add(value)
+        if not minted:
+            self.configured.add(value)
+
+
+SECRETS = RunSecrets()
 """The process-wide scrubber: the target configuration, the control wire and the
 target loader add to it; the reports, the console and the recorder read it."""
 

@@ -357,7 +357,9 @@ class SuiteSession:
                 f"the control extension kept {len(kept)} workspace(s) of run {run.run_id} (no delete): {', '.join(sorted(kept)[:5])}"
             )
         try:
-            state.paths = write_all(run, Path(option(config, "--reports")), scrub)
+            # The run's data was masked with every secret as it was gathered; the files' own text
+            # (nodeids, verdicts, attributes) only with the secrets the run was given (RunSecrets).
+            state.paths = write_all(run, Path(option(config, "--reports")), SECRETS.configured.text)
         except OSError as exc:
             state.write_error = f"could not write the reports: {exc}"
             session.exitstatus = VERDICT_EXIT["error"]
@@ -424,20 +426,19 @@ class SuiteSession:
             else ""
         )
         terminalreporter.write_line(
-            scrub(
+            SECRETS.configured.text(
                 f"VERDICT: {run.verdict.upper()}{within}  (surfaces: {run.surfaces_line}; {'client/host' if run.is_client_run else 'server'} MUSTs verified {s.get('client_must_verified', s['server_must_verified'])}/{s.get('client_must_total', s['server_must_total'])}{run.other_musts_line}; "
                 f"requirements verified {s['verified']}, failed {s['failed']}, waived {s['waived']}, not verified {s['not_verified']}; "
                 f"tests failed {s['tests_failed']}, harness errors {s['tests_errored']}; {run.requests} requests; run {run.run_id})"
             )
         )
-        for r in run.requirements:
+        for r in run.requirements:  # only the reason is a target's text: a minted token masks nothing else
             if r.status in ("failed", "waived"):
-                terminalreporter.write_line(shown(f"  {r.status.upper():7} {r.id} {r.title}: {clip(r.reason, 160)}"))
+                terminalreporter.write_line(f"  {r.status.upper():7} {r.id} {r.title}: {shown(clip(r.reason, 160))}")
         incomplete = run.incomplete or {}
         for m in incomplete.get("missing", []):
-            terminalreporter.write_line(
-                shown(f"  NOT VERIFIED {m['id']}: {clip(first_reason(m['reason']), 120)}; to verify: {m['to_verify']}")
-            )
+            reason = shown(clip(first_reason(m["reason"]), 120))
+            terminalreporter.write_line(f"  NOT VERIFIED {m['id']}: {reason}; to verify: {m['to_verify']}")
         if incomplete.get("scope"):
             label = incomplete["scope"]
             terminalreporter.write_line(f"  this run verifies every MUST of scope {label}: --scope {label} gates on it")
