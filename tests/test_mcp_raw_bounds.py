@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
 import pytest
 
 from conformance.mcp import raw
@@ -110,3 +111,21 @@ def test_a_compressed_answer_is_decoded_within_the_cap() -> None:
             tracemalloc.stop()
     assert answer.status == 200 and answer.message is None
     assert peak < 64 * 1024 * 1024, f"the post held {peak / 2**20:.0f} MiB for a {len(bomb)}-byte body"
+
+
+def _trickle_headers(handler: BaseHTTPRequestHandler, stop: threading.Event) -> None:
+    """A header block that never ends: a byte of one header's value every 0.2 s."""
+    handler.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Slow: ")
+    handler.wfile.flush()
+    while not stop.wait(0.2):
+        handler.wfile.write(b"a")
+        handler.wfile.flush()
+
+
+def test_a_header_block_that_trickles_ends_within_the_deadline() -> None:
+    with serving(_trickle_headers) as url:
+        started = time.monotonic()
+        with pytest.raises(httpx.TimeoutException):
+            raw.initialize(url, 1.0)
+        took = time.monotonic() - started
+    assert took < 3.0, f"the post took {took:.1f} s with a 1 s deadline"

@@ -492,6 +492,41 @@ class BoundedTransport(httpx.BaseTransport):
 TIMEOUT_KINDS = ("connect", "read", "write", "pool")
 
 
+class _Body(httpx.SyncByteStream):
+    """A streamed answer's body as httpx reads it, httpcore's errors as httpx's."""
+
+    def __init__(self, stream: Iterable[bytes], request: httpx.Request) -> None:
+        self._stream, self._request = stream, request
+
+    def __iter__(self) -> Iterator[bytes]:
+        with _as_httpx(self._request):
+            yield from self._stream
+
+    def close(self) -> None:
+        if hasattr(self._stream, "close"):
+            self._stream.close()
+
+
+class StreamedTransport(BoundedTransport):
+    """:class:`BoundedTransport`'s deadline over connecting and the whole header block, the body
+    left to the caller to read, each read waiting at most what was left of the deadline when the
+    headers came: for an event stream read up to the message it waits for. A server that trickled
+    its headers held a plain httpx client for as long as it liked."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        deadline = self._clock() + self.timeout
+        bound = _DEADLINE.set(deadline)
+        try:
+            with _as_httpx(request):
+                sent = self._pool.handle_request(self._core_request(request, deadline))
+        finally:
+            _DEADLINE.reset(bound)
+        assert isinstance(sent.stream, Iterable)
+        return httpx.Response(
+            sent.status, headers=sent.headers, stream=_Body(sent.stream, request), extensions=sent.extensions
+        )
+
+
 def bounded_client(timeout_seconds: float, max_bytes: int = MAX_RESPONSE_BYTES, **kwargs: Any) -> httpx.Client:
     """An httpx client whose every request is bounded in time and memory (:class:`BoundedTransport`)."""
     transport = BoundedTransport(timeout_seconds, max_bytes)

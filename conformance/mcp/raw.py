@@ -2,8 +2,8 @@
 ``Origin``, one session's ``Mcp-Session-Id`` on another route's URL or with another credential).
 The answer is read up to a cap and within the call's deadline, like every answer of a target:
 the body as sent and once decoded (a 1 KB brotli body expanded to 768 MiB in one chunk), and
-the whole read (httpx bounds each read only: an event stream that sent a byte every few seconds
-held a run for ever). An event stream is read until the message that answers the request."""
+the whole read (httpx bounds each read only: an event stream, or a header block, that sent a
+byte every few seconds held a run for ever). An event stream is read until the message that answers the request."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from conformance.common.transport import decode_body, verifying_tls
+from conformance.common.transport import StreamedTransport, decode_body
 from conformance.mcp.records import MESSAGE_CAP
 
 PROTOCOL = "2025-06-18"
@@ -50,7 +50,7 @@ def post(
         sent["mcp-protocol-version"] = PROTOCOL
     deadline = clock() + timeout
     with (
-        httpx.Client(timeout=timeout, verify=verifying_tls()) as client,
+        httpx.Client(transport=StreamedTransport(timeout, clock=clock), timeout=timeout) as client,
         client.stream("POST", url, json=message, headers=sent) as response,
     ):
         kind = response.headers.get("content-type", "")
