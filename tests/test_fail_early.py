@@ -71,6 +71,24 @@ def test_a_bad_target_url_is_one_line_and_exit_4(tmp_path: Path, url: str) -> No
     assert "pa55word-secret" not in line
 
 
+@pytest.mark.parametrize("target", ["sim", "sim+http"])
+@pytest.mark.parametrize(
+    "table",
+    [
+        '[identities.primary]\ntoken = "tok-abcdefgh"\nroute = "r"\n',
+        '[control]\nurl = "http://core.example/_control/v1"\ntoken = "ctl-abcdefgh"\n',
+    ],
+)
+def test_a_live_core_s_configuration_with_the_bundled_simulator_is_refused(
+    tmp_path: Path, target: str, table: str
+) -> None:
+    """The simulator knows none of a live Core's identities: every request was refused, and the
+    run said NON-CONFORMANT (12 MUSTs failed on 401s) where the mistake was the command's."""
+    path = _config(tmp_path, '[target]\nurl = "http://core.example"\n' + table)
+    with pytest.raises(ConfigError, match=rf"^--target {re.escape(target)} is the bundled simulator, but "):
+        load_config(str(path), target=target)
+
+
 @pytest.mark.parametrize(
     "url", ["http://", "https://:8080/", "http://core.example:99999/", "http://core .example/", "ftp://core.example/"]
 )

@@ -46,6 +46,23 @@ def test_a_usage_mistake_exits_4(arguments: list[str], tmp_path: Path, capsys: p
     assert not (tmp_path / "results.json").exists()
 
 
+def test_a_listen_port_in_use_exits_4_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A port another process holds is the command's mistake (exit 4, one line), not the suite's (it was 3)."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        code = main(
+            ["observe", "--upstream", "http://127.0.0.1:9", "--listen", f"127.0.0.1:{port}", "--reports", str(tmp_path)]
+        )
+    assert code == 4
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"cannot listen on 127.0.0.1:{port}" in err, err
+    assert not (tmp_path / "results.json").exists()
+
+
 def _entry(at: str, path: str, request: Any, status: int, answer: Any) -> dict[str, Any]:
     return {
         "startedDateTime": at,

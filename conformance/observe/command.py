@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import signal
+import socket
 import sys
 import threading
 import time
@@ -203,6 +204,12 @@ def _proxy(args: argparse.Namespace, cfg: Any, credentials: Any) -> int:
     from conformance.observe.report import Source, build, exit_code, write
 
     host, port = listen_address(args.listen)
+    try:  # bound before anything starts: a port in use is the command's mistake (exit 4), not the suite's
+        listener = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as exc:
+        print(f"knowledge-conformance observe: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
+        return USAGE_ERROR
+    port = listener.getsockname()[1]
     if not is_loopback(host):
         print(f"knowledge-conformance observe: listening on {host}, not loopback: whoever reaches it reaches the Core")
     upstream = args.upstream.rstrip("/")
@@ -225,8 +232,9 @@ def _proxy(args: argparse.Namespace, cfg: Any, credentials: Any) -> int:
     started = time.monotonic()
     ending = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:  # uvicorn stops on SIGINT or SIGTERM, then raises the signal again: here it only ends the run
-        server.run()
+        server.run(sockets=[listener])
     finally:
+        listener.close()
         for sig, handler in ending.items():
             signal.signal(sig, handler)
     tally, sessions = judge.close()
