@@ -10,6 +10,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conformance.common.secrets import SECRETS
 from conformance.common.transport import IDENTITIES, Exchange, Recorder, judged, judged_exchange
 from conformance.report.results import RunResult, TestResult, aggregate
@@ -267,3 +269,23 @@ def test_a_failure_judged_on_an_mcp_answer_shows_its_last_tool_call(tmp_path: Pa
     assert '"ref": "ref-5"' in md and '→ tool error: `{"dispatch": "not_dispatched"}`' in md
     assert f"(the {evidence.KEEP - 1} before it are in `results.json`)" in md
     assert reports["html"].count("read_business_knowledge over stdio") == evidence.KEEP
+
+
+@pytest.mark.parametrize("verdict", ["interrupted", "incomplete", "error"])
+def test_junit_shows_a_verdict_no_failed_test_shows_as_an_error(verdict: str, tmp_path: Path) -> None:
+    """An interrupted, incomplete or unjudged run whose tests all passed: junit.xml counts one
+    more case, in error, naming the verdict, so a CI's test view is not green where the exit is not 0."""
+    rid = next(r for r in OBSERVABLE if r.startswith("READ"))
+    run = dataclasses.replace(_run([TestResult.for_rule("t::read", rid, "passed", "")]), verdict=verdict)
+    suite = ET.fromstring(_write(run, tmp_path)["junit"])
+    assert (suite.get("tests"), suite.get("errors"), suite.get("failures")) == ("2", "1", "0")
+    error = suite.find("testcase[@name='verdict']/error")
+    assert error is not None and error.get("message", "").startswith(f"verdict {verdict}: ")
+
+
+def test_junit_adds_no_case_to_a_conformant_or_non_conformant_run(tmp_path: Path) -> None:
+    rid = next(r for r in OBSERVABLE if r.startswith("READ"))
+    for verdict in ("conformant", "non-conformant"):
+        run = dataclasses.replace(_run([TestResult.for_rule("t::read", rid, "passed", "")]), verdict=verdict)
+        suite = ET.fromstring(_write(run, tmp_path / verdict)["junit"])
+        assert suite.get("tests") == "1" and suite.find("testcase[@name='verdict']") is None

@@ -227,6 +227,15 @@ def write_html(run: RunResult, path: Path) -> None:
     _replace(path, page)
 
 
+UNJUDGED = {
+    "interrupted": "the run was stopped before it ended",
+    "incomplete": "a MUST the run gates on was not verified",
+    "error": "the suite could not judge the target",
+}
+"""Verdicts that no failed test shows: junit.xml adds a case in error for each, or a CI's test
+view showed an interrupted run as green."""
+
+
 def write_junit(run: RunResult, path: Path, scrub: Callable[[str], str] | None = None) -> None:
     """junit.xml; ``scrub`` masks every value before it becomes XML (so no mask falls across markup)."""
 
@@ -234,12 +243,13 @@ def write_junit(run: RunResult, path: Path, scrub: Callable[[str], str] | None =
         shown = defang(str(text))
         return shown if scrub is None else scrub(shown)
 
+    unjudged = run.verdict in UNJUDGED  # no test failed, yet the run is no pass: one more case says so
     suite = ET.Element(
         "testsuite",
         name="knowledge-conformance",
-        tests=str(len(run.tests)),
+        tests=str(len(run.tests) + unjudged),
         failures=str(sum(t.outcome == "failed" for t in run.tests)),
-        errors=str(sum(t.outcome == "error" for t in run.tests)),
+        errors=str(sum(t.outcome == "error" for t in run.tests) + unjudged),
         skipped=str(sum(t.outcome == "skipped" for t in run.tests)),
         time=str(run.duration_seconds),
     )
@@ -274,6 +284,12 @@ def write_junit(run: RunResult, path: Path, scrub: Callable[[str], str] | None =
             node.text = _xml(t.message)
         elif t.outcome == "skipped":
             ET.SubElement(case, "skipped", message=_xml(t.message[:500]))
+    if unjudged:
+        case = ET.SubElement(suite, "testcase", classname="knowledge-conformance", name="verdict", time="0.000")
+        why = UNJUDGED[run.verdict]
+        ET.SubElement(case, "error", message=f"verdict {run.verdict}: {why}").text = _xml(
+            f"The run's verdict is {run.verdict.upper()}: {why}. See report.md or results.json."
+        )
     _replace(path, ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n")
 
 
