@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 from conformance.common.exits import HELP, Exit
@@ -182,12 +183,33 @@ def _compare(args: argparse.Namespace) -> int:
     return Exit.NON_CONFORMANT if regressed(diff) or fixed else Exit.OK
 
 
-def _corpus(args: argparse.Namespace) -> int:
-    from pathlib import Path
+def _holds_other_files(folder: Path, manifest: str) -> bool:
+    """Whether ``folder`` exists with entries in it but no kit's manifest (so an export would
+    overwrite files of the user's own, as a ``README.txt``); a kit exported before is replaced."""
+    import json
 
+    try:
+        if not folder.is_dir() or not any(folder.iterdir()):
+            return False
+        return "schema" not in json.loads((folder / manifest).read_text("utf-8"))
+    except (OSError, ValueError, TypeError):
+        return True
+
+
+def _corpus(args: argparse.Namespace) -> int:
     from conformance.server.kit import MANIFEST, export
 
+    if not args.folder.strip():
+        print("knowledge-conformance: corpus export needs a folder (an unset variable?)", file=sys.stderr)
+        return Exit.USAGE_ERROR
     folder = Path(args.folder)
+    if _holds_other_files(folder, MANIFEST):
+        print(
+            f"knowledge-conformance: {folder} holds files that are not a corpus kit: export into an empty folder "
+            "(a kit exported before is replaced)",
+            file=sys.stderr,
+        )
+        return Exit.USAGE_ERROR
     try:
         written = export(folder)
     except OSError as exc:

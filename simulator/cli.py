@@ -8,6 +8,7 @@ import logging.handlers
 import math
 import os
 import queue
+import re
 import socket
 import sqlite3
 import sys
@@ -24,6 +25,10 @@ LIMIT_CONCURRENCY = 1000
 CONTROL_TOKEN_ENV = "KNOWLEDGE_SIM_CONTROL_TOKEN"
 """The control credential when --control-token is not given: an environment variable stays out
 of the process list (``ps``), where any local user reads a command line."""
+
+
+_ROUTE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+"""A route as it stands in a workspace URL."""
 
 
 def _count(text: str) -> int:
@@ -358,6 +363,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     from simulator.wire_names import load_wire_names
 
+    for flag, value in (("--corpus", args.corpus), ("--route", args.route)):
+        if value is not None and not value.strip():  # an unset variable: the server started with no workspace
+            print(f"knowledge-sim: {flag} is empty (an unset variable?)", file=sys.stderr)
+            return 2
+    if args.route is not None and not _ROUTE.fullmatch(args.route):
+        print(
+            f"knowledge-sim: --route {args.route!r} cannot stand in a URL path: letters, digits, '-', '_', '.'",
+            file=sys.stderr,
+        )
+        return 2
     control_token = args.control_token or os.environ.get(CONTROL_TOKEN_ENV) or None  # empty counts as not given
     if control_token is None and not args.no_control and not _loopback(args.host):
         print(

@@ -6,6 +6,7 @@ complete response."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -78,3 +79,23 @@ def test_the_search_bound_is_judged_on_the_complete_response() -> None:
     assert checks.search_response(httpx.Response(200, content=fits))["status"] == "ok"
     with pytest.raises(ContractViolation, match=r"SRCH-008.*4097 bytes"):
         checks.search_response(httpx.Response(200, content=over))
+
+
+def test_corpus_export_keeps_a_folder_of_other_files_and_refuses_an_empty_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An export wrote over a README.txt and a manifest.json of the user's own, and an empty name
+    (an unset variable) exported into the working folder: both are usage errors; a kit exported
+    before is replaced."""
+    from conformance.cli import main
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "README.txt").write_text("my notes", "utf-8")
+    assert main(["corpus", "export", str(mine)]) == 4
+    assert (mine / "README.txt").read_text("utf-8") == "my notes"
+    assert main(["corpus", "export", ""]) == 4
+    assert "needs a folder" in capsys.readouterr().err
+    kit = tmp_path / "kit"
+    assert main(["corpus", "export", str(kit)]) == 0
+    assert main(["corpus", "export", str(kit)]) == 0, "a kit exported before is replaced"

@@ -199,3 +199,20 @@ def test_a_port_in_use_is_one_line_and_port_0_names_the_port_it_got() -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (["--corpus", ""], "--corpus is empty"),
+        (["--route", " "], "--route is empty"),
+        (["--route", "a b/c"], "cannot stand in a URL path"),
+    ],
+)
+def test_an_empty_corpus_or_a_route_no_url_can_carry_is_refused(
+    given: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--corpus ""`` (an unset variable) served no workspace at all, and ``--route "a b/c"``
+    routes no request can reach: both refused before serving."""
+    assert sim_main(["serve", "--port", "0", *given]) == 2
+    assert said in capsys.readouterr().err

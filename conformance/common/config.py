@@ -562,7 +562,9 @@ def load_config(path: str | None, *, target: str | None = None) -> TargetConfig:
         raise ConfigError("--target is empty (an unset variable?): give sim, sim+http or an http(s):// URL")
     if target:
         cfg.target, source = target, "--target"
-        live = [what for what, given in (("identities", cfg.identities), ("a [control] table", cfg.control_url)) if given]
+        live = [
+            what for what, given in (("identities", cfg.identities), ("a [control] table", cfg.control_url)) if given
+        ]
         if cfg.is_sim and live:
             raise ConfigError(
                 f"--target {target} is the bundled simulator, but {path} configures {' and '.join(live)} of a live "
