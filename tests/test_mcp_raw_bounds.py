@@ -56,13 +56,18 @@ def _headers(handler: BaseHTTPRequestHandler, kind: str, **more: str) -> None:
     handler.wfile.flush()
 
 
+def _drip(handler: BaseHTTPRequestHandler, stop: threading.Event, byte: bytes) -> None:
+    """``byte`` every 0.2 s until the server stops."""
+    while not stop.wait(0.2):
+        handler.wfile.write(byte)
+        handler.wfile.flush()
+
+
 def _trickle(handler: BaseHTTPRequestHandler, stop: threading.Event) -> None:
     """An event stream that never sends an event: a comment byte every 0.2 s, for ever."""
     handler.protocol_version = "HTTP/1.0"
     _headers(handler, "text/event-stream")
-    while not stop.wait(0.2):
-        handler.wfile.write(b":")
-        handler.wfile.flush()
+    _drip(handler, stop, b":")
 
 
 def test_an_event_stream_that_trickles_ends_within_the_deadline() -> None:
@@ -117,9 +122,7 @@ def _trickle_headers(handler: BaseHTTPRequestHandler, stop: threading.Event) -> 
     """A header block that never ends: a byte of one header's value every 0.2 s."""
     handler.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Slow: ")
     handler.wfile.flush()
-    while not stop.wait(0.2):
-        handler.wfile.write(b"a")
-        handler.wfile.flush()
+    _drip(handler, stop, b"a")
 
 
 def test_a_header_block_that_trickles_ends_within_the_deadline() -> None:
