@@ -273,6 +273,36 @@ def test_the_right_control_token_passes_the_check(served_url: str, tmp_path: Pat
     assert re.search(r"\d+ passed", proc.stdout), proc.stdout[-1500:]
 
 
+def test_a_control_url_that_serves_a_web_page_fails_before_any_test(tmp_path: Path) -> None:
+    """A [control] url on a web server (nginx's page to every path): one line, exit 4; the run had
+    gone on to exit 7 with some 29,000 console lines."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<html><body>Welcome to nginx!</body></html>"
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        config = _config(tmp_path, f'[control]\nurl = "{url}/_control/v1"\ntoken = "{CONTROL_TOKEN}"\n')
+        line = _one_line_usage_error(_suite(tmp_path, "--target", url, "--target-config", str(config)), tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "answered 200 with text/html, not the control extension's JSON" in line, line
+
+
 # ----------------------------------------------------------------- 7, 8. the CLI's run: run ID in junit.xml and on the console
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:

@@ -233,7 +233,21 @@ def check_control(cfg: Any) -> None:
         )
     if response.status_code in CONTROL_MISSING:
         _control_elsewhere(cfg, root, where, response.status_code)
+    if 200 <= response.status_code < 300 and not _answers_json(response):
+        kind = response.headers.get("content-type", "no content type").split(";")[0].strip()
+        usage_error(
+            f"{where}: GET {root.path.rstrip('/')}/clock answered {response.status_code} with {kind}, not the control "
+            "extension's JSON: is that the control extension's URL (the Core's base URL and /_control/v1)?"
+        )
     PREFLIGHT.passed.add(key)
+
+
+def _answers_json(response: Any) -> bool:
+    try:
+        response.json()
+    except ValueError:
+        return False
+    return True
 
 
 def _control_get(cfg: Any, root: Any) -> Any:
