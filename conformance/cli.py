@@ -143,7 +143,7 @@ def _live_preflight(args: argparse.Namespace, cfg: object) -> tuple[int, str] | 
     from conformance.common.config import TargetConfig
     from conformance.common.settings import RunIdError, RunSettings
     from conformance.plugin.identities import check_live_target
-    from conformance.plugin.preflight import check_control
+    from conformance.plugin.preflight import check_control, check_mcp_url
 
     assert isinstance(cfg, TargetConfig)
     try:
@@ -154,6 +154,7 @@ def _live_preflight(args: argparse.Namespace, cfg: object) -> tuple[int, str] | 
         check_live_target(cfg, settings)
         if cfg.control_url is not None and cfg.control_token is not None:
             check_control(cfg)
+        check_mcp_url(cfg, args.mcp_target)
     except pytest.UsageError as exc:
         return Exit.USAGE_ERROR, f"ERROR: {exc}"
     except pytest.exit.Exception as exc:

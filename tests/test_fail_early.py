@@ -12,6 +12,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from conformance.report.results import load_waivers
 from knowledge_schemas import SCHEMA_DIR, load_catalogue, load_wire_defaults
 from simulator.config import SimConfig
 from simulator.quirks import QUIRKS
-from tests.suite_command import warm_suite
+from tests.suite_command import warm_cli, warm_suite
 
 CONTROL_TOKEN = "ctl-" + "q" * 28
 WRONG_CONTROL_TOKEN = "ctl-wrong-" + "w" * 22
@@ -273,14 +274,16 @@ def test_the_right_control_token_passes_the_check(served_url: str, tmp_path: Pat
     assert re.search(r"\d+ passed", proc.stdout), proc.stdout[-1500:]
 
 
-def test_a_control_url_that_serves_a_web_page_fails_before_any_test(tmp_path: Path) -> None:
-    """A [control] url on a web server (nginx's page to every path): one line, exit 4; the run had
-    gone on to exit 7 with some 29,000 console lines."""
+@contextmanager
+def _web_page(hold: float = 0.0) -> Iterator[str]:
+    """A web server that answers every request with nginx's page (after ``hold`` seconds); its URL."""
     import threading
+    import time
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
+        def _page(self) -> None:
+            time.sleep(hold)
             body = b"<html><body>Welcome to nginx!</body></html>"
             self.send_response(200)
             self.send_header("content-type", "text/html")
@@ -288,19 +291,48 @@ def test_a_control_url_that_serves_a_web_page_fails_before_any_test(tmp_path: Pa
             self.end_headers()
             self.wfile.write(body)
 
+        do_GET = do_POST = _page
+
         def log_message(self, *_: object) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
-        config = _config(tmp_path, f'[control]\nurl = "{url}/_control/v1"\ntoken = "{CONTROL_TOKEN}"\n')
-        line = _one_line_usage_error(_suite(tmp_path, "--target", url, "--target-config", str(config)), tmp_path)
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_control_url_that_serves_a_web_page_fails_before_any_test(tmp_path: Path) -> None:
+    """A [control] url on a web server (nginx's page to every path): one line, exit 4; the run had
+    gone on to exit 7 with some 29,000 console lines."""
+    with _web_page() as url:
+        config = _config(tmp_path, f'[control]\nurl = "{url}/_control/v1"\ntoken = "{CONTROL_TOKEN}"\n')
+        line = _one_line_usage_error(_suite(tmp_path, "--target", url, "--target-config", str(config)), tmp_path)
     assert "answered 200 with text/html, not the control extension's JSON" in line, line
+
+
+def test_an_mcp_url_that_serves_a_web_page_or_never_answers_stops_before_any_test(
+    served_url: str, tmp_path: Path
+) -> None:
+    """An MCP URL given by mistake had been judged as a server that broke MCP-001, MCP-012 and
+    SK-009, and one that never answers held the run ten minutes: a web page is a usage error
+    (exit 4), a silent server a harness error (exit 7), each one line before any test."""
+    config = _config(tmp_path, f'[control]\nurl = "{served_url}/_control/v1"\ntoken = "{CONTROL_TOKEN}"\n')
+    live = ["--target", served_url, "--target-config", str(config)]
+    with _web_page() as page:
+        line = _one_line_usage_error(_suite(tmp_path, *live, "--mcp-target", f"{page}/mcp"), tmp_path)
+    assert "serves a web page (HTML), not an MCP endpoint" in line, line
+    with _web_page(hold=60) as silent:
+        config.write_text(config.read_text("utf-8") + "[target]\ntimeout_seconds = 2\n", "utf-8")
+        cli = [*warm_cli(), "run", *live, "--mcp-target", f"{silent}/mcp", "--report-dir", str(tmp_path / "r")]
+        proc = subprocess.run(cli, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    out = (proc.stdout + proc.stderr).strip()
+    assert proc.returncode == 7, out[-1500:]
+    assert "did not answer initialize within 2 s" in out and len(out.splitlines()) == 1, out[-1500:]
 
 
 # ----------------------------------------------------------------- 7, 8. the CLI's run: run ID in junit.xml and on the console

@@ -30,6 +30,7 @@ class Posted:
     status: int
     session_id: str | None
     message: dict[str, Any] | None
+    html: bool = False  # the answer was a web page (text/html), no MCP endpoint's
 
 
 def post(
@@ -66,7 +67,8 @@ def post(
                 break
         else:
             found = _answer(_decoded(raw, codings), kind, message.get("id"))
-        return Posted(response.status_code, response.headers.get(SESSION_HEADER), found)
+        html = kind.split(";")[0].strip().lower() == "text/html"
+        return Posted(response.status_code, response.headers.get(SESSION_HEADER), found, html)
 
 
 def _decoded(raw: bytes, codings: str) -> bytes:

@@ -20,7 +20,7 @@ from conformance.common.secrets import SECRETS, clip, scrub
 from conformance.common.untrusted import shown
 from conformance.plugin.claims import TestClaims, broke, scrubbed
 from conformance.plugin.options import option
-from conformance.plugin.preflight import PREFLIGHT, check_control, check_harness_core, usage_error
+from conformance.plugin.preflight import PREFLIGHT, check_control, check_harness_core, check_mcp_url, usage_error
 from conformance.plugin.state import LEDGER, MARKER, STATE, is_worker
 from conformance.report.incomplete import first_reason
 
@@ -85,6 +85,7 @@ class SuiteSession:
         check_live_target(cfg, self.state.settings)  # the base URL, then every configured identity on its route
         if cfg.control_url is not None and cfg.control_token is not None:
             check_control(cfg)
+        check_mcp_url(cfg, option(self.config, "--mcp-target"))
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         """Ctrl-C is always the verdict ``interrupted`` (exit 2), whatever failed or errored before it."""
