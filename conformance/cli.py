@@ -142,8 +142,8 @@ def _live_preflight(args: argparse.Namespace, cfg: object) -> tuple[int, str] | 
 
     from conformance.common.config import TargetConfig
     from conformance.common.settings import RunIdError, RunSettings
-    from conformance.plugin.identities import check_live_target
-    from conformance.plugin.preflight import check_control, check_mcp_url
+    from conformance.plugin.identities import check_live_target, check_mcp_url
+    from conformance.plugin.preflight import check_control
 
     assert isinstance(cfg, TargetConfig)
     try:

@@ -206,3 +206,37 @@ def check_live_target(cfg: TargetConfig, settings: RunSettings) -> None:
     finally:
         preflight.close()
     PREFLIGHT.passed.add(key)
+
+
+def check_mcp_url(cfg: Any, chosen: str | None) -> None:
+    """One ``initialize`` at the streamable-HTTP MCP URL the run will check (``--mcp-target`` or
+    ``[mcp] url``, ``{route}`` as the target's route), before any test: a URL that cannot be
+    reached or serves a web page is a usage error, one that takes the connection and never
+    answers a harness error, each in one line. A URL given by mistake had been judged as an MCP
+    server that broke MCP-001, MCP-012 and SK-009, or held the run ten minutes. Whatever else
+    it answers (a refusal without a token, a JSON-RPC error) is left to the tests to judge."""
+    from conformance.mcp import raw
+    from conformance.mcp.endpoints import on_route, skipped
+
+    if skipped(chosen):
+        return
+    given = chosen if chosen and chosen.startswith(("http://", "https://")) else None
+    template = given or (None if chosen else cfg.mcp.get("url"))
+    if not template:
+        return
+    url = on_route(str(template), cfg.route)
+    key = ("mcp", url)
+    if key in PREFLIGHT.passed:
+        return
+    where = f"{'--mcp-target' if given else '[mcp] url'} {redact_url(url)}"
+    seconds = min(cfg.timeout_seconds, 10.0)
+    PREFLIGHT.requests += 1
+    try:
+        answer = raw.initialize(url, seconds)
+    except httpx.TimeoutException:
+        stop(f"{where} took the connection and did not answer initialize within {seconds:g} s")
+    except httpx.HTTPError as exc:
+        usage_error(f"{where}: cannot reach it ({type(exc).__name__}: {exc})")
+    if answer.html:
+        usage_error(f"{where} serves a web page (HTML), not an MCP endpoint: check the URL")
+    PREFLIGHT.passed.add(key)

@@ -20,7 +20,7 @@ from conformance.common.secrets import SECRETS, clip, scrub
 from conformance.common.untrusted import shown
 from conformance.plugin.claims import TestClaims, broke, scrubbed
 from conformance.plugin.options import option
-from conformance.plugin.preflight import PREFLIGHT, check_control, check_harness_core, check_mcp_url, usage_error
+from conformance.plugin.preflight import PREFLIGHT, check_control, check_harness_core, usage_error
 from conformance.plugin.state import LEDGER, MARKER, STATE, is_worker
 from conformance.report.incomplete import first_reason
 
@@ -80,7 +80,7 @@ class SuiteSession:
             return
         if is_worker(self.config) or self.config.option.collectonly or cfg.is_sim:
             return
-        from conformance.plugin.identities import check_live_target
+        from conformance.plugin.identities import check_live_target, check_mcp_url
 
         check_live_target(cfg, self.state.settings)  # the base URL, then every configured identity on its route
         if cfg.control_url is not None and cfg.control_token is not None:
