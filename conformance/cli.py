@@ -105,6 +105,10 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
         problem = usage_problem(args.harness, args.harness_timeout)
         if problem is not None:
             return problem
+    for flag in ("run_id", "mcp_target"):  # an unset variable: a fresh ID lost the replay, "" checked the bundled MCP
+        value = getattr(args, flag, None)
+        if value is not None and not value.strip():
+            return f"--{flag.replace('_', '-')} is empty (an unset variable?)"
     return _number_problem(args)
 
 

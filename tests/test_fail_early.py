@@ -381,6 +381,20 @@ def test_the_cli_usage_errors_exit_4(argv: list[str], capsys: pytest.CaptureFixt
     assert "error:" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag", ["--run-id", "--mcp-target"])
+def test_an_empty_run_id_or_mcp_target_is_a_usage_error(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """An unset variable: ``--run-id ""`` drew a fresh ID (the replay asked for was lost) and
+    ``--mcp-target ""`` checked the bundled simulator's MCP instead."""
+    assert main(["run", flag, ""]) == 4
+    assert f"{flag} is empty" in capsys.readouterr().err
+
+
+def test_an_empty_requirement_is_a_usage_error(tmp_path: Path) -> None:
+    """``--requirement ""`` said "unknown ID(s) " and named nothing."""
+    line = _one_line_usage_error(_suite(tmp_path, "--requirement", ""), tmp_path)
+    assert "--requirement is empty" in line, line
+
+
 def test_the_docs_document_exit_4_for_usage_errors() -> None:
     page = (SCHEMA_DIR.parent / "docs" / "scopes.md").read_text("utf-8")
     row = next(line for line in page.splitlines() if line.startswith("| 4 |"))

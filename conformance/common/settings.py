@@ -30,6 +30,8 @@ def new_run_id() -> str:
 
 def checked_run_id(run_id: str | None) -> str:
     """The run's ID: the one given, checked, or (none given) a fresh random one."""
+    if run_id is not None and not run_id.strip():  # an unset variable: a fresh ID would lose the replay asked for
+        raise RunIdError("--run-id is empty (an unset variable?): give 1-32 lowercase letters, digits and hyphens")
     run_id = run_id or new_run_id()
     if not RUN_ID.match(run_id):
         raise RunIdError(f"--run-id {run_id!r}: use 1-32 lowercase letters, digits and hyphens")

@@ -113,7 +113,10 @@ def prepare(config: pytest.Config, started: float) -> SessionState:
     if is_worker(config):
         return state
     catalogue = load_catalogue()
-    bad = sorted(set(option(config, "--requirement")) - set(catalogue.ids))
+    asked = option(config, "--requirement")
+    if any(not rid.strip() for rid in asked):  # an unset variable: the message named nothing
+        usage_error("--requirement is empty (an unset variable?): give a requirement ID such as SRCH-003")
+    bad = sorted(set(asked) - set(catalogue.ids))
     if bad:
         usage_error(f"--requirement: unknown ID(s) {', '.join(bad)}")
     try:
