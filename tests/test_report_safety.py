@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from conformance.common.secrets import Scrubber
+from conformance.common.secrets import Scrubber, _windows, protected
 from conformance.report.results import RunResult, TestResult
 from conformance.report.writers import FILTER_SCRIPT, code, content_policy, fence, write_all
 from tests.test_report_markdown import CATALOGUE, OBSERVABLE, _exchange, _run
@@ -167,9 +167,10 @@ def test_machine_read_reports_parse_whatever_the_text_and_the_secrets(
     paths = write_all(run, tmp_path / "r", scrubber.text)
     data = json.loads(paths["json"].read_text("utf-8"))
     ET.fromstring(paths["junit"].read_bytes())
+    own = protected()
     for warning in data["warnings"]:
-        for secret in secrets:
-            assert secret not in warning
+        for secret in secrets:  # a secret that lies within one of the suite's own words is kept (secrets.protected)
+            assert secret not in warning or all(w.lower() in own for w in _windows(secret))
 
 
 def test_a_minted_token_spanning_the_reports_words_rewrites_no_report(tmp_path: Path) -> None:

@@ -180,6 +180,10 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
+CLOSED_STREAMS = (anyio.BrokenResourceError, anyio.ClosedResourceError)
+"""What the SDK's tasks raise when a session's streams were closed under them."""
+
+
 def _unwrapped(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """What a group from a session's task groups stands for: its one exception (a check that failed
     in the block, a fault), else the first outcome among them, else a harness error on one line."""
@@ -241,6 +245,10 @@ def connect(endpoint: Endpoint, timeout: float = 30.0, *, collect: bool = True) 
                 raise problem from exc
             yield McpSession(portal, client, endpoint, faults, timeout)
     except BaseExceptionGroup as group:  # the session's task groups wrap what the block raised
+        if all(isinstance(e, CLOSED_STREAMS) for e in _leaves(group)) and isinstance(group.__context__, Exception):
+            # The block failed (a call past its deadline) and the SDK's reader then tripped on the
+            # streams closed for it: the block's failure is the outcome, not the reader's.
+            raise group.__context__ from None
         raise _unwrapped(group) from None
     finally:
         if collect:
