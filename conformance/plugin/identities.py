@@ -21,7 +21,7 @@ from conformance.common.exits import Exit
 from conformance.common.settings import RunSettings
 from conformance.common.transport import RateLimiter, auth_headers, bounded_client, broken, sent_while_refused
 from conformance.common.untrusted import one_line
-from conformance.plugin.preflight import PREFLIGHT, plain_http_problem, usage_error
+from conformance.plugin.preflight import PREFLIGHT, answers_json, plain_http_problem, usage_error
 
 PREFLIGHT_TIMEOUT = 10.0
 """At most this many seconds for each pre-flight request (less when [target].timeout_seconds is less)."""
@@ -33,14 +33,6 @@ REFUSED = (401, 403)
 def stop(message: str) -> NoReturn:
     """The run stops before any test as a harness error: one line, exit 7."""
     pytest.exit(one_line(f"harness error: {message}"), returncode=Exit.HARNESS_ERROR)
-
-
-def _is_json(response: httpx.Response) -> bool:
-    try:
-        response.json()
-    except ValueError:
-        return False
-    return True
 
 
 def _looks_like_html(response: httpx.Response) -> bool:
@@ -104,7 +96,9 @@ class Preflight:
         self.base_status = base.status_code
         if self.cfg.control_url is not None:
             return  # worlds are provisioned and identities minted through control: none configured is used
-        html_base = broken(base) is None and not _is_json(base) and base.status_code < 500 and base.status_code != 429
+        html_base = (
+            broken(base) is None and not answers_json(base) and base.status_code < 500 and base.status_code != 429
+        )
         checks: list[Callable[[], None]] = [
             partial(self.identity, name, who.token, who.route, html_base=html_base)
             for name, who in self.cfg.identities.items()
@@ -138,7 +132,7 @@ class Preflight:
             return  # too large, undecodable, or still rate limited: for the tests to judge, not setup
         status, code = response.status_code, _code(response)
         fix = fix or f"[identities.{name}] (route {route!r})"
-        if html_base and status < 500 and not _is_json(response):
+        if html_base and status < 500 and not answers_json(response):
             what = "a web page (HTML)" if _looks_like_html(response) else "no JSON"
             usage_error(
                 f"{self.where}: serves {what}, not the Agent API: GET / answered HTTP {self.base_status} and the "
@@ -169,13 +163,13 @@ class Preflight:
             "knowledge_delivery": "on_demand",
         }
         turn = self.request("POST", self.cfg.path("turns", route), token, json=body)
-        started: Any = turn.json() if turn.status_code == 200 and _is_json(turn) else None
+        started: Any = turn.json() if turn.status_code == 200 and answers_json(turn) else None
         run_id = started.get("run_id") if isinstance(started, dict) else None
         if not isinstance(run_id, str):
             return
         query = self.cfg.probe_query
         found = self.request("POST", self.cfg.path("search", route), token, json={"query": query, "run_id": run_id})
-        answer: Any = found.json() if found.status_code == 200 and _is_json(found) else None
+        answer: Any = found.json() if found.status_code == 200 and answers_json(found) else None
         if not isinstance(answer, dict):
             return
         status, hints = answer.get("status"), answer.get("hints")
@@ -229,7 +223,7 @@ def check_mcp_url(cfg: Any, chosen: str | None) -> None:
     if key in PREFLIGHT.passed:
         return
     where = f"{'--mcp-target' if given else '[mcp] url'} {redact_url(url)}"
-    seconds = min(cfg.timeout_seconds, 10.0)
+    seconds = cfg.timeout_seconds  # the tests' own bound: a slow but conformant server is never stopped here
     PREFLIGHT.requests += 1
     try:
         answer = raw.initialize(url, seconds)

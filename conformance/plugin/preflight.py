@@ -236,7 +236,7 @@ def check_control(cfg: Any) -> None:
         )
     if response.status_code in CONTROL_MISSING:
         _control_elsewhere(cfg, root, where, response.status_code)
-    if 200 <= response.status_code < 300 and not _answers_json(response):
+    if 200 <= response.status_code < 300 and not answers_json(response):
         kind = response.headers.get("content-type", "no content type").split(";")[0].strip()
         usage_error(
             f"{where}: GET {root.path.rstrip('/')}/clock answered {response.status_code} with {kind}, not the control "
@@ -245,7 +245,8 @@ def check_control(cfg: Any) -> None:
     PREFLIGHT.passed.add(key)
 
 
-def _answers_json(response: Any) -> bool:
+def answers_json(response: Any) -> bool:
+    """Whether the answer's body is JSON the suite can read."""
     try:
         response.json()
     except ValueError:
